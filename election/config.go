@@ -1,0 +1,120 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config configures one node's state machine. Times are in ticks; the
+// instance loop decides how long a tick is.
+type Config struct {
+	// ID is this node's id; required, never zero.
+	ID NodeID
+	// Priority ranks this node before its id does; higher wins.
+	Priority int64
+	// Peers are the other members known at start. More arrive as events.
+	Peers []Member
+	// Term is the term persisted by a previous run (0 on first start).
+	Term Term
+	// HeartbeatTicks: a follower heartbeats its leader this often. Default 1.
+	HeartbeatTicks int
+	// LeaderTimeoutTicks: a follower suspects its leader after this many
+	// ticks without a reply. Must exceed HeartbeatTicks. Default 5.
+	LeaderTimeoutTicks int
+	// JitterTicks: a random 0..JitterTicks is added to each leader timeout
+	// and to the wait before a first election, so nodes do not all start at
+	// once. Default LeaderTimeoutTicks.
+	JitterTicks int
+	// AnswerTimeoutTicks: bully waits this long for an Answer. Default 2.
+	AnswerTimeoutTicks int
+	// ElectionTimeoutTicks: bully waits this long for a Coordinator after an
+	// Answer; a quorum proposal waits this long for acks; the ring adds
+	// HopTicks per member to it. Default 10.
+	ElectionTimeoutTicks int
+	// HopTicks: the ring's allowance for one hop. Default 1.
+	HopTicks int
+	// Quorum is the cluster size in quorum mode; 0 turns quorum mode off.
+	Quorum int
+	// LeaseTicks: in quorum mode a leader that has not heard from a majority
+	// for this long steps down. Must be below LeaderTimeoutTicks so the old
+	// leader steps down before followers elect anew. Default
+	// LeaderTimeoutTicks - HeartbeatTicks.
+	LeaseTicks int
+	// Preempt lets a higher-ranked node depose a healthy leader.
+	Preempt bool
+	// Rand returns a number in [0, n). Injected so runs are reproducible;
+	// nil uses a deterministic generator seeded by ID.
+	Rand func(n int) int
+}
+
+// withDefaults returns a copy with zero fields filled in.
+func (c Config) withDefaults() Config {
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.LeaderTimeoutTicks == 0 {
+		c.LeaderTimeoutTicks = 5 * c.HeartbeatTicks
+	}
+	if c.JitterTicks == 0 {
+		c.JitterTicks = c.LeaderTimeoutTicks
+	}
+	if c.AnswerTimeoutTicks == 0 {
+		c.AnswerTimeoutTicks = 2
+	}
+	if c.ElectionTimeoutTicks == 0 {
+		c.ElectionTimeoutTicks = 10
+	}
+	if c.HopTicks == 0 {
+		c.HopTicks = 1
+	}
+	if c.LeaseTicks == 0 {
+		c.LeaseTicks = c.LeaderTimeoutTicks - c.HeartbeatTicks
+	}
+	if c.Rand == nil {
+		s := uint64(c.ID)*0x9E3779B97F4A7C15 | 1
+		c.Rand = func(n int) int {
+			s ^= s << 13
+			s ^= s >> 7
+			s ^= s << 17
+			return int(s % uint64(n))
+		}
+	}
+	return c
+}
+
+// Validate checks the fields against each other. Errors name the field.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	var errs []error
+	if d.ID == 0 {
+		errs = append(errs, errors.New("ID: must not be zero"))
+	}
+	for _, p := range d.Peers {
+		if p.ID == d.ID {
+			errs = append(errs, fmt.Errorf("Peers: contains this node's own id %d", p.ID))
+		}
+		if p.ID == 0 {
+			errs = append(errs, errors.New("Peers: contains id 0"))
+		}
+	}
+	for name, v := range map[string]int{"HeartbeatTicks": d.HeartbeatTicks, "LeaderTimeoutTicks": d.LeaderTimeoutTicks,
+		"AnswerTimeoutTicks": d.AnswerTimeoutTicks, "ElectionTimeoutTicks": d.ElectionTimeoutTicks, "HopTicks": d.HopTicks,
+		"JitterTicks": d.JitterTicks, "LeaseTicks": d.LeaseTicks} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative (got %d)", name, v))
+		}
+	}
+	if d.LeaderTimeoutTicks <= d.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("LeaderTimeoutTicks: must exceed HeartbeatTicks (%d <= %d)", d.LeaderTimeoutTicks, d.HeartbeatTicks))
+	}
+	if d.Quorum < 0 {
+		errs = append(errs, fmt.Errorf("Quorum: must be 0 (off) or the cluster size (got %d)", d.Quorum))
+	}
+	if d.Quorum > 0 && d.LeaseTicks >= d.LeaderTimeoutTicks {
+		errs = append(errs, fmt.Errorf("LeaseTicks: must be below LeaderTimeoutTicks in quorum mode (%d >= %d)", d.LeaseTicks, d.LeaderTimeoutTicks))
+	}
+	if d.Quorum > 0 && d.LeaseTicks <= d.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("LeaseTicks: must exceed HeartbeatTicks (%d <= %d)", d.LeaseTicks, d.HeartbeatTicks))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,210 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/electord/electord/election"
+)
+
+var (
+	propCount = flag.Int("prop.count", 1000, "random fault schedules per algorithm")
+	propSeed  = flag.Uint64("prop.seed", 1, "first seed; schedule i uses seed prop.seed+i")
+	propTrace = flag.Bool("prop.trace", false, "trace every message (use with -prop.count=1)")
+)
+
+// L1Bound is the number of ticks within which a healed cluster of n nodes
+// must agree on one leader, with the default timings.
+func L1Bound(n int) int {
+	cfg := election.Config{ID: 1}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	const lt, jitter, et, hop = 5, 5, 10, 1 // the defaults (see Config)
+	return 6*(lt+jitter) + 4*(et+2*n*hop)
+}
+
+// schedule is one random fault schedule's outcome.
+type schedule struct {
+	n            int
+	quorum       bool
+	preempt      bool
+	faults       int
+	healedAfter  int // ticks from heal to agreement
+	stableChurns int
+}
+
+func (sc schedule) String() string {
+	return fmt.Sprintf("n=%d quorum=%v preempt=%v faults=%d", sc.n, sc.quorum, sc.preempt, sc.faults)
+}
+
+// runSchedule runs one seeded random schedule of faults, then heals
+// everything and checks L1 and that the agreed leader then stays put.
+func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule, error) {
+	r := rand.New(rand.NewPCG(seed, 0xfa17))
+	sc := schedule{n: 1 + r.IntN(7), quorum: r.IntN(2) == 0, preempt: r.IntN(4) == 0}
+	opts := Options{N: sc.n, Algorithm: algo, Quorum: sc.quorum, Preempt: sc.preempt, Seed: seed}
+	if r.IntN(3) == 0 {
+		for range sc.n {
+			opts.Priorities = append(opts.Priorities, int64(r.IntN(3)))
+		}
+	}
+	s, err := New(opts)
+	if err != nil {
+		return sc, err
+	}
+	s.Trace = trace
+	ids := func(pred func(election.NodeID) bool) []election.NodeID {
+		var out []election.NodeID
+		for i := 1; i <= sc.n; i++ {
+			if pred(election.NodeID(i)) {
+				out = append(out, election.NodeID(i))
+			}
+		}
+		return out
+	}
+	pick := func(from []election.NodeID) (election.NodeID, bool) {
+		if len(from) == 0 {
+			return 0, false
+		}
+		return from[r.IntN(len(from))], true
+	}
+	split := func() ([]election.NodeID, []election.NodeID) {
+		all := ids(func(election.NodeID) bool { return true })
+		r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		k := r.IntN(len(all) + 1)
+		return all[:k], all[k:]
+	}
+	restartAt := map[election.NodeID]uint64{}
+	faultTicks := 100 + r.IntN(200)
+	for range faultTicks {
+		if r.IntN(8) == 0 {
+			sc.faults++
+			switch r.IntN(10) {
+			case 0: // crash
+				if id, ok := pick(ids(s.Up)); ok {
+					s.Crash(id)
+				}
+			case 1: // restart, keeping the persisted term
+				if id, ok := pick(ids(func(id election.NodeID) bool { return !s.Up(id) })); ok {
+					if err := s.Restart(id); err != nil {
+						return sc, err
+					}
+				}
+			case 2: // symmetric partition
+				a, b := split()
+				s.Partition(a, b)
+			case 3: // one-way cut
+				a, _ := pick(ids(func(election.NodeID) bool { return true }))
+				b, _ := pick(ids(func(election.NodeID) bool { return true }))
+				if a != b {
+					s.Cut(a, b)
+				}
+			case 4: // a bridge sees both halves
+				a, b := split()
+				if len(a) > 1 {
+					s.Bridge(a[0], a[1:], b)
+				}
+			case 5: // links heal
+				s.cut = map[[2]election.NodeID]bool{}
+			case 6: // lossy links
+				s.DropRate = float64(r.IntN(4)) / 10
+			case 7: // delays and reordering
+				s.MaxDelay = r.IntN(4)
+			case 8: // a flapping node: down and up again quickly, several times
+				if id, ok := pick(ids(s.Up)); ok {
+					s.Crash(id)
+					restartAt[id] = s.Now() + uint64(1+r.IntN(4))
+				}
+			case 9: // isolate one node
+				if id, ok := pick(ids(s.Up)); ok {
+					s.Isolate(id)
+				}
+			}
+		}
+		for id, at := range restartAt {
+			if s.Now() >= at {
+				delete(restartAt, id)
+				if err := s.Restart(id); err != nil {
+					return sc, err
+				}
+				if r.IntN(2) == 0 { // flap again
+					s.Crash(id)
+					restartAt[id] = s.Now() + uint64(1+r.IntN(4))
+				}
+			}
+		}
+		if err := s.Step(); err != nil {
+			return sc, err
+		}
+	}
+	// Faults stop: every link heals and every node runs again.
+	s.Heal()
+	for i := 1; i <= sc.n; i++ {
+		if err := s.Restart(election.NodeID(i)); err != nil {
+			return sc, err
+		}
+	}
+	start := s.Now()
+	bound := L1Bound(sc.n)
+	ok, err := s.RunUntil(bound, func() bool { _, _, ok := s.Agreed(); return ok })
+	if err != nil {
+		return sc, err
+	}
+	if !ok {
+		return sc, fmt.Errorf("L1 violated: no single agreed leader %d ticks after healing: %s", bound, s.Describe())
+	}
+	sc.healedAfter = int(s.Now() - start)
+	// Once agreed on a healthy network, the leader stays. A suspicion formed
+	// before the heal (heartbeats lost just before it) may still fire within
+	// a leader timeout plus jitter, so the window starts after that.
+	const residual = 2 * (5 + 5)
+	if err := s.Run(max(0, residual-sc.healedAfter)); err != nil {
+		return sc, err
+	}
+	if ok, err := s.RunUntil(bound, func() bool { _, _, ok := s.Agreed(); return ok }); err != nil || !ok {
+		return sc, fmt.Errorf("L1 violated after residual suspicions: agreed=%v err=%v: %s", ok, err, s.Describe())
+	}
+	leader, term, _ := s.Agreed()
+	if err := s.Run(3 * bound); err != nil {
+		return sc, err
+	}
+	if l, t, ok := s.Agreed(); !ok || l != leader || t != term {
+		return sc, fmt.Errorf("stability violated: leader %d term %v changed to %d %v (agreed=%v) on a healthy network: %s",
+			leader, term, l, t, ok, s.Describe())
+	}
+	return sc, nil
+}
+
+func TestPropertyRandomFaultSchedules(t *testing.T) {
+	for _, algo := range []string{"ring", "bully"} {
+		t.Run(algo, func(t *testing.T) {
+			var worst, total int
+			var heal []int
+			byN := map[string]int{}
+			for i := range *propCount {
+				seed := *propSeed + uint64(i)
+				var trace func(string, ...any)
+				if *propTrace {
+					trace = t.Logf
+				}
+				sc, err := runSchedule(algo, seed, trace)
+				if err != nil {
+					t.Fatalf("%s seed %d (%v): %v\nreproduce: go test ./election/sim -run 'TestPropertyRandomFaultSchedules/%s' -prop.seed=%d -prop.count=1 -prop.trace",
+						algo, seed, sc, err, algo, seed)
+				}
+				total++
+				heal = append(heal, sc.healedAfter)
+				worst = max(worst, sc.healedAfter)
+				byN[fmt.Sprintf("n=%d/q=%v", sc.n, sc.quorum)]++
+			}
+			slices.Sort(heal)
+			t.Logf("%s: %d schedules, seeds %d..%d, 0 violations of S1/S2/L1/stability; ticks from heal to agreement p50=%d p99=%d max=%d",
+				algo, total, *propSeed, *propSeed+uint64(total)-1, heal[len(heal)/2], heal[len(heal)*99/100], worst)
+			t.Logf("%s: schedules by size and mode: %v", algo, byN)
+		})
+	}
+}

@@ -1,0 +1,499 @@
+// Package sim is a deterministic simulator for the election state machines:
+// N nodes on a synchronous simulated network, driven by a seed and ticks,
+// with fault injection and a checker that runs after every step.
+//
+// It has no goroutines and no clock. Each Step is one tick: messages due this
+// tick are delivered in send order, every live node ticks, membership views
+// are updated as gossip would, and every node's Ready is drained: the term is
+// persisted first, then its messages are put on the wire.
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/bully"
+	"github.com/electord/electord/election/ring"
+)
+
+// Factory builds a state machine.
+type Factory func(election.Config) (*election.Core, error)
+
+// Factories by algorithm name.
+var Factories = map[string]Factory{"ring": ring.New, "bully": bully.New}
+
+// Options configure a simulation.
+type Options struct {
+	N         int
+	Algorithm string // "ring" or "bully"
+	Quorum    bool   // quorum mode with cluster size N
+	Preempt   bool
+	Seed      uint64
+	// Priorities, when set, gives node i+1 priority Priorities[i].
+	Priorities []int64
+	// Tune may change each node's config.
+	Tune func(*election.Config)
+	// GossipEvery: membership views are refreshed every this many ticks (default 2).
+	GossipEvery int
+	// FailDelay: a send to an unreachable node is reported failed after this many ticks (default 2).
+	FailDelay int
+}
+
+type envelope struct {
+	at     uint64
+	seq    uint64
+	msg    election.Message
+	failed bool // a failure report for msg.From instead of a delivery
+}
+
+type node struct {
+	id   election.NodeID
+	sm   *election.Core
+	up   bool
+	view map[election.NodeID]bool // whom this node's membership holds alive
+}
+
+// Sim is one simulated cluster.
+type Sim struct {
+	opts  Options
+	rng   *rand.Rand
+	nodes []*node
+	now   uint64
+	seq   uint64
+	wire  []envelope
+
+	// Faults.
+	cut      map[[2]election.NodeID]bool // from→to blocked
+	DropRate float64                     // chance a message is lost
+	MaxDelay int                         // extra delay 0..MaxDelay ticks (reorders)
+	Hook     func(m election.Message) bool
+
+	persisted map[election.NodeID]election.Term
+	Check     *Checker
+	// Counts of messages put on the wire, by type.
+	Counts map[election.MsgType]int
+	// Leadership changes seen, in order.
+	Changes []Change
+	Trace   func(format string, a ...any)
+}
+
+// Change is one leadership change of one node.
+type Change struct {
+	Tick uint64
+	Node election.NodeID
+	election.Leadership
+}
+
+// New builds a cluster where every node knows every other.
+func New(opts Options) (*Sim, error) {
+	f, ok := Factories[opts.Algorithm]
+	if !ok {
+		return nil, fmt.Errorf("sim: unknown algorithm %q", opts.Algorithm)
+	}
+	_ = f
+	if opts.N < 1 {
+		return nil, fmt.Errorf("sim: N must be at least 1")
+	}
+	if opts.GossipEvery == 0 {
+		opts.GossipEvery = 2
+	}
+	if opts.FailDelay == 0 {
+		opts.FailDelay = 2
+	}
+	s := &Sim{
+		opts:      opts,
+		rng:       rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
+		cut:       map[[2]election.NodeID]bool{},
+		persisted: map[election.NodeID]election.Term{},
+		Counts:    map[election.MsgType]int{},
+	}
+	s.Check = newChecker(s)
+	for i := 1; i <= opts.N; i++ {
+		s.nodes = append(s.nodes, &node{id: election.NodeID(i)})
+	}
+	for _, n := range s.nodes {
+		n.view = map[election.NodeID]bool{}
+		for _, o := range s.nodes {
+			if o != n {
+				n.view[o.id] = true
+			}
+		}
+		if err := s.start(n); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Sim) member(id election.NodeID) election.Member {
+	m := election.Member{ID: id}
+	if i := int(id) - 1; i < len(s.opts.Priorities) {
+		m.Priority = s.opts.Priorities[i]
+	}
+	return m
+}
+
+func (s *Sim) start(n *node) error {
+	cfg := election.Config{ID: n.id, Priority: s.member(n.id).Priority, Term: s.persisted[n.id], Preempt: s.opts.Preempt}
+	if s.opts.Quorum {
+		cfg.Quorum = s.opts.N
+	}
+	for id, alive := range n.view {
+		if alive {
+			cfg.Peers = append(cfg.Peers, s.member(id))
+		}
+	}
+	slices.SortFunc(cfg.Peers, func(a, b election.Member) int { return int(a.ID) - int(b.ID) })
+	r := rand.New(rand.NewPCG(s.rng.Uint64(), uint64(n.id)))
+	cfg.Rand = func(k int) int { return r.IntN(k) }
+	if s.opts.Tune != nil {
+		s.opts.Tune(&cfg)
+	}
+	sm, err := Factories[s.opts.Algorithm](cfg)
+	if err != nil {
+		return err
+	}
+	n.sm, n.up = sm, true
+	return nil
+}
+
+// Node returns the state machine of node id (1-based).
+func (s *Sim) Node(id election.NodeID) *election.Core { return s.nodes[id-1].sm }
+
+// N is the cluster size.
+func (s *Sim) N() int { return len(s.nodes) }
+
+// Now is the current tick.
+func (s *Sim) Now() uint64 { return s.now }
+
+// Up reports whether node id runs.
+func (s *Sim) Up(id election.NodeID) bool { return s.nodes[id-1].up }
+
+// Rand is the simulation's seeded source, for fault schedules.
+func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+// ---- faults ----
+
+// Crash stops node id; its persisted term survives.
+func (s *Sim) Crash(id election.NodeID) {
+	n := s.nodes[id-1]
+	if n.up {
+		n.up = false
+		s.Check.crashed(n)
+	}
+}
+
+// Restart starts a crashed node again from its persisted term.
+func (s *Sim) Restart(id election.NodeID) error {
+	n := s.nodes[id-1]
+	if n.up {
+		return nil
+	}
+	for _, o := range s.nodes {
+		if o != n {
+			n.view[o.id] = s.visible(n, o)
+		}
+	}
+	if err := s.start(n); err != nil {
+		return err
+	}
+	s.Check.restarted(n)
+	return nil
+}
+
+// Cut blocks messages from a to b (one way).
+func (s *Sim) Cut(a, b election.NodeID) { s.cut[[2]election.NodeID{a, b}] = true }
+
+// Isolate cuts node id off from everyone, both ways.
+func (s *Sim) Isolate(id election.NodeID) {
+	for _, o := range s.nodes {
+		if o.id != id {
+			s.Cut(id, o.id)
+			s.Cut(o.id, id)
+		}
+	}
+}
+
+// Partition splits the cluster into groups that cannot talk to each other.
+// A node named in no group is cut off from everyone.
+func (s *Sim) Partition(groups ...[]election.NodeID) {
+	s.cut = map[[2]election.NodeID]bool{}
+	group := map[election.NodeID]int{}
+	for gi, g := range groups {
+		for _, id := range g {
+			group[id] = gi + 1
+		}
+	}
+	for _, a := range s.nodes {
+		for _, b := range s.nodes {
+			if a != b && (group[a.id] == 0 || group[a.id] != group[b.id]) {
+				s.Cut(a.id, b.id)
+			}
+		}
+	}
+}
+
+// Bridge splits the cluster into two halves that only bridge sees both of.
+func (s *Sim) Bridge(bridge election.NodeID, left, right []election.NodeID) {
+	s.Partition(append(slices.Clone(left), bridge), append(slices.Clone(right), bridge))
+	for _, id := range left {
+		delete(s.cut, [2]election.NodeID{bridge, id})
+		delete(s.cut, [2]election.NodeID{id, bridge})
+	}
+}
+
+// Heal removes every cut, drop and delay.
+func (s *Sim) Heal() {
+	s.cut = map[[2]election.NodeID]bool{}
+	s.DropRate, s.MaxDelay = 0, 0
+	if s.Trace != nil {
+		s.Trace("t=%d heal", s.now)
+	}
+}
+
+func (s *Sim) linked(a, b election.NodeID) bool { return !s.cut[[2]election.NodeID{a, b}] }
+
+// visible is what gossip would say: o runs and the link works both ways.
+func (s *Sim) visible(n, o *node) bool { return o.up && s.linked(n.id, o.id) && s.linked(o.id, n.id) }
+
+// ---- running ----
+
+// Inject feeds an event to node id, as membership or the transport would.
+func (s *Sim) Inject(id election.NodeID, ev election.Event) {
+	if n := s.nodes[id-1]; n.up {
+		n.sm.Observe(ev)
+	}
+}
+
+// Do runs f on node id's state machine (Resign, Transfer, Campaign...).
+func (s *Sim) Do(id election.NodeID, f func(sm *election.Core) error) error {
+	n := s.nodes[id-1]
+	if !n.up {
+		return fmt.Errorf("sim: node %d is down", id)
+	}
+	err := f(n.sm)
+	s.drain()
+	return err
+}
+
+// Step runs one tick and the checker. It returns the first violation.
+func (s *Sim) Step() error {
+	s.now++
+	s.deliver()
+	for _, n := range s.nodes {
+		if n.up {
+			n.sm.Tick()
+		}
+	}
+	if s.now%uint64(s.opts.GossipEvery) == 0 {
+		s.gossip()
+	}
+	s.drain()
+	return s.Check.check()
+}
+
+// Run steps up to ticks times and stops at the first violation.
+func (s *Sim) Run(ticks int) error {
+	for range ticks {
+		if err := s.Step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunUntil steps until cond holds, for at most ticks ticks. It reports
+// whether cond held.
+func (s *Sim) RunUntil(ticks int, cond func() bool) (bool, error) {
+	for range ticks {
+		if cond() {
+			return true, nil
+		}
+		if err := s.Step(); err != nil {
+			return false, err
+		}
+	}
+	return cond(), nil
+}
+
+// Quiet runs until no message is in flight, for at most ticks ticks, without ticking the
+// nodes' clocks forward more than needed: it is used to count an election's messages.
+func (s *Sim) deliver() {
+	if len(s.wire) == 0 {
+		return
+	}
+	var due, later []envelope
+	for _, e := range s.wire {
+		if e.at <= s.now {
+			due = append(due, e)
+		} else {
+			later = append(later, e)
+		}
+	}
+	s.wire = later
+	slices.SortFunc(due, func(a, b envelope) int {
+		if a.at != b.at {
+			return int(a.at) - int(b.at)
+		}
+		return int(a.seq) - int(b.seq)
+	})
+	for _, e := range due {
+		if e.failed {
+			if n := s.nodes[e.msg.From-1]; n.up {
+				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: e.msg})
+			}
+			continue
+		}
+		n := s.nodes[e.msg.To-1]
+		if !n.up {
+			continue
+		}
+		if err := n.sm.Step(e.msg); err != nil {
+			s.Check.fail("node %d rejected a well-formed message: %v", n.id, err)
+		}
+	}
+}
+
+func (s *Sim) gossip() {
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		for _, o := range s.nodes {
+			if o == n {
+				continue
+			}
+			vis := s.visible(n, o)
+			if vis == n.view[o.id] {
+				continue
+			}
+			n.view[o.id] = vis
+			ev := election.Event{Type: election.EventDead, Member: s.member(o.id)}
+			if vis {
+				ev.Type = election.EventJoin
+			}
+			n.sm.Observe(ev)
+		}
+	}
+}
+
+func (s *Sim) drain() {
+	for _, n := range s.nodes {
+		if !n.up || !n.sm.HasReady() {
+			continue
+		}
+		rd := n.sm.Ready()
+		if rd.Term != 0 {
+			s.Check.persist(n, rd.Term)
+			s.persisted[n.id] = rd.Term
+		}
+		if rd.Change != nil {
+			s.Changes = append(s.Changes, Change{Tick: s.now, Node: n.id, Leadership: *rd.Change})
+			if s.Trace != nil {
+				s.Trace("t=%d node %d: %v leader=%d term=%v", s.now, n.id, rd.Change.Role, rd.Change.Leader, rd.Change.Term)
+			}
+		}
+		for _, m := range rd.Messages {
+			s.send(m)
+		}
+	}
+}
+
+func (s *Sim) send(m election.Message) {
+	s.Counts[m.Type]++
+	if s.Trace != nil {
+		s.Trace("t=%d %v %d->%d term=%v leader=%d cands=%d", s.now, m.Type, m.From, m.To, m.Term, m.Leader, len(m.Candidates))
+	}
+	if s.Hook != nil && !s.Hook(m) {
+		return
+	}
+	s.seq++
+	e := envelope{at: s.now + 1, seq: s.seq, msg: m}
+	if m.To == 0 || int(m.To) > len(s.nodes) {
+		s.Check.fail("node %d sent %v to unknown node %d", m.From, m.Type, m.To)
+		return
+	}
+	to := s.nodes[m.To-1]
+	switch {
+	case !to.up || !s.linked(m.From, m.To):
+		// The transport notices: connection refused or deadline exceeded.
+		e.failed, e.at = true, s.now+uint64(s.opts.FailDelay)
+	case s.DropRate > 0 && s.rng.Float64() < s.DropRate:
+		if s.rng.IntN(2) == 0 {
+			if s.Trace != nil {
+				s.Trace("t=%d lost %v %d->%d", s.now, m.Type, m.From, m.To)
+			}
+			return // lost without a trace
+		}
+		e.failed, e.at = true, s.now+uint64(s.opts.FailDelay)
+	case s.MaxDelay > 0:
+		e.at += uint64(s.rng.IntN(s.MaxDelay + 1))
+	}
+	s.wire = append(s.wire, e)
+}
+
+// InFlight is the number of messages on the wire.
+func (s *Sim) InFlight() int { return len(s.wire) }
+
+// Total is the number of messages sent of the given types (all when none).
+func (s *Sim) Total(types ...election.MsgType) int {
+	t := 0
+	for typ, c := range s.Counts {
+		if len(types) == 0 || slices.Contains(types, typ) {
+			t += c
+		}
+	}
+	return t
+}
+
+// ResetCounts zeroes the message counts.
+func (s *Sim) ResetCounts() { s.Counts = map[election.MsgType]int{} }
+
+// Agreed reports the leader and term when every live node agrees on one
+// leader that leads, and false otherwise.
+func (s *Sim) Agreed() (election.NodeID, election.Term, bool) {
+	var leader election.NodeID
+	var term election.Term
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		st := n.sm.Status()
+		if st.Leader == 0 || (leader != 0 && (st.Leader != leader || st.LeaderTerm != term)) {
+			return 0, 0, false
+		}
+		leader, term = st.Leader, st.LeaderTerm
+	}
+	if leader == 0 || !s.nodes[leader-1].up || s.nodes[leader-1].sm.Role() != election.RoleLeader {
+		return 0, 0, false
+	}
+	return leader, term, true
+}
+
+// Leaders lists the live nodes that consider themselves leader.
+func (s *Sim) Leaders() []election.NodeID {
+	var ids []election.NodeID
+	for _, n := range s.nodes {
+		if n.up && n.sm.Role() == election.RoleLeader {
+			ids = append(ids, n.id)
+		}
+	}
+	return ids
+}
+
+// Describe is a one-line state of every node, for failure messages.
+func (s *Sim) Describe() string {
+	var b strings.Builder
+	for _, n := range s.nodes {
+		if !n.up {
+			fmt.Fprintf(&b, "[%d down] ", n.id)
+			continue
+		}
+		st := n.sm.Status()
+		fmt.Fprintf(&b, "[%d %v leader=%d lt=%v t=%v m=%d] ", n.id, st.Role, st.Leader, st.LeaderTerm, st.Term, st.Members)
+	}
+	return b.String()
+}

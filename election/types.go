@@ -1,0 +1,251 @@
+// Package election holds the types shared by the leader election algorithms
+// (election/ring and election/bully), the Core state machine they plug into,
+// and the contract every strategy meets.
+//
+// Everything in this package and its algorithm subpackages is pure: no
+// goroutines, no clocks, no sockets and no locks. Time is counted in ticks,
+// randomness is injected through Config.Rand, and effects come out of Ready().
+package election
+
+import (
+	"errors"
+	"fmt"
+)
+
+// NodeID names a node. It is unique in a cluster and never zero.
+type NodeID uint64
+
+// Term is the fencing token of a leadership. A term is epoch<<SlotBits|slot,
+// where slot is the low SlotBits bits of the id of the only node that may lead
+// in that term. Two nodes can therefore never lead in the same term, even in
+// two halves of a partition that never talk to each other, as long as the ids
+// of live members differ in their low SlotBits bits (membership rejects ids
+// that collide).
+type Term uint64
+
+// SlotBits is how many low bits of a term name the node that owns it.
+const SlotBits = 16
+
+const slotMask = 1<<SlotBits - 1
+
+// Epoch is the counter part of a term.
+func (t Term) Epoch() uint64 { return uint64(t) >> SlotBits }
+
+// Slot is the owner part of a term.
+func (t Term) Slot() uint64 { return uint64(t) & slotMask }
+
+// OwnedBy reports whether id is the node that may lead in term t.
+func (t Term) OwnedBy(id NodeID) bool { return t != 0 && t.Slot() == uint64(id)&slotMask }
+
+// NextTerm is the smallest term above seen that id owns: one epoch later.
+func NextTerm(seen Term, id NodeID) Term {
+	return Term((seen.Epoch()+1)<<SlotBits | uint64(id)&slotMask)
+}
+
+func (t Term) String() string { return fmt.Sprintf("%d.%d", t.Epoch(), t.Slot()) }
+
+// Rank orders nodes: the higher priority wins, and the higher id breaks ties.
+type Rank struct {
+	Priority int64
+	ID       NodeID
+}
+
+// Compare returns -1, 0 or +1 as r ranks below, equal to or above o.
+func (r Rank) Compare(o Rank) int {
+	switch {
+	case r.Priority < o.Priority:
+		return -1
+	case r.Priority > o.Priority:
+		return 1
+	case r.ID < o.ID:
+		return -1
+	case r.ID > o.ID:
+		return 1
+	}
+	return 0
+}
+
+// Less reports whether r ranks below o.
+func (r Rank) Less(o Rank) bool { return r.Compare(o) < 0 }
+
+// Member is a node as membership reports it.
+type Member struct {
+	ID       NodeID
+	Priority int64
+}
+
+// Rank is the member's rank.
+func (m Member) Rank() Rank { return Rank{Priority: m.Priority, ID: m.ID} }
+
+// Role is what a node is doing right now.
+type Role uint8
+
+const (
+	// RoleNoLeader: no leader is known and no election is running here.
+	RoleNoLeader Role = iota
+	// RoleFollower: a leader and its term are known.
+	RoleFollower
+	// RoleElecting: this node runs an election or waits for its outcome.
+	RoleElecting
+	// RoleLeader: this node leads.
+	RoleLeader
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleNoLeader:
+		return "no_leader"
+	case RoleFollower:
+		return "follower"
+	case RoleElecting:
+		return "electing"
+	case RoleLeader:
+		return "leader"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// MsgType is the kind of a peer message.
+type MsgType uint8
+
+const (
+	// MsgElection is the ring's circulating candidate list or the bully's election request.
+	MsgElection MsgType = iota + 1
+	// MsgAnswer is the bully's "I am alive and outrank you".
+	MsgAnswer
+	// MsgCoordinator announces a leader and its term.
+	MsgCoordinator
+	// MsgCoordinatorAck acknowledges a Coordinator in quorum mode.
+	MsgCoordinatorAck
+	// MsgHeartbeat goes from a follower to its leader.
+	MsgHeartbeat
+	// MsgHeartbeatResp answers a heartbeat, or tells a peer of a newer term.
+	MsgHeartbeatResp
+	// MsgTimeoutNow hands leadership over (transfer), or asks for an election (resign).
+	MsgTimeoutNow
+)
+
+var msgNames = [...]string{"", "Election", "Answer", "Coordinator", "CoordinatorAck", "Heartbeat", "HeartbeatResp", "TimeoutNow"}
+
+func (t MsgType) String() string {
+	if int(t) < len(msgNames) && t != 0 {
+		return msgNames[t]
+	}
+	return fmt.Sprintf("msg(%d)", uint8(t))
+}
+
+// Message is one peer message. Fields a type does not use are zero.
+type Message struct {
+	Type MsgType
+	From NodeID
+	To   NodeID
+	// Term: the election attempt's term (Election, Answer), the announced
+	// leadership's term (Coordinator, Ack, Heartbeat*), the sender's leadership
+	// term (TimeoutNow).
+	Term Term
+	// Leader: the announced or known leader (Coordinator, Heartbeat*); on a
+	// ring Election, the incumbent leader if it forwarded the message.
+	Leader NodeID
+	// Initiator: who started a ring election or sent a ring Coordinator around.
+	Initiator NodeID
+	// InitiatorRank: the ring initiator's rank (suppression compares it).
+	InitiatorRank Rank
+	// Candidates: the ring's collected candidate list.
+	Candidates []Rank
+	// MaxTerm: the highest term seen by the ring nodes the Election passed.
+	MaxTerm Term
+	// FromRank: the sender's rank as it claims it.
+	FromRank Rank
+	// Reject: a HeartbeatResp that says "not your leader for that term".
+	Reject bool
+	// Confirmed: a Coordinator that is final (always, outside quorum mode).
+	Confirmed bool
+	// Elect: a TimeoutNow that asks for an election instead of a hand-over.
+	Elect bool
+}
+
+// EventType is a local event from membership or the transport.
+type EventType uint8
+
+const (
+	// EventJoin: a member joined or came back (or changed priority).
+	EventJoin EventType = iota + 1
+	// EventLeave: a member left cleanly.
+	EventLeave
+	// EventDead: membership declared a member dead.
+	EventDead
+	// EventLeaderTimeout: something outside the core suspects the leader.
+	EventLeaderTimeout
+	// EventSendFailed: a message could not be delivered; Msg says which.
+	EventSendFailed
+)
+
+// Event is a local event.
+type Event struct {
+	Type   EventType
+	Member Member
+	Msg    Message
+}
+
+// Leadership is what users see: the role, the leader and its term.
+type Leadership struct {
+	Role   Role
+	Leader NodeID
+	Term   Term
+}
+
+// Ready is a batch of effects. The caller must persist Term (when it is not
+// zero) before it sends Messages.
+type Ready struct {
+	// Term is the term to persist; zero when it did not change.
+	Term Term
+	// Change is the new leadership when it changed since the last Ready.
+	Change *Leadership
+	// Messages to send, in order.
+	Messages []Message
+}
+
+// Status is a snapshot of a node's state.
+type Status struct {
+	ID         NodeID
+	Algorithm  string
+	Role       Role
+	Leader     NodeID
+	LeaderTerm Term
+	Term       Term
+	Members    int
+	Excluded   bool
+	Rejected   uint64
+}
+
+// StateMachine is the contract every strategy meets. None of its methods
+// may be called concurrently: one goroutine (the instance loop) owns it.
+type StateMachine interface {
+	// Step feeds one peer message. Invalid messages are rejected with an
+	// error wrapping ErrInvalidMessage and counted; state does not change.
+	Step(m Message) error
+	// Tick advances logical time by one tick.
+	Tick()
+	// Observe feeds a membership or transport event.
+	Observe(ev Event)
+	// Campaign starts an election now (e.g. an operator asked for one).
+	Campaign()
+	// Resign steps down; an election runs without this node for that round.
+	Resign() error
+	// Transfer hands leadership to a live member with one message.
+	Transfer(to NodeID) error
+	// HasReady reports whether Ready would return anything.
+	HasReady() bool
+	// Ready returns and clears the pending effects.
+	Ready() Ready
+	// Status is a snapshot.
+	Status() Status
+}
+
+// Sentinel errors callers act on.
+var (
+	ErrNotLeader      = errors.New("election: not the leader")
+	ErrUnknownNode    = errors.New("election: unknown node")
+	ErrNoCandidate    = errors.New("election: no other live member to lead")
+	ErrInvalidMessage = errors.New("election: invalid message")
+)
