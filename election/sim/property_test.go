@@ -109,7 +109,7 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 					s.Bridge(a[0], a[1:], b)
 				}
 			case 5: // links heal
-				s.cut = map[[2]election.NodeID]bool{}
+				s.cut, s.changed = map[[2]election.NodeID]bool{}, true
 			case 6: // lossy links
 				s.DropRate = float64(r.IntN(4)) / 10
 			case 7: // delays and reordering

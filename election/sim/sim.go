@@ -44,7 +44,6 @@ type Options struct {
 
 type envelope struct {
 	at     uint64
-	seq    uint64
 	msg    election.Message
 	failed bool // a failure report for msg.From instead of a delivery
 }
@@ -62,11 +61,11 @@ type Sim struct {
 	rng   *rand.Rand
 	nodes []*node
 	now   uint64
-	seq   uint64
-	wire  []envelope
+	wire  map[uint64][]envelope // by delivery tick, in send order
 
 	// Faults.
 	cut      map[[2]election.NodeID]bool // from→to blocked
+	changed  bool                        // topology changed since the last gossip round
 	DropRate float64                     // chance a message is lost
 	MaxDelay int                         // extra delay 0..MaxDelay ticks (reorders)
 	Hook     func(m election.Message) bool
@@ -108,6 +107,7 @@ func New(opts Options) (*Sim, error) {
 		rng:       rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
 		cut:       map[[2]election.NodeID]bool{},
 		persisted: map[election.NodeID]election.Term{},
+		wire:      map[uint64][]envelope{},
 		Counts:    map[election.MsgType]int{},
 	}
 	s.Check = newChecker(s)
@@ -181,7 +181,7 @@ func (s *Sim) Rand() *rand.Rand { return s.rng }
 func (s *Sim) Crash(id election.NodeID) {
 	n := s.nodes[id-1]
 	if n.up {
-		n.up = false
+		n.up, s.changed = false, true
 		s.Check.crashed(n)
 	}
 }
@@ -200,12 +200,16 @@ func (s *Sim) Restart(id election.NodeID) error {
 	if err := s.start(n); err != nil {
 		return err
 	}
+	s.changed = true
 	s.Check.restarted(n)
 	return nil
 }
 
 // Cut blocks messages from a to b (one way).
-func (s *Sim) Cut(a, b election.NodeID) { s.cut[[2]election.NodeID{a, b}] = true }
+func (s *Sim) Cut(a, b election.NodeID) {
+	s.cut[[2]election.NodeID{a, b}] = true
+	s.changed = true
+}
 
 // Isolate cuts node id off from everyone, both ways.
 func (s *Sim) Isolate(id election.NodeID) {
@@ -220,7 +224,7 @@ func (s *Sim) Isolate(id election.NodeID) {
 // Partition splits the cluster into groups that cannot talk to each other.
 // A node named in no group is cut off from everyone.
 func (s *Sim) Partition(groups ...[]election.NodeID) {
-	s.cut = map[[2]election.NodeID]bool{}
+	s.cut, s.changed = map[[2]election.NodeID]bool{}, true
 	group := map[election.NodeID]int{}
 	for gi, g := range groups {
 		for _, id := range g {
@@ -243,11 +247,12 @@ func (s *Sim) Bridge(bridge election.NodeID, left, right []election.NodeID) {
 		delete(s.cut, [2]election.NodeID{bridge, id})
 		delete(s.cut, [2]election.NodeID{id, bridge})
 	}
+	s.changed = true
 }
 
 // Heal removes every cut, drop and delay.
 func (s *Sim) Heal() {
-	s.cut = map[[2]election.NodeID]bool{}
+	s.cut, s.changed = map[[2]election.NodeID]bool{}, true
 	s.DropRate, s.MaxDelay = 0, 0
 	if s.Trace != nil {
 		s.Trace("t=%d heal", s.now)
@@ -288,7 +293,8 @@ func (s *Sim) Step() error {
 			n.sm.Tick()
 		}
 	}
-	if s.now%uint64(s.opts.GossipEvery) == 0 {
+	if s.changed && s.now%uint64(s.opts.GossipEvery) == 0 {
+		s.changed = false
 		s.gossip()
 	}
 	s.drain()
@@ -319,27 +325,9 @@ func (s *Sim) RunUntil(ticks int, cond func() bool) (bool, error) {
 	return cond(), nil
 }
 
-// Quiet runs until no message is in flight, for at most ticks ticks, without ticking the
-// nodes' clocks forward more than needed: it is used to count an election's messages.
 func (s *Sim) deliver() {
-	if len(s.wire) == 0 {
-		return
-	}
-	var due, later []envelope
-	for _, e := range s.wire {
-		if e.at <= s.now {
-			due = append(due, e)
-		} else {
-			later = append(later, e)
-		}
-	}
-	s.wire = later
-	slices.SortFunc(due, func(a, b envelope) int {
-		if a.at != b.at {
-			return int(a.at) - int(b.at)
-		}
-		return int(a.seq) - int(b.seq)
-	})
+	due := s.wire[s.now]
+	delete(s.wire, s.now)
 	for _, e := range due {
 		if e.failed {
 			if n := s.nodes[e.msg.From-1]; n.up {
@@ -410,8 +398,7 @@ func (s *Sim) send(m election.Message) {
 	if s.Hook != nil && !s.Hook(m) {
 		return
 	}
-	s.seq++
-	e := envelope{at: s.now + 1, seq: s.seq, msg: m}
+	e := envelope{at: s.now + 1, msg: m}
 	if m.To == 0 || int(m.To) > len(s.nodes) {
 		s.Check.fail("node %d sent %v to unknown node %d", m.From, m.Type, m.To)
 		return
@@ -432,11 +419,11 @@ func (s *Sim) send(m election.Message) {
 	case s.MaxDelay > 0:
 		e.at += uint64(s.rng.IntN(s.MaxDelay + 1))
 	}
-	s.wire = append(s.wire, e)
+	s.wire[e.at] = append(s.wire[e.at], e)
 }
 
 // InFlight is the number of messages on the wire.
-func (s *Sim) InFlight() int { return len(s.wire) }
+func (s *Sim) InFlight() int { return s.inFlight() }
 
 // Total is the number of messages sent of the given types (all when none).
 func (s *Sim) Total(types ...election.MsgType) int {
