@@ -233,11 +233,6 @@ func (c *Core) Follow(leader NodeID, t Term) {
 	c.sinceAck, c.hbElapsed = 0, 0
 	c.suspectAt = c.cfg.LeaderTimeoutTicks + c.jitter()
 	c.settled()
-	if c.cfg.Preempt && !c.Excluded() {
-		if lr, ok := c.RankOf(leader); ok && lr.Less(c.self) {
-			c.Campaign() // a higher node deposes the leader only with preempt
-		}
-	}
 }
 
 // BecomeLeader makes this node lead at term t, which it must own.
@@ -496,6 +491,14 @@ func (c *Core) tickLeader() {
 }
 
 func (c *Core) tickFollower() {
+	if c.cfg.Preempt && !c.Excluded() {
+		// With preempt a higher node deposes a lower leader as soon as it
+		// knows the leader's rank (membership may learn it after the leader).
+		if lr, ok := c.RankOf(c.leader); ok && lr.Less(c.self) {
+			c.Campaign()
+			return
+		}
+	}
 	c.hbElapsed++
 	if c.hbElapsed >= c.cfg.HeartbeatTicks {
 		c.hbElapsed = 0
