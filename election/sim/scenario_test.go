@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +15,20 @@ import (
 var (
 	scenarioSeeds = flag.Int("scenario.seeds", 3, "seeds each scenario runs with (seed 1..n)")
 	scenarioTrace = flag.Int("scenario.trace", 40, "trace lines kept and printed on a scenario failure")
+	scenarioBugs  = flag.Bool("scenario.bugs", false, "run the reproductions of known bugs instead of skipping them")
 )
 
-var scenarioBugs = flag.Bool("scenario.bugs", false, "run the reproductions of known bugs instead of skipping them")
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if st.Key == "-race" {
+				return st.Value == "true"
+			}
+		}
+	}
+	return false
+}
 
 var algorithms = []string{"ring", "bully"}
 
@@ -524,9 +536,9 @@ var scenarios = []scenario{
 			h.fatalf("leadership change after follower 1 crashed: %+v", c)
 		}
 	}},
-	{name: "1000-nodes", opts: Options{N: 1000, GossipEvery: 1 << 30}, run: func(h *harness) {
-		if testing.Short() {
-			h.t.Skip("1000-node election skipped in -short mode")
+	{name: "1000-nodes", opts: Options{N: 1000}, run: func(h *harness) {
+		if raceEnabled() && testing.Short() {
+			h.t.Skip("1000-node election skipped under -race -short (about 10s under the race detector)")
 		}
 		bound := L1Bound(1000)
 		term := h.agreeOn(bound, 1000, "1000-node cold start")
@@ -565,11 +577,11 @@ func TestCheckerSelfTest(t *testing.T) {
 			term := election.NextTerm(0, 1)
 			s.Check.Claim(1, 1, term)
 			if err := s.Check.Err(); err != nil {
-				t.Fatalf("one claim is not a violation: %v", err)
+				t.Fatalf("one claim is not a violation: %v; %s", err, s.Describe())
 			}
 			s.Check.Claim(2, 2, term)
 			if err := s.Check.Err(); err == nil || !strings.Contains(err.Error(), "S1") {
-				t.Fatalf("two leaders for term %v: Err() = %v, want an S1 violation", term, err)
+				t.Fatalf("two leaders for term %v: Err() = %v, want an S1 violation; %s", term, err, s.Describe())
 			}
 
 			s, err = New(Options{N: 3, Algorithm: algo, Seed: 1})
@@ -579,10 +591,10 @@ func TestCheckerSelfTest(t *testing.T) {
 			s.Check.Term(1, 10)
 			s.Check.Term(1, 9)
 			if err := s.Check.Err(); err == nil || !strings.Contains(err.Error(), "S2") {
-				t.Fatalf("term 10 then 9: Err() = %v, want an S2 violation", err)
+				t.Fatalf("term 10 then 9: Err() = %v, want an S2 violation; %s", err, s.Describe())
 			}
 			if err := s.Step(); err == nil {
-				t.Fatalf("Step after a violation returned nil")
+				t.Fatalf("Step after a violation returned nil; %s", s.Describe())
 			}
 		})
 	}
