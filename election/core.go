@@ -361,6 +361,11 @@ func (c *Core) stepHeartbeatResp(m Message) {
 		// A newer leadership, heard second-hand; heartbeats will verify it.
 		c.ObserveTerm(m.Term)
 		c.Follow(m.Leader, m.Term)
+	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
+		// Someone saw a newer leadership whose leader it no longer knows:
+		// lead on above it rather than be refused forever.
+		c.ObserveTerm(m.Term)
+		c.Reassert()
 	case c.role != RoleFollower || m.From != c.leader:
 		// Late or unsolicited: nothing to do.
 	case m.Leader == c.leader && m.Term == c.leaderTerm:
@@ -391,13 +396,16 @@ func (c *Core) stepCoordinator(m Message) {
 	}
 	switch {
 	case !accepted:
-		// Stale: tell the sender of the newer leadership.
-		if c.leader != 0 {
-			c.Send(Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.leader, Reject: true})
+		// Stale: tell the stale leader of the newer term. It follows the
+		// newer leader, or, if that one is gone, re-announces itself above it.
+		if m.Leader != c.cfg.ID && !(m.Term == c.leaderTerm && c.role == RoleElecting) {
+			c.Send(Message{Type: MsgHeartbeatResp, To: m.Leader, Term: c.leaderTerm, Leader: c.leader, Reject: true})
 		}
 	case m.Leader == c.cfg.ID:
-		// A ring announcement that names this node.
-		if !(c.role == RoleLeader && same) {
+		// A ring announcement that names this node. Only a newer term makes
+		// it lead: a late copy of a term it already led and gave up (resign,
+		// transfer, lost lease) must not bring it back.
+		if m.Term > c.leaderTerm && !c.Excluded() {
 			c.becomeLeader(m.Term)
 		}
 	case c.Majority() > 1 && !m.Confirmed:

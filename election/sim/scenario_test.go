@@ -15,7 +15,6 @@ import (
 var (
 	scenarioSeeds = flag.Int("scenario.seeds", 3, "seeds each scenario runs with (seed 1..n)")
 	scenarioTrace = flag.Int("scenario.trace", 40, "trace lines kept and printed on a scenario failure")
-	scenarioBugs  = flag.Bool("scenario.bugs", false, "run the reproductions of known bugs instead of skipping them")
 )
 
 // raceEnabled reports whether the test binary was built with -race.
@@ -600,16 +599,12 @@ func TestCheckerSelfTest(t *testing.T) {
 	}
 }
 
-// bugScenarios reproduce suspected core bugs. They fail today, so they are
-// skipped unless -scenario.bugs is given.
-//
-// Root cause of all three: Core.stepCoordinator takes a Coordinator that
-// names this node (m.Leader == self) with m.Term >= leaderTerm as "I won",
-// and calls becomeLeader(m.Term), even when this node already led m.Term
-// and has since stepped down from it (Resign, Transfer, or an expired quorum
-// lease). becomeLeader also clears the Resign/Transfer exclusion. A late or
-// duplicate announcement of the old term therefore re-installs the old leader.
-var bugScenarios = []struct {
+// staleSelfScenarios are regressions for a bug the scenario tests found: a
+// Coordinator naming this node at a term it already led and gave up (Resign,
+// Transfer, an expired quorum lease) used to make it lead that term again,
+// and cleared the resign exclusion. Core now takes such an announcement only
+// for a newer term, and never while excluded.
+var staleSelfScenarios = []struct {
 	scenario
 	bug string
 }{
@@ -682,14 +677,11 @@ var bugScenarios = []struct {
 		}}},
 }
 
-func TestScenarioBugs(t *testing.T) {
-	for _, bs := range bugScenarios {
+func TestStaleSelfAnnouncement(t *testing.T) {
+	for _, bs := range staleSelfScenarios {
 		t.Run(bs.name, func(t *testing.T) {
 			for _, algo := range algorithms {
 				t.Run(algo, func(t *testing.T) {
-					if !*scenarioBugs {
-						t.Skip("BUG: " + bs.bug + " (run with -scenario.bugs to reproduce)")
-					}
 					opts := bs.opts
 					opts.Algorithm, opts.Seed = algo, 2
 					bs.run(newHarness(t, opts))
