@@ -1,0 +1,64 @@
+// Package node is the instance loop: one goroutine per node owns the
+// election state machine and wires it to the transport, membership, the term
+// store and the clock.
+package node
+
+import (
+	"errors"
+	"time"
+
+	"github.com/electord/electord/election"
+)
+
+// Leader states as users see them (the JSON and proto "state" field).
+const (
+	StateLeader   = "leader"
+	StateFollower = "follower"
+	StateElecting = "electing"
+	StateNoLeader = "no_leader"
+)
+
+// LeaderInfo is who leads, as this node sees it.
+type LeaderInfo struct {
+	ID      election.NodeID `json:"id"`
+	Name    string          `json:"name"`
+	Address string          `json:"address"` // the leader's api address
+	Term    election.Term   `json:"term"`
+	Since   time.Time       `json:"since"`
+	Self    bool            `json:"self"`  // this node leads
+	State   string          `json:"state"` // this node's state
+}
+
+// HasLeader reports whether a leader is known.
+func (l LeaderInfo) HasLeader() bool { return l.ID != 0 }
+
+// MemberInfo is one member as this node knows it.
+type MemberInfo struct {
+	ID        election.NodeID `json:"id"`
+	Name      string          `json:"name"`
+	Priority  int64           `json:"priority"`
+	PeerAddr  string          `json:"peer_address"`
+	APIAddr   string          `json:"api_address"`
+	HTTPAddr  string          `json:"http_address"`
+	Alive     bool            `json:"alive"`
+	Role      string          `json:"role"` // leader, follower, or "" when unknown
+	Term      election.Term   `json:"term"`
+	Algorithm string          `json:"algorithm"`
+}
+
+// StatusInfo is this node's view of the cluster.
+type StatusInfo struct {
+	Self      election.NodeID `json:"self_id"`
+	Algorithm string          `json:"algorithm"`
+	Leader    LeaderInfo      `json:"leader"`
+	Members   []MemberInfo    `json:"members"`
+	Killed    bool            `json:"killed"`
+}
+
+// Errors callers act on.
+var (
+	ErrUnknownNode = election.ErrUnknownNode
+	ErrNotLeader   = election.ErrNotLeader
+	ErrKilled      = errors.New("node: killed (revive it first)")
+	ErrStopped     = errors.New("node: stopped")
+)

@@ -1,0 +1,46 @@
+// Package transport carries peer messages between nodes: a Transport
+// interface, a grpc-go implementation, and an in-memory twin for tests.
+package transport
+
+import (
+	"errors"
+
+	"github.com/electord/electord/election"
+)
+
+// Inbound is one message received from a peer.
+type Inbound struct {
+	Msg election.Message
+	// Reply is set for a Heartbeat: the node answers on it (buffered, 1).
+	Reply chan election.Message
+}
+
+// Receiver is the node's side of the transport. Its methods are called from
+// many goroutines at once and must not block for long.
+type Receiver interface {
+	// Receive hands a message that passed wire validation to the node. It
+	// returns ErrNotServing when the node does not accept peer traffic (it
+	// was killed or is stopping) and ErrOverloaded when its inbox is full.
+	Receive(in Inbound) error
+	// Failed reports a message Send could not deliver.
+	Failed(m election.Message, err error)
+}
+
+// Transport sends peer messages. Its methods are safe for concurrent use.
+type Transport interface {
+	// Send delivers m to m.To asynchronously; it never blocks on the
+	// network. A failure comes back through Receiver.Failed.
+	Send(m election.Message)
+	// SetPeer records or changes the peer address of id.
+	SetPeer(id election.NodeID, addr string)
+	// RemovePeer forgets id and closes its connection.
+	RemovePeer(id election.NodeID)
+	// Close stops sending and closes every connection.
+	Close() error
+}
+
+// Errors a Receiver returns; the server maps them to gRPC codes.
+var (
+	ErrNotServing = errors.New("transport: node is not serving peers")
+	ErrOverloaded = errors.New("transport: node inbox is full")
+)
