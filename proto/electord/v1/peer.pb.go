@@ -756,7 +756,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x14\n" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\"\x05\n" +
-	"\x03Ack2\xe3\x02\n" +
+	"\x03Ack2\x9c\x03\n" +
 	"\x04Peer\x123\n" +
 	"\bElection\x12\x15.electord.v1.Election\x1a\x10.electord.v1.Ack\x12/\n" +
 	"\x06Answer\x12\x13.electord.v1.Answer\x1a\x10.electord.v1.Ack\x129\n" +
@@ -764,7 +764,8 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x0eCoordinatorAck\x12\x1b.electord.v1.CoordinatorAck\x1a\x10.electord.v1.Ack\x12@\n" +
 	"\tHeartbeat\x12\x16.electord.v1.Heartbeat\x1a\x1b.electord.v1.HeartbeatReply\x127\n" +
 	"\n" +
-	"TimeoutNow\x12\x17.electord.v1.TimeoutNow\x1a\x10.electord.v1.AckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
+	"TimeoutNow\x12\x17.electord.v1.TimeoutNow\x1a\x10.electord.v1.Ack\x127\n" +
+	"\x06Notify\x12\x1b.electord.v1.HeartbeatReply\x1a\x10.electord.v1.AckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
 var (
 	file_electord_v1_peer_proto_rawDescOnce sync.Once
@@ -801,14 +802,16 @@ var file_electord_v1_peer_proto_depIdxs = []int32{
 	4,  // 7: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
 	5,  // 8: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
 	7,  // 9: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
-	8,  // 10: electord.v1.Peer.Election:output_type -> electord.v1.Ack
-	8,  // 11: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
-	8,  // 12: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
-	8,  // 13: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
-	6,  // 14: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
-	8,  // 15: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
+	6,  // 10: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
+	8,  // 11: electord.v1.Peer.Election:output_type -> electord.v1.Ack
+	8,  // 12: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
+	8,  // 13: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
+	8,  // 14: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
+	6,  // 15: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
+	8,  // 16: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
+	8,  // 17: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name

@@ -29,6 +29,7 @@ const (
 	Peer_CoordinatorAck_FullMethodName = "/electord.v1.Peer/CoordinatorAck"
 	Peer_Heartbeat_FullMethodName      = "/electord.v1.Peer/Heartbeat"
 	Peer_TimeoutNow_FullMethodName     = "/electord.v1.Peer/TimeoutNow"
+	Peer_Notify_FullMethodName         = "/electord.v1.Peer/Notify"
 )
 
 // PeerClient is the client API for Peer service.
@@ -52,6 +53,9 @@ type PeerClient interface {
 	Heartbeat(ctx context.Context, in *Heartbeat, opts ...grpc.CallOption) (*HeartbeatReply, error)
 	// TimeoutNow delivers a transfer or resign hand-over.
 	TimeoutNow(ctx context.Context, in *TimeoutNow, opts ...grpc.CallOption) (*Ack, error)
+	// Notify delivers a HeartbeatReply that answers no Heartbeat call: it tells
+	// a peer of a newer leadership (e.g. in answer to a stale Coordinator).
+	Notify(ctx context.Context, in *HeartbeatReply, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type peerClient struct {
@@ -122,6 +126,16 @@ func (c *peerClient) TimeoutNow(ctx context.Context, in *TimeoutNow, opts ...grp
 	return out, nil
 }
 
+func (c *peerClient) Notify(ctx context.Context, in *HeartbeatReply, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, Peer_Notify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -143,6 +157,9 @@ type PeerServer interface {
 	Heartbeat(context.Context, *Heartbeat) (*HeartbeatReply, error)
 	// TimeoutNow delivers a transfer or resign hand-over.
 	TimeoutNow(context.Context, *TimeoutNow) (*Ack, error)
+	// Notify delivers a HeartbeatReply that answers no Heartbeat call: it tells
+	// a peer of a newer leadership (e.g. in answer to a stale Coordinator).
+	Notify(context.Context, *HeartbeatReply) (*Ack, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -170,6 +187,9 @@ func (UnimplementedPeerServer) Heartbeat(context.Context, *Heartbeat) (*Heartbea
 }
 func (UnimplementedPeerServer) TimeoutNow(context.Context, *TimeoutNow) (*Ack, error) {
 	return nil, status.Error(codes.Unimplemented, "method TimeoutNow not implemented")
+}
+func (UnimplementedPeerServer) Notify(context.Context, *HeartbeatReply) (*Ack, error) {
+	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -300,6 +320,24 @@ func _Peer_TimeoutNow_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HeartbeatReply)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Notify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Notify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Notify(ctx, req.(*HeartbeatReply))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -330,6 +368,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TimeoutNow",
 			Handler:    _Peer_TimeoutNow_Handler,
+		},
+		{
+			MethodName: "Notify",
+			Handler:    _Peer_Notify_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
