@@ -1,0 +1,110 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func load(t *testing.T, args []string, env map[string]string, yaml string) (Config, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	fs := pflag.NewFlagSet("electord", pflag.ContinueOnError)
+	Register(fs)
+	if yaml != "" {
+		p := filepath.Join(t.TempDir(), "electord.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", p)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return Load(fs)
+}
+
+func TestPrecedenceFlagEnvFileDefault(t *testing.T) {
+	yaml := "id: 3\npriority: 1\nalgorithm: ring\nheartbeat-interval: 40ms\njoin: [a:1, b:2]\n"
+	// file only
+	c, err := load(t, nil, nil, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != 3 || c.Priority != 1 || c.Algorithm != "ring" || c.HeartbeatInterval.String() != "40ms" || len(c.Join) != 2 {
+		t.Fatalf("file: %+v", c)
+	}
+	if c.HeartbeatTimeout != DefaultHeartbeatTimeout || c.HTTPAddr != "127.0.0.1:4040" || c.Name != "node-3" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	// env beats file
+	c, err = load(t, nil, map[string]string{"ELECTORD_PRIORITY": "7", "ELECTORD_HEARTBEAT_INTERVAL": "30ms", "ELECTORD_JOIN": "x:1,y:2,z:3"}, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Priority != 7 || c.HeartbeatInterval.String() != "30ms" || len(c.Join) != 3 || c.Algorithm != "ring" {
+		t.Fatalf("env over file: %+v", c)
+	}
+	// flag beats env
+	c, err = load(t, []string{"--priority", "9", "--algorithm", "bully"}, map[string]string{"ELECTORD_PRIORITY": "7"}, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Priority != 9 || c.Algorithm != "bully" || c.ID != 3 {
+		t.Fatalf("flag over env: %+v", c)
+	}
+}
+
+func TestUnknownFileKeyIsNamed(t *testing.T) {
+	_, err := load(t, nil, nil, "id: 1\nheartbeat-intervall: 10ms\n")
+	if err == nil || !strings.Contains(err.Error(), "heartbeat-intervall") {
+		t.Fatalf("want an error naming the unknown key, got %v", err)
+	}
+}
+
+func TestBadValueTypeIsNamed(t *testing.T) {
+	_, err := load(t, nil, nil, "id: 1\nheartbeat-interval: soon\n")
+	if err == nil || !strings.Contains(err.Error(), "heartbeat-interval") {
+		t.Fatalf("want an error naming heartbeat-interval, got %v", err)
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	base := func() Config {
+		c, err := load(t, []string{"--id", "1"}, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if err := base().Validate(); err != nil {
+		t.Fatalf("defaults with an id must validate: %v", err)
+	}
+	cases := []struct {
+		mut  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.ID = 0 }, "id: must be set"},
+		{func(c *Config) { c.Algorithm = "raft" }, `algorithm: must be ring or bully, got "raft"`},
+		{func(c *Config) { c.HeartbeatTimeout = c.HeartbeatInterval }, "heartbeat-timeout: must exceed heartbeat-interval"},
+		{func(c *Config) { c.PeerAddr = "nohost" }, "peer-addr:"},
+		{func(c *Config) { c.APIAddr = c.PeerAddr }, "api-addr: 127.0.0.1:7071 is already used by peer-addr"},
+		{func(c *Config) { c.Quorum = -2 }, "quorum:"},
+		{func(c *Config) { c.GossipPreset = "wan" }, "gossip-preset:"},
+		{func(c *Config) { c.Join = []string{"http://x"} }, "join:"},
+		{func(c *Config) { c.Quorum, c.HeartbeatTimeout = 3, 2*c.HeartbeatInterval }, "heartbeat-timeout: must be at least 3x"},
+	}
+	for _, tc := range cases {
+		c := base()
+		tc.mut(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want %q, got %v", tc.want, err)
+		}
+	}
+}

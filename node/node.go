@@ -1,0 +1,547 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/bully"
+	"github.com/electord/electord/election/ring"
+	"github.com/electord/electord/membership"
+	"github.com/electord/electord/transport"
+)
+
+// Membership is what the loop needs from gossip. Events must never block
+// the sender for long and must not lose events.
+type Membership interface {
+	Events() <-chan membership.Event
+	Members() []membership.Meta
+	Leave(timeout time.Duration) error
+	Shutdown() error
+}
+
+// Config configures a node's loop. Durations are turned into ticks.
+type Config struct {
+	Self      membership.Meta
+	Algorithm string // "ring" or "bully"
+	// Tick is the loop's clock period. Default 10ms.
+	Tick time.Duration
+	// HeartbeatInterval: followers heartbeat the leader this often. Default 50ms.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout: a follower suspects its leader after this long without
+	// an answer. Default 250ms.
+	HeartbeatTimeout time.Duration
+	Quorum           int
+	Preempt          bool
+	// Store persists the term; nil keeps it in memory.
+	Store *TermStore
+	// NewMembership starts gossip; called at start and on Revive.
+	NewMembership func() (Membership, error)
+	// Transport sends peer messages; the node is its Receiver (see Receiver).
+	Transport transport.Transport
+	// Exit terminates the process (electctl kill --exit). nil: Exit does nothing.
+	Exit   func()
+	Logger *slog.Logger
+	// InboxSize bounds queued inbound messages. Default 4096.
+	InboxSize int
+}
+
+func (c *Config) defaults() {
+	if c.Tick == 0 {
+		c.Tick = 10 * time.Millisecond
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 50 * time.Millisecond
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = 250 * time.Millisecond
+	}
+	if c.InboxSize == 0 {
+		c.InboxSize = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Store == nil {
+		c.Store, _ = OpenTermStore("")
+	}
+}
+
+func ticks(d, tick time.Duration) int { return max(1, int((d+tick-1)/tick)) }
+
+// electionConfig maps durations to the core's ticks.
+func (c *Config) electionConfig(term election.Term) election.Config {
+	hb := ticks(c.HeartbeatInterval, c.Tick)
+	lt := ticks(c.HeartbeatTimeout, c.Tick)
+	return election.Config{
+		ID: c.Self.ID, Priority: c.Self.Priority, Term: term,
+		HeartbeatTicks:     hb,
+		LeaderTimeoutTicks: lt,
+		JitterTicks:        max(1, lt/4),
+		// An Answer comes back in one round trip; allow a heartbeat interval.
+		AnswerTimeoutTicks: hb,
+		// A Coordinator (or quorum acks) should follow within a timeout.
+		ElectionTimeoutTicks: lt,
+		HopTicks:             1,
+		Quorum:               c.Quorum,
+		LeaseTicks:           max(hb+1, lt-hb),
+		Preempt:              c.Preempt,
+	}
+}
+
+// Factories builds a state machine for each algorithm.
+var Factories = map[string]func(election.Config) (*election.Core, error){"ring": ring.New, "bully": bully.New}
+
+type memberRec struct {
+	membership.Meta
+	alive bool
+}
+
+type command func()
+
+// Node runs one instance loop. Create it with New, start it with Run.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	inbox    chan transport.Inbound
+	failures chan election.Message
+	cmds     chan command
+	serving  atomic.Bool // answers peers (false while killed)
+
+	// Owned by the loop goroutine.
+	sm      *election.Core
+	mem     Membership
+	events  <-chan membership.Event
+	members map[election.NodeID]*memberRec
+	killed  bool
+	since   time.Time
+
+	// Published for other goroutines.
+	mu       sync.RWMutex
+	leader   LeaderInfo
+	status   StatusInfo
+	hub      hub
+	stopped  chan struct{}
+	counters Counters
+}
+
+// Counters are the node's event counts, for metrics and tests.
+type Counters struct {
+	InboxFull      atomic.Uint64 // inbound messages refused because the inbox was full
+	FailuresLost   atomic.Uint64 // send failures not reported to the core (queue full)
+	Rejected       atomic.Uint64 // peer messages the core rejected as invalid
+	Conflicts      atomic.Uint64 // duplicate ids or term-slot collisions seen in gossip
+	LeaderChanges  atomic.Uint64
+	PersistErrors  atomic.Uint64
+	HeartbeatsLate atomic.Uint64 // heartbeat RPCs answered after their caller gave up
+}
+
+// New builds a node from its persisted term. It does not start anything.
+func New(cfg Config) (*Node, error) {
+	cfg.defaults()
+	if _, ok := Factories[cfg.Algorithm]; !ok {
+		return nil, fmt.Errorf("algorithm: must be ring or bully, got %q", cfg.Algorithm)
+	}
+	if cfg.NewMembership == nil || cfg.Transport == nil {
+		return nil, errors.New("node: NewMembership and Transport are required")
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", uint64(cfg.Self.ID)),
+		inbox:    make(chan transport.Inbound, cfg.InboxSize),
+		failures: make(chan election.Message, cfg.InboxSize),
+		cmds:     make(chan command, 16),
+		members:  map[election.NodeID]*memberRec{},
+		stopped:  make(chan struct{}),
+	}
+	if err := n.startMachine(); err != nil {
+		return nil, err
+	}
+	n.publish()
+	return n, nil
+}
+
+// Counters exposes the node's counters.
+func (n *Node) Counters() *Counters { return &n.counters }
+
+func (n *Node) startMachine() error {
+	term, err := n.cfg.Store.Load()
+	if err != nil {
+		return err
+	}
+	sm, err := Factories[n.cfg.Algorithm](n.cfg.electionConfig(term))
+	if err != nil {
+		return err
+	}
+	n.sm = sm
+	return nil
+}
+
+// ---- transport.Receiver ----
+
+// Receive implements transport.Receiver; called by many goroutines.
+func (n *Node) Receive(in transport.Inbound) error {
+	if !n.serving.Load() {
+		return transport.ErrNotServing
+	}
+	select {
+	case n.inbox <- in:
+		return nil
+	default:
+		n.counters.InboxFull.Add(1)
+		return transport.ErrOverloaded
+	}
+}
+
+// Failed implements transport.Receiver; called by many goroutines.
+func (n *Node) Failed(m election.Message, err error) {
+	select {
+	case n.failures <- m:
+	default:
+		n.counters.FailuresLost.Add(1) // timeouts recover what this loses
+	}
+}
+
+// ---- the loop ----
+
+// Run runs the loop until ctx ends. It joins gossip first.
+func (n *Node) Run(ctx context.Context) error {
+	defer close(n.stopped)
+	defer n.hub.closeAll()
+	if err := n.joinGossip(); err != nil {
+		return err
+	}
+	n.serving.Store(true)
+	ticker := time.NewTicker(n.cfg.Tick)
+	defer ticker.Stop()
+	for {
+		var reply chan election.Message
+		var replyTo election.NodeID
+		select {
+		case <-ctx.Done():
+			n.serving.Store(false)
+			n.leaveGossip()
+			return nil
+		case <-ticker.C:
+			if !n.killed {
+				n.sm.Tick()
+			}
+		case in := <-n.inbox:
+			if n.killed {
+				continue
+			}
+			if err := n.sm.Step(in.Msg); err != nil {
+				n.counters.Rejected.Add(1)
+				n.log.Warn("rejected a peer message", "err", err)
+			}
+			reply, replyTo = in.Reply, in.Msg.From
+		case m := <-n.failures:
+			if !n.killed {
+				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
+			}
+		case ev, ok := <-n.events:
+			if !ok {
+				n.events = nil
+				continue
+			}
+			n.membershipEvent(ev)
+		case c := <-n.cmds:
+			c()
+		}
+		n.process(reply, replyTo)
+	}
+}
+
+// process drains Ready: persist the term, then answer a pending heartbeat
+// call, then send, then publish the leadership.
+func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
+	if n.killed || !n.sm.HasReady() {
+		if reply != nil {
+			reply <- election.Message{} // no answer: the caller sees an empty reply
+		}
+		return
+	}
+	rd := n.sm.Ready()
+	if rd.Term != 0 {
+		if err := n.cfg.Store.Save(rd.Term); err != nil {
+			// Sending with an unpersisted term could let a restart go back
+			// in time: send nothing, and let timeouts retry.
+			n.counters.PersistErrors.Add(1)
+			n.log.Error("cannot persist the term; not sending", "term", rd.Term, "err", err)
+			if reply != nil {
+				reply <- election.Message{}
+			}
+			return
+		}
+	}
+	for _, m := range rd.Messages {
+		if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
+			reply <- m
+			reply = nil
+			continue
+		}
+		n.cfg.Transport.Send(m)
+	}
+	if reply != nil {
+		reply <- election.Message{}
+	}
+	if rd.Change != nil {
+		n.counters.LeaderChanges.Add(1)
+		n.since = time.Now()
+	}
+	n.publish()
+}
+
+func (n *Node) membershipEvent(ev membership.Event) {
+	id := ev.Member.ID
+	if id == n.cfg.Self.ID && ev.Type != membership.Conflict {
+		return
+	}
+	switch ev.Type {
+	case membership.Join, membership.Update:
+		rec := n.members[id]
+		if rec == nil {
+			rec = &memberRec{}
+			n.members[id] = rec
+		}
+		rec.Meta, rec.alive = ev.Member, true
+		n.cfg.Transport.SetPeer(id, ev.Member.PeerAddr)
+		if !n.killed {
+			n.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: id, Priority: ev.Member.Priority}})
+		}
+	case membership.Leave, membership.Dead:
+		if rec := n.members[id]; rec != nil {
+			rec.alive = false
+		}
+		typ := election.EventDead
+		if ev.Type == membership.Leave {
+			typ = election.EventLeave
+		}
+		if !n.killed {
+			n.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
+		}
+	case membership.Conflict:
+		n.counters.Conflicts.Add(1)
+		n.log.Error("membership conflict: a node id (or its term slot) is claimed twice; the newcomer is not elected",
+			"id", uint64(id), "detail", ev.Detail)
+	}
+	n.publish()
+}
+
+func (n *Node) joinGossip() error {
+	mem, err := n.cfg.NewMembership()
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	n.mem, n.events = mem, mem.Events()
+	return nil
+}
+
+func (n *Node) leaveGossip() {
+	if n.mem == nil {
+		return
+	}
+	if err := n.mem.Leave(time.Second); err != nil {
+		n.log.Warn("leaving gossip", "err", err)
+	}
+	if err := n.mem.Shutdown(); err != nil {
+		n.log.Warn("stopping gossip", "err", err)
+	}
+	n.mem, n.events = nil, nil
+}
+
+// publish recomputes the published snapshot; called by the loop only.
+func (n *Node) publish() {
+	st := n.sm.Status()
+	li := LeaderInfo{ID: st.Leader, Term: st.LeaderTerm, Since: n.since, State: roleState(st.Role)}
+	if n.killed {
+		li = LeaderInfo{State: StateNoLeader, Term: st.LeaderTerm}
+	}
+	if li.ID == 0 {
+		li.Since = time.Time{}
+	}
+	if li.ID == n.cfg.Self.ID {
+		li.Self, li.Name, li.Address = true, n.cfg.Self.Name, n.cfg.Self.APIAddr
+	} else if rec := n.members[li.ID]; rec != nil {
+		li.Name, li.Address = rec.Name, rec.APIAddr
+	}
+	members := []MemberInfo{n.memberInfo(n.cfg.Self, !n.killed, li)}
+	for _, rec := range n.members {
+		members = append(members, n.memberInfo(rec.Meta, rec.alive, li))
+	}
+	slices.SortFunc(members, func(a, b MemberInfo) int { return int(a.ID) - int(b.ID) })
+	n.mu.Lock()
+	changed := n.leader.ID != li.ID || n.leader.Term != li.Term || n.leader.State != li.State
+	n.leader = li
+	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed}
+	n.mu.Unlock()
+	if changed {
+		n.hub.publish(li)
+	}
+}
+
+func (n *Node) memberInfo(m membership.Meta, alive bool, li LeaderInfo) MemberInfo {
+	mi := MemberInfo{ID: m.ID, Name: m.Name, Priority: m.Priority, PeerAddr: m.PeerAddr, APIAddr: m.APIAddr, HTTPAddr: m.HTTPAddr,
+		Alive: alive, Algorithm: n.cfg.Algorithm}
+	switch {
+	case !alive:
+	case li.ID == m.ID:
+		mi.Role, mi.Term = StateLeader, li.Term
+	case li.ID != 0:
+		mi.Role, mi.Term = StateFollower, li.Term
+	}
+	if m.ID == n.cfg.Self.ID && alive {
+		mi.Role = li.State
+	}
+	return mi
+}
+
+func roleState(r election.Role) string {
+	switch r {
+	case election.RoleLeader:
+		return StateLeader
+	case election.RoleFollower:
+		return StateFollower
+	case election.RoleElecting:
+		return StateElecting
+	}
+	return StateNoLeader
+}
+
+// ---- API (safe for concurrent use) ----
+
+// Self is this node's id.
+func (n *Node) Self() election.NodeID { return n.cfg.Self.ID }
+
+// Leader is who leads, as this node sees it.
+func (n *Node) Leader() LeaderInfo {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.leader
+}
+
+// Status is this node's view of the cluster.
+func (n *Node) Status() StatusInfo {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	st := n.status
+	st.Members = slices.Clone(st.Members)
+	return st
+}
+
+// Members lists every member this node knows, alive or not.
+func (n *Node) Members() []MemberInfo { return n.Status().Members }
+
+// Subscribe streams leadership changes; the current state comes first.
+func (n *Node) Subscribe() *Subscription { return n.hub.add(n.Leader()) }
+
+// DroppedEvents counts leadership events lost by slow subscribers.
+func (n *Node) DroppedEvents() uint64 { return n.hub.dropped.Load() }
+
+// do runs f on the loop and waits for it.
+func (n *Node) do(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	select {
+	case n.cmds <- func() { done <- f() }:
+	case <-n.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-n.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Resign steps down; an election runs without this node.
+func (n *Node) Resign(ctx context.Context) error {
+	return n.do(ctx, func() error {
+		if n.killed {
+			return ErrKilled
+		}
+		return n.sm.Resign()
+	})
+}
+
+// Transfer hands leadership to id.
+func (n *Node) Transfer(ctx context.Context, id election.NodeID) error {
+	return n.do(ctx, func() error {
+		if n.killed {
+			return ErrKilled
+		}
+		return n.sm.Transfer(id)
+	})
+}
+
+// Kill makes the node crash-stop as far as its peers can tell: it stops
+// answering them, stops its state machine and leaves gossip. The process,
+// its API and its persisted term stay.
+func (n *Node) Kill(ctx context.Context) error {
+	return n.do(ctx, func() error {
+		if n.killed {
+			return nil
+		}
+		n.killed = true
+		n.serving.Store(false)
+		n.leaveGossip()
+		n.drainInbox()
+		return nil
+	})
+}
+
+// Revive undoes Kill: the state machine restarts from the persisted term
+// and the node joins gossip again.
+func (n *Node) Revive(ctx context.Context) error {
+	return n.do(ctx, func() error {
+		if !n.killed {
+			return nil
+		}
+		if err := n.startMachine(); err != nil {
+			return err
+		}
+		for _, rec := range n.members {
+			rec.alive = false
+		}
+		if err := n.joinGossip(); err != nil {
+			return err
+		}
+		n.killed = false
+		n.serving.Store(true)
+		return nil
+	})
+}
+
+func (n *Node) drainInbox() {
+	for {
+		select {
+		case in := <-n.inbox:
+			if in.Reply != nil {
+				in.Reply <- election.Message{}
+			}
+		default:
+			return
+		}
+	}
+}
+
+// Exit terminates the process, if the node was given a way to.
+func (n *Node) Exit() {
+	if n.cfg.Exit != nil {
+		n.cfg.Exit()
+	}
+}
+
+// Done is closed when Run has returned.
+func (n *Node) Done() <-chan struct{} { return n.stopped }

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Subscription delivers leadership changes to one watcher without ever
+// blocking the node: when its buffer is full the oldest pending event is
+// dropped (and counted), so the newest state always arrives.
+type Subscription struct {
+	ch      chan LeaderInfo
+	dropped atomic.Uint64
+	once    sync.Once
+	hub     *hub
+}
+
+// C delivers the events; it is closed when the subscription ends.
+func (s *Subscription) C() <-chan LeaderInfo { return s.ch }
+
+// Dropped counts events this subscriber lost because it read too slowly.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Close ends the subscription.
+func (s *Subscription) Close() { s.hub.remove(s) }
+
+type hub struct {
+	mu   sync.Mutex
+	subs map[*Subscription]struct{}
+	// Dropped counts events dropped across all subscribers.
+	dropped atomic.Uint64
+}
+
+const subBuffer = 64
+
+func (h *hub) add(first LeaderInfo) *Subscription {
+	s := &Subscription{ch: make(chan LeaderInfo, subBuffer), hub: h}
+	s.ch <- first
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs = map[*Subscription]struct{}{}
+	}
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *hub) remove(s *Subscription) {
+	h.mu.Lock()
+	_, ok := h.subs[s]
+	delete(h.subs, s)
+	h.mu.Unlock()
+	if ok {
+		s.once.Do(func() { close(s.ch) })
+	}
+}
+
+// publish never blocks. It is called by the instance loop only, so a
+// subscriber's channel has one sender and the drop-oldest dance is safe.
+func (h *hub) publish(li LeaderInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		for {
+			select {
+			case s.ch <- li:
+			default:
+				select {
+				case <-s.ch:
+					s.dropped.Add(1)
+					h.dropped.Add(1)
+				default:
+				}
+				continue
+			}
+			break
+		}
+	}
+}
+
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	subs := h.subs
+	h.subs = nil
+	h.mu.Unlock()
+	for s := range subs {
+		s.once.Do(func() { close(s.ch) })
+	}
+}
