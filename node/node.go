@@ -121,6 +121,7 @@ type Node struct {
 	events  <-chan membership.Event
 	members map[election.NodeID]*memberRec
 	killed  bool
+	dirty   bool // membership or killed changed since the last publish
 	since   time.Time
 
 	// Published for other goroutines.
@@ -264,7 +265,10 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 	if n.killed || !n.sm.HasReady() {
 		if reply != nil {
-			reply <- election.Message{} // no answer: the caller sees an empty reply
+			close(reply) // no answer
+		}
+		if n.dirty {
+			n.publish()
 		}
 		return
 	}
@@ -276,7 +280,7 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 			n.counters.PersistErrors.Add(1)
 			n.log.Error("cannot persist the term; not sending", "term", rd.Term, "err", err)
 			if reply != nil {
-				reply <- election.Message{}
+				close(reply)
 			}
 			return
 		}
@@ -290,7 +294,7 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		n.cfg.Transport.Send(m)
 	}
 	if reply != nil {
-		reply <- election.Message{}
+		close(reply)
 	}
 	if rd.Change != nil {
 		n.counters.LeaderChanges.Add(1)
@@ -332,7 +336,7 @@ func (n *Node) membershipEvent(ev membership.Event) {
 		n.log.Error("membership conflict: a node id (or its term slot) is claimed twice; the newcomer is not elected",
 			"id", uint64(id), "detail", ev.Detail)
 	}
-	n.publish()
+	n.dirty = true
 }
 
 func (n *Node) joinGossip() error {
@@ -359,6 +363,7 @@ func (n *Node) leaveGossip() {
 
 // publish recomputes the published snapshot; called by the loop only.
 func (n *Node) publish() {
+	n.dirty = false
 	st := n.sm.Status()
 	li := LeaderInfo{ID: st.Leader, Term: st.LeaderTerm, Since: n.since, State: roleState(st.Role)}
 	if n.killed {
@@ -380,7 +385,7 @@ func (n *Node) publish() {
 	n.mu.Lock()
 	changed := n.leader.ID != li.ID || n.leader.Term != li.Term || n.leader.State != li.State
 	n.leader = li
-	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed}
+	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed, Term: st.Term}
 	n.mu.Unlock()
 	if changed {
 		n.hub.publish(li)
@@ -493,7 +498,7 @@ func (n *Node) Kill(ctx context.Context) error {
 		if n.killed {
 			return nil
 		}
-		n.killed = true
+		n.killed, n.dirty = true, true
 		n.serving.Store(false)
 		n.leaveGossip()
 		n.drainInbox()
@@ -517,7 +522,7 @@ func (n *Node) Revive(ctx context.Context) error {
 		if err := n.joinGossip(); err != nil {
 			return err
 		}
-		n.killed = false
+		n.killed, n.dirty = false, true
 		n.serving.Store(true)
 		return nil
 	})
@@ -528,7 +533,7 @@ func (n *Node) drainInbox() {
 		select {
 		case in := <-n.inbox:
 			if in.Reply != nil {
-				in.Reply <- election.Message{}
+				close(in.Reply)
 			}
 		default:
 			return

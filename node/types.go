@@ -53,6 +53,8 @@ type StatusInfo struct {
 	Leader    LeaderInfo      `json:"leader"`
 	Members   []MemberInfo    `json:"members"`
 	Killed    bool            `json:"killed"`
+	// Term is the highest term this node has seen (and persisted).
+	Term election.Term `json:"highest_term"`
 }
 
 // Errors callers act on.

@@ -1,0 +1,304 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/membership"
+	"github.com/electord/electord/transport"
+)
+
+// gossipHub is a fake membership for unit tests: every live member sees
+// every other join, leave and die at once. The real memberlist is tested in
+// membership/ and end to end in the integration tests.
+type gossipHub struct {
+	mu      sync.Mutex
+	members map[election.NodeID]*fakeGossip
+}
+
+type fakeGossip struct {
+	hub    *gossipHub
+	self   membership.Meta
+	events chan membership.Event
+	left   bool
+}
+
+func (h *gossipHub) join(self membership.Meta) *fakeGossip {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := &fakeGossip{hub: h, self: self, events: make(chan membership.Event, 1024)}
+	for _, o := range h.members {
+		o.events <- membership.Event{Type: membership.Join, Member: self}
+		g.events <- membership.Event{Type: membership.Join, Member: o.self}
+	}
+	h.members[self.ID] = g
+	return g
+}
+
+func (g *fakeGossip) Events() <-chan membership.Event { return g.events }
+func (g *fakeGossip) Members() []membership.Meta      { return nil }
+func (g *fakeGossip) Leave(time.Duration) error       { g.left = true; return nil }
+func (g *fakeGossip) Shutdown() error {
+	g.hub.mu.Lock()
+	defer g.hub.mu.Unlock()
+	delete(g.hub.members, g.self.ID)
+	typ := membership.Dead
+	if g.left {
+		typ = membership.Leave
+	}
+	for _, o := range g.hub.members {
+		o.events <- membership.Event{Type: typ, Member: g.self}
+	}
+	return nil
+}
+
+type late struct {
+	mu sync.Mutex
+	r  transport.Receiver
+}
+
+func (l *late) Receive(in transport.Inbound) error {
+	l.mu.Lock()
+	r := l.r
+	l.mu.Unlock()
+	if r == nil {
+		return transport.ErrNotServing
+	}
+	return r.Receive(in)
+}
+func (l *late) Failed(m election.Message, err error) {
+	l.mu.Lock()
+	r := l.r
+	l.mu.Unlock()
+	if r != nil {
+		r.Failed(m, err)
+	}
+}
+
+type cluster struct {
+	t      *testing.T
+	net    *transport.Network
+	hub    *gossipHub
+	nodes  map[election.NodeID]*Node
+	cancel map[election.NodeID]context.CancelFunc
+	dirs   map[election.NodeID]string
+	algo   string
+}
+
+func newCluster(t *testing.T, algo string, n int) *cluster {
+	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
+		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{}, algo: algo}
+	for i := 1; i <= n; i++ {
+		c.start(election.NodeID(i))
+	}
+	t.Cleanup(func() {
+		for id := range c.cancel {
+			c.stop(id)
+		}
+	})
+	return c
+}
+
+func (c *cluster) start(id election.NodeID) *Node {
+	c.t.Helper()
+	if c.dirs[id] == "" {
+		c.dirs[id] = c.t.TempDir()
+	}
+	store, err := OpenTermStore(c.dirs[id])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	self := membership.Meta{ID: id, Name: fmt.Sprintf("n%d", id), PeerAddr: fmt.Sprintf("mem:%d", id), APIAddr: fmt.Sprintf("api:%d", id)}
+	l := &late{}
+	tr := c.net.Join(id, l)
+	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr,
+		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.r = nd
+	l.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	go nd.Run(ctx)
+	c.nodes[id], c.cancel[id] = nd, cancel
+	return nd
+}
+
+func (c *cluster) stop(id election.NodeID) {
+	if cancel := c.cancel[id]; cancel != nil {
+		cancel()
+		<-c.nodes[id].Done()
+		delete(c.cancel, id)
+	}
+}
+
+// agree waits until every running, unkilled node names the same leader.
+func (c *cluster) agree(deadline time.Duration, want election.NodeID) LeaderInfo {
+	c.t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		var first LeaderInfo
+		ok := true
+		for id, n := range c.nodes {
+			if c.cancel[id] == nil || n.Status().Killed {
+				continue
+			}
+			li := n.Leader()
+			if !li.HasLeader() || (first.HasLeader() && (li.ID != first.ID || li.Term != first.Term)) {
+				ok = false
+				break
+			}
+			first = li
+		}
+		if ok && first.HasLeader() && (want == 0 || first.ID == want) {
+			return first
+		}
+		if time.Now().After(end) {
+			var views []string
+			for id, n := range c.nodes {
+				views = append(views, fmt.Sprintf("%d:%+v", id, n.Leader()))
+			}
+			c.t.Fatalf("no agreement on leader %d within %v: %v", want, deadline, views)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
+func TestNodeElectsAndFailsOver(t *testing.T) {
+	for _, algo := range []string{"ring", "bully"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			li := c.agree(5*time.Second, 3)
+			if !c.nodes[3].Leader().Self || c.nodes[1].Leader().Self {
+				t.Fatal("Self must be true on the leader only")
+			}
+			// Kill the leader: peers see it leave and stop answering.
+			if err := c.nodes[3].Kill(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.nodes[3].Receive(transport.Inbound{Msg: election.Message{Type: election.MsgHeartbeat}}); !errors.Is(err, transport.ErrNotServing) {
+				t.Fatalf("a killed node must refuse peers: %v", err)
+			}
+			li2 := c.agree(5*time.Second, 2)
+			if li2.Term <= li.Term {
+				t.Fatalf("new term %v not above %v", li2.Term, li.Term)
+			}
+			// Revive: it comes back from its persisted term and follows (sticky).
+			if err := c.nodes[3].Revive(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			li3 := c.agree(5*time.Second, 2)
+			if li3.Term != li2.Term {
+				t.Fatalf("a revived node must not disturb a healthy leader: %v -> %v", li2.Term, li3.Term)
+			}
+		})
+	}
+}
+
+func TestNodeResignTransferAndWatch(t *testing.T) {
+	for _, algo := range []string{"ring", "bully"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			c.agree(5*time.Second, 3)
+			sub := c.nodes[1].Subscribe()
+			defer sub.Close()
+			if err := c.nodes[1].Resign(context.Background()); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("Resign on a follower: %v", err)
+			}
+			if err := c.nodes[3].Resign(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			li := c.agree(5*time.Second, 2)
+			if err := c.nodes[2].Transfer(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			li2 := c.agree(5*time.Second, 1)
+			if li2.Term <= li.Term {
+				t.Fatalf("transfer term %v not above %v", li2.Term, li.Term)
+			}
+			if err := c.nodes[1].Transfer(context.Background(), 99); !errors.Is(err, ErrUnknownNode) {
+				t.Fatalf("transfer to an unknown id: %v", err)
+			}
+			// The watch saw leaders 3, 2, 1 in that order, terms increasing.
+			var seen []election.NodeID
+			var last election.Term
+			timeout := time.After(5 * time.Second)
+			for len(seen) == 0 || seen[len(seen)-1] != 1 {
+				select {
+				case ev := <-sub.C():
+					if ev.Term < last {
+						t.Fatalf("watch went back from term %v to %v", last, ev.Term)
+					}
+					last = ev.Term
+					if ev.HasLeader() && (len(seen) == 0 || seen[len(seen)-1] != ev.ID) {
+						seen = append(seen, ev.ID)
+					}
+				case <-timeout:
+					t.Fatalf("watch saw %v", seen)
+				}
+			}
+			if fmt.Sprint(seen) != "[3 2 1]" {
+				t.Fatalf("watch saw leaders %v, want [3 2 1]", seen)
+			}
+		})
+	}
+}
+
+func TestNodeRestartNeverGoesBackInTerm(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	li := c.agree(5*time.Second, 3)
+	persisted, err := c.nodes[1].cfg.Store.Load()
+	if err != nil || persisted < li.Term {
+		t.Fatalf("node 1 persisted %v (err %v), below the leader term %v", persisted, err, li.Term)
+	}
+	c.stop(1)
+	nd := c.start(1) // same data dir
+	if got := nd.Status().Term; got < persisted {
+		t.Fatalf("restarted at term %v, below the persisted %v", got, persisted)
+	}
+	c.agree(5*time.Second, 3)
+}
+
+func TestSlowSubscriberNeverBlocksTheNode(t *testing.T) {
+	var h hub
+	s := h.add(LeaderInfo{})
+	for i := 1; i <= 3*subBuffer; i++ {
+		h.publish(LeaderInfo{ID: 1, Term: election.Term(i)})
+	}
+	if s.Dropped() == 0 || h.dropped.Load() != s.Dropped() {
+		t.Fatalf("dropped %d / hub %d", s.Dropped(), h.dropped.Load())
+	}
+	var last LeaderInfo
+	for len(s.C()) > 0 {
+		last = <-s.C()
+	}
+	if last.Term != election.Term(3*subBuffer) {
+		t.Fatalf("the newest event must survive, got term %v", last.Term)
+	}
+	s.Close()
+	if _, ok := <-s.C(); ok {
+		t.Fatal("Close must close the channel")
+	}
+}
+
+func TestInboxFullIsRefusedNotBlocked(t *testing.T) {
+	n, err := New(Config{Self: membership.Meta{ID: 1}, Algorithm: "ring", InboxSize: 2,
+		Transport: transport.NewNetwork().Join(1, nil), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.serving.Store(true)
+	m := transport.Inbound{Msg: election.Message{Type: election.MsgHeartbeat, From: 2, To: 1, Term: 1}}
+	if n.Receive(m) != nil || n.Receive(m) != nil {
+		t.Fatal("the first two must queue")
+	}
+	if err := n.Receive(m); !errors.Is(err, transport.ErrOverloaded) || n.Counters().InboxFull.Load() != 1 {
+		t.Fatalf("third: %v (counted %d)", err, n.Counters().InboxFull.Load())
+	}
+}
