@@ -1,0 +1,214 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/electord/electord/election"
+	pb "github.com/electord/electord/proto/electord/v1"
+)
+
+// MaxCandidates is the most candidates a ring Election may carry on the wire.
+const MaxCandidates = 1 << 16
+
+// ErrInvalidMessage is wrapped by every wire validation error. The error text
+// names the message type and the offending field, e.g.
+// "transport: invalid message: Election.to: 7 is not this node (3)".
+var ErrInvalidMessage = errors.New("transport: invalid message")
+
+func invalid(t election.MsgType, field, format string, a ...any) error {
+	return fmt.Errorf("%w: %v.%s: %s", ErrInvalidMessage, t, field, fmt.Sprintf(format, a...))
+}
+
+// Encode converts m to its wire message: *pb.Election, *pb.Answer,
+// *pb.Coordinator, *pb.CoordinatorAck, *pb.Heartbeat, *pb.HeartbeatReply (for
+// MsgHeartbeatResp, sent as a Heartbeat's reply or through Notify) or
+// *pb.TimeoutNow. Fields the type does not carry on the wire are dropped. It
+// fails only for an unknown m.Type; it does not validate m (the receiver does).
+//
+// The Coordinator's leader_rank has no election.Message field: it is left
+// unset, and ignored by Decode.
+//
+// Safe for concurrent use; the result shares nothing with m.
+func Encode(m election.Message) (proto.Message, error) {
+	switch m.Type {
+	case election.MsgElection:
+		var cands []*pb.Rank
+		if len(m.Candidates) > 0 {
+			cands = make([]*pb.Rank, len(m.Candidates))
+			for i, r := range m.Candidates {
+				cands[i] = &pb.Rank{Priority: r.Priority, Id: uint64(r.ID)}
+			}
+		}
+		return &pb.Election{
+			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term),
+			Initiator:     uint64(m.Initiator),
+			Candidates:    cands,
+			MaxTerm:       uint64(m.MaxTerm),
+			FromRank:      rankToProto(m.FromRank),
+			InitiatorRank: rankToProto(m.InitiatorRank),
+			Incumbent:     uint64(m.Leader),
+		}, nil
+	case election.MsgAnswer:
+		return &pb.Answer{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term)}, nil
+	case election.MsgCoordinator:
+		return &pb.Coordinator{
+			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term),
+			Leader:    uint64(m.Leader),
+			Initiator: uint64(m.Initiator),
+			Confirmed: m.Confirmed,
+		}, nil
+	case election.MsgCoordinatorAck:
+		return &pb.CoordinatorAck{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term)}, nil
+	case election.MsgHeartbeat:
+		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader)}, nil
+	case election.MsgHeartbeatResp:
+		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), Reject: m.Reject}, nil
+	case election.MsgTimeoutNow:
+		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Elect: m.Elect}, nil
+	}
+	return nil, fmt.Errorf("transport: cannot encode message type %v", m.Type)
+}
+
+// Decode converts a wire message received by node self back to an
+// election.Message and validates it (see Validate). A ring Election with more
+// than MaxCandidates candidates is refused before its list is converted.
+//
+// Safe for concurrent use; the result shares nothing with x.
+func Decode(x proto.Message, self election.NodeID) (election.Message, error) {
+	m, err := decode(x)
+	if err != nil {
+		return election.Message{}, err
+	}
+	if err := Validate(m, self); err != nil {
+		return election.Message{}, err
+	}
+	return m, nil
+}
+
+func decode(x proto.Message) (election.Message, error) {
+	switch x := x.(type) {
+	case *pb.Election:
+		if x == nil {
+			break
+		}
+		if n := len(x.GetCandidates()); n > MaxCandidates {
+			return election.Message{}, invalid(election.MsgElection, "candidates", "%d entries, limit %d", n, MaxCandidates)
+		}
+		var cands []election.Rank
+		if len(x.GetCandidates()) > 0 {
+			cands = make([]election.Rank, len(x.GetCandidates()))
+			for i, r := range x.GetCandidates() {
+				cands[i] = rankFromProto(r)
+			}
+		}
+		return election.Message{
+			Type: election.MsgElection,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			Initiator:     election.NodeID(x.GetInitiator()),
+			Candidates:    cands,
+			MaxTerm:       election.Term(x.GetMaxTerm()),
+			FromRank:      rankFromProto(x.GetFromRank()),
+			InitiatorRank: rankFromProto(x.GetInitiatorRank()),
+			Leader:        election.NodeID(x.GetIncumbent()),
+		}, nil
+	case *pb.Answer:
+		if x == nil {
+			break
+		}
+		return election.Message{Type: election.MsgAnswer,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm())}, nil
+	case *pb.Coordinator:
+		if x == nil {
+			break
+		}
+		return election.Message{Type: election.MsgCoordinator,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			Leader:    election.NodeID(x.GetLeader()),
+			Initiator: election.NodeID(x.GetInitiator()),
+			Confirmed: x.GetConfirmed(),
+		}, nil
+	case *pb.CoordinatorAck:
+		if x == nil {
+			break
+		}
+		return election.Message{Type: election.MsgCoordinatorAck,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm())}, nil
+	case *pb.Heartbeat:
+		if x == nil {
+			break
+		}
+		return election.Message{Type: election.MsgHeartbeat,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			Leader: election.NodeID(x.GetLeader())}, nil
+	case *pb.HeartbeatReply:
+		if x == nil {
+			break
+		}
+		return election.Message{Type: election.MsgHeartbeatResp,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			Leader: election.NodeID(x.GetLeader()), Reject: x.GetReject()}, nil
+	case *pb.TimeoutNow:
+		if x == nil {
+			break
+		}
+		return election.Message{Type: election.MsgTimeoutNow,
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			Elect: x.GetElect()}, nil
+	}
+	return election.Message{}, fmt.Errorf("%w: unexpected wire message %T", ErrInvalidMessage, x)
+}
+
+// Validate runs the wire checks on m as node self receives it: a known type,
+// from and to non-zero, to == self (skipped when self is 0), a non-zero term
+// (except MsgHeartbeatResp, which may report "no leadership known"), a
+// Coordinator naming a leader, and a ring candidate list of at most
+// MaxCandidates non-zero ids. The error wraps ErrInvalidMessage and names the
+// field. Semantic checks (rank claims against membership, term ownership, a
+// sender claiming to be the receiver) belong to the election core.
+//
+// Safe for concurrent use.
+func Validate(m election.Message, self election.NodeID) error {
+	t := m.Type
+	switch {
+	case t < election.MsgElection || t > election.MsgTimeoutNow:
+		return fmt.Errorf("%w: type: unknown (%d)", ErrInvalidMessage, uint8(t))
+	case m.From == 0:
+		return invalid(t, "from", "zero")
+	case m.To == 0:
+		return invalid(t, "to", "zero")
+	case self != 0 && m.To != self:
+		return invalid(t, "to", "%d is not this node (%d)", m.To, self)
+	case m.Term == 0 && t != election.MsgHeartbeatResp:
+		return invalid(t, "term", "zero")
+	}
+	switch t {
+	case election.MsgElection:
+		if n := len(m.Candidates); n > MaxCandidates {
+			return invalid(t, "candidates", "%d entries, limit %d", n, MaxCandidates)
+		}
+		for i, r := range m.Candidates {
+			if r.ID == 0 {
+				return invalid(t, fmt.Sprintf("candidates[%d].id", i), "zero")
+			}
+		}
+	case election.MsgCoordinator:
+		if m.Leader == 0 {
+			return invalid(t, "leader", "zero")
+		}
+	}
+	return nil
+}
+
+func rankToProto(r election.Rank) *pb.Rank {
+	if r == (election.Rank{}) {
+		return nil
+	}
+	return &pb.Rank{Priority: r.Priority, Id: uint64(r.ID)}
+}
+
+func rankFromProto(r *pb.Rank) election.Rank {
+	return election.Rank{Priority: r.GetPriority(), ID: election.NodeID(r.GetId())}
+}

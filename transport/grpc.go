@@ -1,0 +1,395 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/electord/electord/election"
+	pb "github.com/electord/electord/proto/electord/v1"
+)
+
+// Defaults for GRPCConfig.
+const (
+	DefaultSendTimeout      = 500 * time.Millisecond
+	DefaultQueueLen         = 256
+	DefaultReconnectBackoff = time.Second
+)
+
+// Errors reported through Receiver.Failed.
+var (
+	// ErrUnknownPeer: Send to an id without an address (SetPeer), or a
+	// message still queued when RemovePeer forgot its peer.
+	ErrUnknownPeer = errors.New("transport: unknown peer")
+	// ErrQueueFull: the peer's send queue was full.
+	ErrQueueFull = errors.New("transport: peer send queue is full")
+	// ErrClosed: the transport is closed.
+	ErrClosed = errors.New("transport: closed")
+)
+
+// GRPCConfig configures NewGRPC.
+type GRPCConfig struct {
+	// Self is this node's id; heartbeat replies must be addressed to it.
+	Self election.NodeID
+	// Receiver gets failures and heartbeat replies. Required.
+	Receiver Receiver
+	// SendTimeout is each RPC's deadline (default DefaultSendTimeout).
+	SendTimeout time.Duration
+	// MaxMessageBytes limits what this side sends and accepts as a reply
+	// (default DefaultMaxMessageBytes). A larger message fails locally with
+	// ResourceExhausted.
+	MaxMessageBytes int
+	// QueueLen is the per-peer send queue length (default DefaultQueueLen).
+	QueueLen int
+	// ReconnectBackoff caps the delay between reconnection attempts to a
+	// peer that is down (default DefaultReconnectBackoff); gRPC's own default
+	// (two minutes) would keep a restarted peer unreachable for too long.
+	ReconnectBackoff time.Duration
+	// DialOptions are added to every connection's options (after the
+	// transport's own: insecure credentials, size limits, backoff).
+	DialOptions []grpc.DialOption
+}
+
+// GRPC is the Transport over grpc-go. It holds one grpc.ClientConn per peer,
+// created on the first message sent to it and replaced when the peer's
+// address changes, and one goroutine per peer that sends that peer's messages
+// in order from a bounded queue. Each message is one unary RPC with a
+// SendTimeout deadline and without wait-for-ready, so an unreachable peer
+// fails fast. A Heartbeat's reply is handed to the local node through
+// Receiver.Receive; a MsgHeartbeatResp the node sends goes out as Notify.
+//
+// All methods are safe for concurrent use. Receiver methods are called from
+// the transport's goroutines, never from inside Send/SetPeer/RemovePeer and
+// never under a transport lock.
+type GRPC struct {
+	cfg  GRPCConfig
+	ctx  context.Context // canceled by Close
+	stop context.CancelFunc
+
+	mu     sync.RWMutex
+	peers  map[election.NodeID]*grpcPeer
+	closed bool
+	wg     sync.WaitGroup // peer goroutines and failure reports
+
+	sent    [election.MsgTimeoutNow + 1]atomic.Uint64
+	failed  [election.MsgTimeoutNow + 1]atomic.Uint64
+	replies atomic.Uint64
+	dropped atomic.Uint64
+}
+
+var _ Transport = (*GRPC)(nil)
+
+type grpcPeer struct {
+	id    election.NodeID
+	queue chan election.Message
+	ctx   context.Context // canceled by RemovePeer or Close
+	stop  context.CancelFunc
+
+	mu     sync.Mutex
+	addr   string
+	conn   *grpc.ClientConn
+	client pb.PeerClient
+}
+
+// NewGRPC returns a transport for node cfg.Self. It opens no connection.
+func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
+	if cfg.Self == 0 {
+		return nil, errors.New("transport: GRPCConfig.Self is zero")
+	}
+	if cfg.Receiver == nil {
+		return nil, errors.New("transport: GRPCConfig.Receiver is nil")
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = DefaultSendTimeout
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = DefaultQueueLen
+	}
+	if cfg.ReconnectBackoff <= 0 {
+		cfg.ReconnectBackoff = DefaultReconnectBackoff
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &GRPC{cfg: cfg, ctx: ctx, stop: stop, peers: make(map[election.NodeID]*grpcPeer)}, nil
+}
+
+// ClientStats is a snapshot of a GRPC transport's counters.
+type ClientStats struct {
+	// Sent counts messages whose RPC succeeded, by type.
+	Sent map[election.MsgType]uint64
+	// Failed counts messages that could not be delivered, by type
+	// (including those dropped by Close).
+	Failed map[election.MsgType]uint64
+	// Replies counts heartbeat replies handed to the local node.
+	Replies uint64
+	// RepliesDropped counts heartbeat replies that were invalid or that the
+	// local node refused.
+	RepliesDropped uint64
+}
+
+// Stats returns a snapshot of the counters. Safe for concurrent use.
+func (t *GRPC) Stats() ClientStats {
+	st := ClientStats{
+		Sent:           make(map[election.MsgType]uint64),
+		Failed:         make(map[election.MsgType]uint64),
+		Replies:        t.replies.Load(),
+		RepliesDropped: t.dropped.Load(),
+	}
+	for i := range t.sent {
+		if n := t.sent[i].Load(); n > 0 {
+			st.Sent[election.MsgType(i)] = n
+		}
+		if n := t.failed[i].Load(); n > 0 {
+			st.Failed[election.MsgType(i)] = n
+		}
+	}
+	return st
+}
+
+func (t *GRPC) countFailed(m election.Message) {
+	if int(m.Type) < len(t.failed) {
+		t.failed[m.Type].Add(1)
+	} else {
+		t.failed[0].Add(1)
+	}
+}
+
+// Send queues m for m.To and returns at once. If m.To has no address or its
+// queue is full, Receiver.Failed(m, ErrUnknownPeer/ErrQueueFull) is called
+// from a new goroutine. After Close, m is dropped (counted as failed, no
+// Failed call). Safe for concurrent use; never blocks on the network.
+func (t *GRPC) Send(m election.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		t.countFailed(m)
+		return
+	}
+	p := t.peers[m.To]
+	if p == nil {
+		t.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
+		return
+	}
+	select {
+	case p.queue <- m:
+	default:
+		t.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
+	}
+}
+
+// failAsync reports a failure from a new goroutine. t.mu must be held (read
+// or write) and t.closed false, so that wg.Add never races with Close's Wait.
+func (t *GRPC) failAsync(m election.Message, err error) {
+	t.countFailed(m)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.cfg.Receiver.Failed(m, err)
+	}()
+}
+
+// SetPeer records the address of id. A new peer gets its queue and sending
+// goroutine now and its connection on its first message; an address change
+// closes the old connection (an RPC in flight on it fails) and the next
+// message dials the new address, keeping the queue and its order. addr is a
+// host:port (dialed as "passthrough:///addr", without a resolver) or any
+// gRPC target with a scheme. Ignored after Close. Safe for concurrent use.
+func (t *GRPC) SetPeer(id election.NodeID, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if p := t.peers[id]; p != nil {
+		p.mu.Lock()
+		var old *grpc.ClientConn
+		if p.addr != addr {
+			old, p.addr, p.conn, p.client = p.conn, addr, nil, nil
+		}
+		p.mu.Unlock()
+		if old != nil {
+			// Close does not call back into the transport and does not block
+			// on the network.
+			_ = old.Close()
+		}
+		return
+	}
+	ctx, stop := context.WithCancel(t.ctx)
+	p := &grpcPeer{id: id, addr: addr, queue: make(chan election.Message, t.cfg.QueueLen), ctx: ctx, stop: stop}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.run(p)
+}
+
+// RemovePeer forgets id and closes its connection. Messages still queued for
+// it are reported through Receiver.Failed with ErrUnknownPeer; one in flight
+// fails (canceled). Safe for concurrent use.
+func (t *GRPC) RemovePeer(id election.NodeID) {
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// Close stops every peer goroutine, closes every connection and waits for
+// the transport's goroutines to end. Messages still queued are dropped
+// without a Failed call. Safe to call more than once and concurrently.
+func (t *GRPC) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	peers := t.peers
+	t.peers = make(map[election.NodeID]*grpcPeer)
+	t.mu.Unlock()
+	t.stop()
+	for _, p := range peers {
+		p.stop()
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// run is the goroutine of one peer: it sends the queued messages in order.
+func (t *GRPC) run(p *grpcPeer) {
+	defer t.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		conn := p.conn
+		p.conn, p.client = nil, nil
+		p.mu.Unlock()
+		if conn != nil {
+			_ = conn.Close()
+		}
+		// Drain: report for RemovePeer, drop silently for Close.
+		report := t.ctx.Err() == nil
+		for {
+			select {
+			case m := <-p.queue:
+				t.countFailed(m)
+				if report {
+					t.cfg.Receiver.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
+				}
+			default:
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case m := <-p.queue:
+			if p.ctx.Err() != nil {
+				t.countFailed(m)
+				if t.ctx.Err() == nil {
+					t.cfg.Receiver.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
+				}
+				return
+			}
+			t.send(p, m)
+		}
+	}
+}
+
+// client returns the peer's client, dialing (lazily, without I/O) if needed.
+func (t *GRPC) client(p *grpcPeer) (pb.PeerClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client != nil {
+		return p.client, nil
+	}
+	target := p.addr
+	if !strings.Contains(target, ":///") && !strings.HasPrefix(target, "unix:") {
+		target = "passthrough:///" + target
+	}
+	bo := backoff.DefaultConfig
+	bo.BaseDelay = 50 * time.Millisecond
+	if bo.BaseDelay > t.cfg.ReconnectBackoff {
+		bo.BaseDelay = t.cfg.ReconnectBackoff
+	}
+	bo.MaxDelay = t.cfg.ReconnectBackoff
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallSendMsgSize(t.cfg.MaxMessageBytes),
+			grpc.MaxCallRecvMsgSize(t.cfg.MaxMessageBytes),
+			grpc.WaitForReady(false),
+		),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: t.cfg.SendTimeout}),
+	}, t.cfg.DialOptions...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.conn, p.client = conn, pb.NewPeerClient(conn)
+	return p.client, nil
+}
+
+// send makes the RPC for m and reports the outcome.
+func (t *GRPC) send(p *grpcPeer, m election.Message) {
+	fail := func(err error) {
+		t.countFailed(m)
+		t.cfg.Receiver.Failed(m, err)
+	}
+	c, err := t.client(p)
+	if err != nil {
+		fail(err)
+		return
+	}
+	x, err := Encode(m)
+	if err != nil {
+		fail(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, t.cfg.SendTimeout)
+	defer cancel()
+	var reply *pb.HeartbeatReply
+	switch x := x.(type) {
+	case *pb.Election:
+		_, err = c.Election(ctx, x)
+	case *pb.Answer:
+		_, err = c.Answer(ctx, x)
+	case *pb.Coordinator:
+		_, err = c.Coordinator(ctx, x)
+	case *pb.CoordinatorAck:
+		_, err = c.CoordinatorAck(ctx, x)
+	case *pb.Heartbeat:
+		reply, err = c.Heartbeat(ctx, x)
+	case *pb.HeartbeatReply:
+		_, err = c.Notify(ctx, x)
+	case *pb.TimeoutNow:
+		_, err = c.TimeoutNow(ctx, x)
+	default:
+		err = fmt.Errorf("transport: no RPC for %T", x)
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	t.sent[m.Type].Add(1)
+	if reply == nil {
+		return
+	}
+	r, err := Decode(reply, t.cfg.Self)
+	if err != nil {
+		t.dropped.Add(1)
+		return
+	}
+	if err := t.cfg.Receiver.Receive(Inbound{Msg: r}); err != nil {
+		t.dropped.Add(1)
+		return
+	}
+	t.replies.Add(1)
+}

@@ -1,0 +1,373 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/electord/electord/election"
+)
+
+// Defaults for a Network.
+const (
+	DefaultCutDelay = 50 * time.Millisecond
+)
+
+// Network is an in-memory network for tests: the twin of GRPC plus
+// PeerService. Nodes join it with a Receiver and get a Transport. Messages
+// go through the wire codec (Encode, then Decode with the receiver's checks),
+// are delivered asynchronously and keep their order per (sender, receiver)
+// pair, and fail with the gRPC status codes the real transport would report:
+//
+//   - receiver unknown, Down, or closed: codes.Unavailable ("connection refused"), at once;
+//   - link Cut: codes.DeadlineExceeded, after the cut delay;
+//   - invalid on the wire: codes.InvalidArgument;
+//   - receiver returns ErrNotServing: codes.Unavailable; ErrOverloaded: codes.ResourceExhausted;
+//   - Heartbeat not answered within the send timeout: codes.DeadlineExceeded.
+//
+// A Heartbeat's reply is handed to the sender's Receiver like GRPC does.
+//
+// All methods of Network are safe for concurrent use, including while
+// messages are in flight; a fault set by one call applies to every message
+// examined after it returns (a message already past the check is not
+// recalled).
+type Network struct {
+	mu          sync.RWMutex
+	nodes       map[election.NodeID]*Memory
+	down        map[election.NodeID]bool
+	cuts        map[[2]election.NodeID]bool
+	hook        func(election.Message) bool
+	cutDelay    time.Duration
+	sendTimeout time.Duration
+	queueLen    int
+}
+
+// NewNetwork returns an empty network with a cut delay of DefaultCutDelay, a
+// heartbeat send timeout of DefaultSendTimeout and per-peer queues of
+// DefaultQueueLen. Safe for concurrent use.
+func NewNetwork() *Network {
+	return &Network{
+		nodes:       make(map[election.NodeID]*Memory),
+		down:        make(map[election.NodeID]bool),
+		cuts:        make(map[[2]election.NodeID]bool),
+		cutDelay:    DefaultCutDelay,
+		sendTimeout: DefaultSendTimeout,
+		queueLen:    DefaultQueueLen,
+	}
+}
+
+// Join attaches node id with its Receiver and returns its transport. If id
+// had already joined, the new transport replaces the old one as the
+// destination of messages to id (the old one can still send until closed).
+// Safe for concurrent use.
+func (n *Network) Join(id election.NodeID, r Receiver) *Memory {
+	ctx, stop := context.WithCancel(context.Background())
+	t := &Memory{net: n, self: id, recv: r, ctx: ctx, stop: stop,
+		peers: make(map[election.NodeID]*memPeer)}
+	n.mu.Lock()
+	n.nodes[id] = t
+	n.mu.Unlock()
+	return t
+}
+
+// Down makes sends to id fail like a refused connection (codes.Unavailable)
+// until Up(id). id's own sends are not affected. Safe for concurrent use.
+func (n *Network) Down(id election.NodeID) {
+	n.mu.Lock()
+	n.down[id] = true
+	n.mu.Unlock()
+}
+
+// Up undoes Down(id). Safe for concurrent use.
+func (n *Network) Up(id election.NodeID) {
+	n.mu.Lock()
+	delete(n.down, id)
+	n.mu.Unlock()
+}
+
+// Cut breaks the link between a and b in both directions: a message between
+// them fails with codes.DeadlineExceeded after the cut delay, like an RPC
+// into a partition. It holds up the messages behind it on that pair, as a
+// real RPC would. Safe for concurrent use.
+func (n *Network) Cut(a, b election.NodeID) {
+	n.mu.Lock()
+	n.cuts[pair(a, b)] = true
+	n.mu.Unlock()
+}
+
+// Heal restores every cut link. Safe for concurrent use.
+func (n *Network) Heal() {
+	n.mu.Lock()
+	clear(n.cuts)
+	n.mu.Unlock()
+}
+
+// SetHook installs fn (nil removes it). fn sees every message before its
+// delivery is attempted; returning false drops the message silently: no
+// delivery and no Failed call, like a loss no RPC would report. fn is called
+// from delivery goroutines, concurrently for different pairs, and must be
+// safe for that and must not call back into the Network or its transports'
+// Send synchronously. Safe for concurrent use.
+func (n *Network) SetHook(fn func(m election.Message) bool) {
+	n.mu.Lock()
+	n.hook = fn
+	n.mu.Unlock()
+}
+
+// SetCutDelay sets how long a message on a cut link takes to fail. Safe for
+// concurrent use.
+func (n *Network) SetCutDelay(d time.Duration) {
+	n.mu.Lock()
+	n.cutDelay = d
+	n.mu.Unlock()
+}
+
+// SetSendTimeout sets how long a Heartbeat waits for its reply. Safe for
+// concurrent use.
+func (n *Network) SetSendTimeout(d time.Duration) {
+	n.mu.Lock()
+	n.sendTimeout = d
+	n.mu.Unlock()
+}
+
+func pair(a, b election.NodeID) [2]election.NodeID {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]election.NodeID{a, b}
+}
+
+// Memory is one node's Transport on a Network. Like GRPC, it needs SetPeer
+// before it sends to a peer (the address is recorded but not used: messages
+// are routed by id), sends each peer's messages in order from a bounded
+// queue served by one goroutine, and calls its Receiver's methods only from
+// its goroutines. All methods are safe for concurrent use.
+type Memory struct {
+	net  *Network
+	self election.NodeID
+	recv Receiver
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu     sync.RWMutex
+	peers  map[election.NodeID]*memPeer
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var _ Transport = (*Memory)(nil)
+
+type memPeer struct {
+	id    election.NodeID
+	addr  string
+	queue chan election.Message
+	ctx   context.Context
+	stop  context.CancelFunc
+}
+
+// Send queues m for m.To and returns at once; failures come back through
+// Receiver.Failed from another goroutine (see Network for the errors). After
+// Close, m is dropped without a Failed call. Safe for concurrent use.
+func (t *Memory) Send(m election.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return
+	}
+	p := t.peers[m.To]
+	if p == nil {
+		t.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
+		return
+	}
+	select {
+	case p.queue <- m:
+	default:
+		t.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
+	}
+}
+
+// failAsync: t.mu held and t.closed false (see GRPC.failAsync).
+func (t *Memory) failAsync(m election.Message, err error) {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.recv.Failed(m, err)
+	}()
+}
+
+// SetPeer records id as a peer (addr is kept for inspection only) and starts
+// its delivery goroutine. Ignored after Close. Safe for concurrent use.
+func (t *Memory) SetPeer(id election.NodeID, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if p := t.peers[id]; p != nil {
+		p.addr = addr
+		return
+	}
+	t.net.mu.RLock()
+	ql := t.net.queueLen
+	t.net.mu.RUnlock()
+	ctx, stop := context.WithCancel(t.ctx)
+	p := &memPeer{id: id, addr: addr, queue: make(chan election.Message, ql), ctx: ctx, stop: stop}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.run(p)
+}
+
+// RemovePeer forgets id; messages still queued for it are reported with
+// ErrUnknownPeer. Safe for concurrent use.
+func (t *Memory) RemovePeer(id election.NodeID) {
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// Close detaches the node from the network (sends to it now fail like a
+// refused connection), stops its goroutines and waits for them. Queued
+// messages are dropped without a Failed call. Safe to call more than once.
+func (t *Memory) Close() error {
+	t.net.mu.Lock()
+	if t.net.nodes[t.self] == t {
+		delete(t.net.nodes, t.self)
+	}
+	t.net.mu.Unlock()
+	t.mu.Lock()
+	t.closed = true
+	t.peers = make(map[election.NodeID]*memPeer)
+	t.mu.Unlock()
+	t.stop()
+	t.wg.Wait()
+	return nil
+}
+
+func (t *Memory) run(p *memPeer) {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-p.ctx.Done():
+			if t.ctx.Err() != nil {
+				return // closed: drop the rest
+			}
+			for {
+				select {
+				case m := <-p.queue:
+					t.recv.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
+				default:
+					return
+				}
+			}
+		case m := <-p.queue:
+			t.deliver(p.ctx, m)
+		}
+	}
+}
+
+// deliver carries one message like an RPC would and reports the outcome.
+func (t *Memory) deliver(ctx context.Context, m election.Message) {
+	n := t.net
+	n.mu.RLock()
+	hook, dst, down, cut := n.hook, n.nodes[m.To], n.down[m.To], n.cuts[pair(t.self, m.To)]
+	cutDelay, timeout := n.cutDelay, n.sendTimeout
+	n.mu.RUnlock()
+
+	if hook != nil && !hook(m) {
+		return
+	}
+	switch {
+	case cut:
+		timer := time.NewTimer(cutDelay)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			t.recv.Failed(m, status.Error(codes.DeadlineExceeded, "transport(memory): link cut"))
+		case <-ctx.Done():
+			t.canceled(m)
+		}
+		return
+	case dst == nil || down:
+		t.recv.Failed(m, status.Errorf(codes.Unavailable, "transport(memory): connection refused by %d", m.To))
+		return
+	}
+
+	x, err := Encode(m)
+	var in election.Message
+	if err == nil {
+		in, err = Decode(x, dst.self)
+	}
+	if err != nil {
+		code := codes.InvalidArgument
+		if !errors.Is(err, ErrInvalidMessage) {
+			code = codes.Internal
+		}
+		t.recv.Failed(m, status.Error(code, err.Error()))
+		return
+	}
+
+	var reply chan election.Message
+	if in.Type == election.MsgHeartbeat {
+		reply = make(chan election.Message, 1)
+	}
+	if err := dst.recv.Receive(Inbound{Msg: in, Reply: reply}); err != nil {
+		code := codes.Internal
+		switch {
+		case errors.Is(err, ErrNotServing):
+			code = codes.Unavailable
+		case errors.Is(err, ErrOverloaded):
+			code = codes.ResourceExhausted
+		}
+		t.recv.Failed(m, status.Error(code, err.Error()))
+		return
+	}
+	if reply == nil {
+		return
+	}
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var r election.Message
+	select {
+	case got, ok := <-reply:
+		if !ok {
+			t.recv.Failed(m, status.Error(codes.Aborted, "transport(memory): node gave no heartbeat reply"))
+			return
+		}
+		r = got
+	case <-timer.C:
+		t.recv.Failed(m, status.Error(codes.DeadlineExceeded, "transport(memory): heartbeat reply timed out"))
+		return
+	case <-ctx.Done():
+		t.canceled(m)
+		return
+	}
+	if r.Type != election.MsgHeartbeatResp {
+		t.recv.Failed(m, status.Errorf(codes.Internal, "transport(memory): node answered a heartbeat with %v", r.Type))
+		return
+	}
+	if x, err = Encode(r); err == nil {
+		r, err = Decode(x, t.self)
+	}
+	if err != nil {
+		return // the GRPC transport drops an invalid reply too
+	}
+	_ = t.recv.Receive(Inbound{Msg: r})
+}
+
+// canceled reports m, in flight when its peer was removed, like a canceled
+// RPC; after Close nothing is reported.
+func (t *Memory) canceled(m election.Message) {
+	if t.ctx.Err() == nil {
+		t.recv.Failed(m, status.Error(codes.Canceled, "transport(memory): peer removed"))
+	}
+}

@@ -1,0 +1,195 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/electord/electord/election"
+	pb "github.com/electord/electord/proto/electord/v1"
+)
+
+// DefaultMaxMessageBytes is the default largest peer message, in bytes, a
+// server accepts and a GRPC transport sends or accepts as a reply.
+const DefaultMaxMessageBytes = 1 << 20
+
+// MaxHeartbeatWait bounds how long the server waits for the node to answer a
+// Heartbeat when the caller set no earlier deadline.
+const MaxHeartbeatWait = 10 * time.Second
+
+// PeerService implements pb.PeerServer on top of a Receiver for one node. It
+// decodes and validates every message (see Decode), hands it to the
+// Receiver, and maps the Receiver's errors to gRPC codes: ErrNotServing →
+// Unavailable, ErrOverloaded → ResourceExhausted, an invalid message →
+// InvalidArgument (with the reason), anything else → Internal.
+//
+// It does not depend on a grpc.Server: register it on any
+// grpc.ServiceRegistrar, or use NewGRPCServer. Its methods are safe for
+// concurrent use.
+type PeerService struct {
+	pb.UnimplementedPeerServer
+
+	self election.NodeID
+	recv Receiver
+
+	received           [election.MsgTimeoutNow + 1]atomic.Uint64
+	rejectedInvalid    atomic.Uint64
+	rejectedNotServing atomic.Uint64
+	rejectedOverloaded atomic.Uint64
+	rejectedOther      atomic.Uint64
+	heartbeatsUnanswer atomic.Uint64
+}
+
+var _ pb.PeerServer = (*PeerService)(nil)
+
+// NewPeerService returns the peer service of node self, delivering to r.
+func NewPeerService(self election.NodeID, r Receiver) *PeerService {
+	return &PeerService{self: self, recv: r}
+}
+
+// ServerStats is a snapshot of a PeerService's counters.
+type ServerStats struct {
+	// Received counts messages the Receiver accepted, by type.
+	Received map[election.MsgType]uint64
+	// RejectedInvalid counts messages that failed wire validation.
+	RejectedInvalid uint64
+	// RejectedNotServing counts messages refused with ErrNotServing.
+	RejectedNotServing uint64
+	// RejectedOverloaded counts messages refused with ErrOverloaded.
+	RejectedOverloaded uint64
+	// RejectedOther counts messages refused with any other Receiver error.
+	RejectedOther uint64
+	// HeartbeatsUnanswered counts accepted Heartbeats whose call ended
+	// (deadline, cancel, or the node closed Reply) before the node answered.
+	HeartbeatsUnanswered uint64
+}
+
+// Stats returns a snapshot of the counters. Safe for concurrent use.
+func (s *PeerService) Stats() ServerStats {
+	st := ServerStats{
+		Received:             make(map[election.MsgType]uint64),
+		RejectedInvalid:      s.rejectedInvalid.Load(),
+		RejectedNotServing:   s.rejectedNotServing.Load(),
+		RejectedOverloaded:   s.rejectedOverloaded.Load(),
+		RejectedOther:        s.rejectedOther.Load(),
+		HeartbeatsUnanswered: s.heartbeatsUnanswer.Load(),
+	}
+	for t := election.MsgElection; t <= election.MsgTimeoutNow; t++ {
+		if n := s.received[t].Load(); n > 0 {
+			st.Received[t] = n
+		}
+	}
+	return st
+}
+
+// deliver decodes x and hands it to the Receiver with reply (nil except for
+// a Heartbeat).
+func (s *PeerService) deliver(x proto.Message, reply chan election.Message) error {
+	m, err := Decode(x, s.self)
+	if err != nil {
+		s.rejectedInvalid.Add(1)
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.recv.Receive(Inbound{Msg: m, Reply: reply}); err != nil {
+		switch {
+		case errors.Is(err, ErrNotServing):
+			s.rejectedNotServing.Add(1)
+			return status.Error(codes.Unavailable, err.Error())
+		case errors.Is(err, ErrOverloaded):
+			s.rejectedOverloaded.Add(1)
+			return status.Error(codes.ResourceExhausted, err.Error())
+		}
+		s.rejectedOther.Add(1)
+		return status.Error(codes.Internal, err.Error())
+	}
+	s.received[m.Type].Add(1)
+	return nil
+}
+
+func (s *PeerService) oneWay(x proto.Message) (*pb.Ack, error) {
+	if err := s.deliver(x, nil); err != nil {
+		return nil, err
+	}
+	return &pb.Ack{}, nil
+}
+
+// Election implements pb.PeerServer.
+func (s *PeerService) Election(_ context.Context, x *pb.Election) (*pb.Ack, error) {
+	return s.oneWay(x)
+}
+
+// Answer implements pb.PeerServer.
+func (s *PeerService) Answer(_ context.Context, x *pb.Answer) (*pb.Ack, error) {
+	return s.oneWay(x)
+}
+
+// Coordinator implements pb.PeerServer.
+func (s *PeerService) Coordinator(_ context.Context, x *pb.Coordinator) (*pb.Ack, error) {
+	return s.oneWay(x)
+}
+
+// CoordinatorAck implements pb.PeerServer.
+func (s *PeerService) CoordinatorAck(_ context.Context, x *pb.CoordinatorAck) (*pb.Ack, error) {
+	return s.oneWay(x)
+}
+
+// TimeoutNow implements pb.PeerServer.
+func (s *PeerService) TimeoutNow(_ context.Context, x *pb.TimeoutNow) (*pb.Ack, error) {
+	return s.oneWay(x)
+}
+
+// Notify implements pb.PeerServer: it delivers a MsgHeartbeatResp that
+// answers no Heartbeat call.
+func (s *PeerService) Notify(_ context.Context, x *pb.HeartbeatReply) (*pb.Ack, error) {
+	return s.oneWay(x)
+}
+
+// Heartbeat implements pb.PeerServer. It delivers the Heartbeat with a Reply
+// channel (buffered, 1) and waits for the node's answer, the call's end
+// (deadline → DeadlineExceeded, cancel → Canceled) or MaxHeartbeatWait. The
+// node should answer with a MsgHeartbeatResp; it may close Reply instead to
+// refuse an answer (→ Aborted). An answer sent after the call ended is
+// dropped by the buffer and never blocks the node.
+func (s *PeerService) Heartbeat(ctx context.Context, x *pb.Heartbeat) (*pb.HeartbeatReply, error) {
+	reply := make(chan election.Message, 1)
+	if err := s.deliver(x, reply); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, MaxHeartbeatWait)
+	defer cancel()
+	select {
+	case r, ok := <-reply:
+		if !ok {
+			s.heartbeatsUnanswer.Add(1)
+			return nil, status.Error(codes.Aborted, "transport: node gave no heartbeat reply")
+		}
+		if r.Type != election.MsgHeartbeatResp {
+			return nil, status.Errorf(codes.Internal, "transport: node answered a heartbeat with %v", r.Type)
+		}
+		enc, err := Encode(r)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		return enc.(*pb.HeartbeatReply), nil
+	case <-ctx.Done():
+		s.heartbeatsUnanswer.Add(1)
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// NewGRPCServer returns a grpc.Server with svc registered and the receive
+// size limit set to DefaultMaxMessageBytes, so a larger message is refused
+// with ResourceExhausted before it is decoded. opts are applied after the
+// default: pass grpc.MaxRecvMsgSize(n) to change the limit.
+func NewGRPCServer(svc *PeerService, opts ...grpc.ServerOption) *grpc.Server {
+	all := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(DefaultMaxMessageBytes)}, opts...)
+	srv := grpc.NewServer(all...)
+	pb.RegisterPeerServer(srv, svc)
+	return srv
+}
