@@ -1,0 +1,68 @@
+package membership
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/electord/electord/election"
+)
+
+// wireMeta is what a node gossips about itself (Delegate.NodeMeta): Meta's
+// fields, flattened, plus two this package uses internally.
+type wireMeta struct {
+	Meta
+	// Since is when the node's gossip started (Unix nanoseconds). Of two live
+	// nodes with the same term slot, the one that started first keeps it.
+	Since int64 `json:"since,omitempty"`
+	// Leaving is set just before a clean Leave, so that the others can tell a
+	// leave from a death: memberlist v0.7.0 records the difference
+	// (StateLeft) but never shows it to NotifyLeave (hashicorp/memberlist#293).
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+func (w wireMeta) encode() []byte {
+	b, err := json.Marshal(w)
+	if err != nil { // Meta has only strings and integers
+		panic(err)
+	}
+	return b
+}
+
+// metaSize is the largest encoding of self's metadata (leaving and a full
+// timestamp included).
+func metaSize(self Meta) int {
+	return len(wireMeta{Meta: self, Since: math.MaxInt64, Leaving: true}.encode())
+}
+
+// decodeMeta reads a node's gossiped metadata and checks that it names the
+// node's gossip name.
+func decodeMeta(n *memberlist.Node) (wireMeta, error) {
+	var w wireMeta
+	if len(n.Meta) == 0 {
+		return w, errors.New("no metadata")
+	}
+	if err := json.Unmarshal(n.Meta, &w); err != nil {
+		return w, fmt.Errorf("metadata is not valid JSON: %v", err)
+	}
+	if w.ID == 0 {
+		return w, errors.New("metadata has no id")
+	}
+	if strconv.FormatUint(uint64(w.ID), 10) != n.Name {
+		return w, fmt.Errorf("metadata says id %d but the gossip name is %q", w.ID, n.Name)
+	}
+	return w, nil
+}
+
+// nameID is the id a gossip name stands for, or 0.
+func nameID(name string) election.NodeID {
+	id, _ := strconv.ParseUint(name, 10, 64)
+	return election.NodeID(id)
+}
+
+// slotOf is the term slot of id: the low election.SlotBits bits.
+func slotOf(id election.NodeID) uint64 { return uint64(id) & (1<<election.SlotBits - 1) }
