@@ -158,10 +158,16 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	}
 	var detail string
 	level := slog.LevelError
+	yield := false
 	switch {
 	case existing.Name == m.name:
 		detail = fmt.Sprintf("duplicate node id %s: claimed by this node at %s and by another node at %s; gossip ignores the other one, but both run with this id",
 			existing.Name, ea, oa)
+		// The one that started later stands down (ties: neither can tell, both do).
+		if w, err := decodeMeta(other); err == nil && w.Since <= m.since {
+			yield = true
+			detail += "; the other started first, so this node stands down"
+		}
 	case m.members[existing.Name] != nil:
 		detail = fmt.Sprintf("duplicate node id %s: claimed by the member at %s and by another node at %s, which gossip ignores",
 			existing.Name, ea, oa)
@@ -172,7 +178,9 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 		detail = fmt.Sprintf("node id %s at %s is refused: gossip still remembers id %s at %s, which is dead; a restarted node is accepted once that is forgotten (after %v), a second node with the id never",
 			existing.Name, oa, existing.Name, ea, m.deadTime)
 	}
-	m.q.push(m.conflict(who, level, detail))
+	ev := m.conflict(who, level, detail)
+	ev.Yield = yield
+	m.q.push(ev)
 }
 
 // joinLocked handles a node that became alive.
@@ -264,9 +272,11 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		owner.mb.admitted = true
 		joins = append(joins, Event{Type: Join, Member: owner.mb.meta})
 		if selfIn {
-			conflicts = append(conflicts, m.conflict(owner.mb.meta, slog.LevelError, fmt.Sprintf(
+			ev := m.conflict(owner.mb.meta, slog.LevelError, fmt.Sprintf(
 				"term slot collision: this node (id %d) has term slot %d, the low %d bits of its id, like node %d at %s, which started first; the others do not admit this node, and it must not lead",
-				m.cfg.Self.ID, slot, election.SlotBits, owner.id, owner.mb.addr)))
+				m.cfg.Self.ID, slot, election.SlotBits, owner.id, owner.mb.addr))
+			ev.Yield = true
+			conflicts = append(conflicts, ev)
 		} else if len(cands) > 1 {
 			m.log.Warn("member takes over a term slot", "id", owner.id, "slot", slot, "addr", owner.mb.addr)
 		}

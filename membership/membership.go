@@ -82,6 +82,9 @@ func (t EventType) String() string {
 type Event struct {
 	Type   EventType
 	Member Meta
+	// Yield is set on a Conflict that says this node is the later holder of
+	// its id or of its term slot: it must not take part in elections.
+	Yield bool
 	// Detail explains a Conflict.
 	Detail string
 }

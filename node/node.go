@@ -335,6 +335,12 @@ func (n *Node) membershipEvent(ev membership.Event) {
 		n.counters.Conflicts.Add(1)
 		n.log.Error("membership conflict: a node id (or its term slot) is claimed twice; the newcomer is not elected",
 			"id", uint64(id), "detail", ev.Detail)
+		if ev.Yield && !n.killed {
+			// This node is the later claimant: it could mint terms that belong
+			// to the other node. Stand down until an operator revives it.
+			n.log.Error("standing down: another node holds this node's id or term slot; fix --id, then electctl revive")
+			n.kill()
+		}
 	}
 	n.dirty = true
 }
@@ -352,7 +358,7 @@ func (n *Node) leaveGossip() {
 	if n.mem == nil {
 		return
 	}
-	if err := n.mem.Leave(time.Second); err != nil {
+	if err := n.mem.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leaving gossip", "err", err)
 	}
 	if err := n.mem.Shutdown(); err != nil {
@@ -495,15 +501,19 @@ func (n *Node) Transfer(ctx context.Context, id election.NodeID) error {
 // its API and its persisted term stay.
 func (n *Node) Kill(ctx context.Context) error {
 	return n.do(ctx, func() error {
-		if n.killed {
-			return nil
-		}
-		n.killed, n.dirty = true, true
-		n.serving.Store(false)
-		n.leaveGossip()
-		n.drainInbox()
+		n.kill()
 		return nil
 	})
+}
+
+func (n *Node) kill() {
+	if n.killed {
+		return
+	}
+	n.killed, n.dirty = true, true
+	n.serving.Store(false)
+	n.leaveGossip()
+	n.drainInbox()
 }
 
 // Revive undoes Kill: the state machine restarts from the persisted term

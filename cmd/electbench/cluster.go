@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/electord/electord/proto/electord/v1"
+)
+
+// proc is one electord process of the benchmark cluster.
+type proc struct {
+	id          uint64
+	args        []string
+	api         string
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	conn        *grpc.ClientConn
+	client      pb.ElectorClient
+	mu          sync.Mutex
+	view        *pb.LeaderInfo // latest watch event
+	viewAt      time.Time
+	changes     int // leader or term changes seen by this node's watch
+	running     bool
+	watchCancel context.CancelFunc
+	stopWatch   chan struct{}
+}
+
+type cluster struct {
+	bin   string
+	dir   string
+	procs []*proc
+	logf  func(string, ...any)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startCluster starts n electord processes with the default configuration,
+// on free loopback ports, all joining node 1.
+func startCluster(bin, algo string, n int, extra []string, logf func(string, ...any)) (*cluster, error) {
+	dir, err := os.MkdirTemp("", "electbench-")
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{bin: bin, dir: dir, logf: logf}
+	var seed string
+	for i := 1; i <= n; i++ {
+		var ports [4]int
+		for k := range ports {
+			if ports[k], err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		p := &proc{id: uint64(i), api: fmt.Sprintf("127.0.0.1:%d", ports[0])}
+		p.args = []string{
+			"--id", strconv.Itoa(i), "--algorithm", algo,
+			"--api-addr", p.api,
+			"--peer-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+			"--gossip-addr", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports[3]),
+			"--data-dir", filepath.Join(dir, "node-"+strconv.Itoa(i)),
+			"--log-level", "warn",
+		}
+		if seed != "" {
+			p.args = append(p.args, "--join", seed)
+		} else {
+			seed = fmt.Sprintf("127.0.0.1:%d", ports[2])
+		}
+		p.args = append(p.args, extra...)
+		if p.conn, err = grpc.NewClient(p.api, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, err
+		}
+		p.client = pb.NewElectorClient(p.conn)
+		c.procs = append(c.procs, p)
+		if err := c.start(p); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *cluster) start(p *proc) error {
+	p.cmd = exec.Command(c.bin, p.args...)
+	logFile, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", p.id)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	p.exited = make(chan struct{})
+	go func() { p.cmd.Wait(); logFile.Close(); close(p.exited) }()
+	p.mu.Lock()
+	p.running, p.view = true, nil
+	p.mu.Unlock()
+	c.watch(p)
+	return nil
+}
+
+// watch follows p's WatchLeader stream, reconnecting while p runs.
+func (c *cluster) watch(p *proc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.watchCancel = cancel
+	go func() {
+		for ctx.Err() == nil {
+			stream, err := p.client.WatchLeader(ctx, &pb.WatchLeaderRequest{})
+			if err == nil {
+				for {
+					ev, err := stream.Recv()
+					if err != nil {
+						break
+					}
+					now := time.Now()
+					p.mu.Lock()
+					if p.view != nil && (p.view.Id != ev.Leader.Id || p.view.Term != ev.Leader.Term) {
+						p.changes++
+					}
+					p.view, p.viewAt = ev.Leader, now
+					p.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func (c *cluster) kill(p *proc) {
+	p.watchCancel()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	p.mu.Lock()
+	p.running, p.view = false, nil
+	p.mu.Unlock()
+}
+
+func (c *cluster) stop() {
+	for _, p := range c.procs {
+		if p.cmd != nil && p.cmd.Process != nil {
+			p.watchCancel()
+			p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, p := range c.procs {
+		if p.cmd != nil && p.exited != nil {
+			select {
+			case <-p.exited:
+			case <-time.After(5 * time.Second):
+				p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}
+		if p.conn != nil {
+			p.conn.Close()
+		}
+	}
+	os.RemoveAll(c.dir)
+}
+
+// agreed returns the leader every running node reports, and the latest time
+// one of them reported it, if they all agree on one that satisfies ok.
+func (c *cluster) agreed(ok func(*pb.LeaderInfo) bool) (*pb.LeaderInfo, time.Time, bool) {
+	var first *pb.LeaderInfo
+	var last time.Time
+	for _, p := range c.procs {
+		p.mu.Lock()
+		running, v, at := p.running, p.view, p.viewAt
+		p.mu.Unlock()
+		if !running {
+			continue
+		}
+		if v == nil || v.Id == 0 || (first != nil && (v.Id != first.Id || v.Term != first.Term)) || !ok(v) {
+			return nil, time.Time{}, false
+		}
+		first = v
+		if at.After(last) {
+			last = at
+		}
+	}
+	return first, last, first != nil
+}
+
+// waitAgreed polls (every millisecond) until the running nodes agree.
+func (c *cluster) waitAgreed(timeout time.Duration, ok func(*pb.LeaderInfo) bool) (*pb.LeaderInfo, time.Time, error) {
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		if li, at, good := c.agreed(ok); good {
+			return li, at, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var views []string
+	for _, p := range c.procs {
+		p.mu.Lock()
+		views = append(views, fmt.Sprintf("%d:%v", p.id, p.view))
+		p.mu.Unlock()
+	}
+	return nil, time.Time{}, fmt.Errorf("no agreement within %v: %v", timeout, views)
+}
+
+func (c *cluster) proc(id uint64) *proc { return c.procs[id-1] }
+
+func anyLeader(*pb.LeaderInfo) bool { return true }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/config"
+	"github.com/electord/electord/daemon"
+)
+
+func newRunCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "electord",
+		Short: "Run one electord node",
+		Long: `electord runs one node of a leader election cluster. Configuration comes from
+flags, ELECTORD_* environment variables (ELECTORD_HEARTBEAT_INTERVAL=...) and a
+YAML file (--config), in that order of precedence.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return configError{err}
+			}
+			if err := cfg.Validate(); err != nil {
+				return configError{err}
+			}
+			log := newLogger(cfg.LogLevel)
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+			exit := make(chan struct{}, 1)
+			d, err := daemon.Start(cfg, daemon.Options{Logger: log, Exit: func() { exit <- struct{}{} }})
+			if err != nil {
+				return err
+			}
+			select {
+			case s := <-sigs:
+				log.Info("stopping", "signal", s.String())
+			case <-exit:
+				log.Info("stopping: electctl kill --exit")
+			case <-d.Done():
+			}
+			return d.Stop()
+		},
+	}
+	config.Register(cmd.Flags())
+	return cmd
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,240 @@
+// Package daemon wires one electord node from its configuration: the peer
+// gRPC server and transport, gossip, the instance loop, the client gRPC API
+// and the sidecar HTTP endpoint. cmd/electord and the tests use it.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/electord/electord/api"
+	"github.com/electord/electord/config"
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/membership"
+	"github.com/electord/electord/node"
+	"github.com/electord/electord/transport"
+)
+
+// Daemon is one running node.
+type Daemon struct {
+	Config config.Config
+	Node   *node.Node
+	// The addresses actually bound (a :0 port resolved).
+	PeerAddr, GossipAddr, APIAddr, HTTPAddr string
+
+	log     *slog.Logger
+	tr      *transport.GRPC
+	peerSrv *grpc.Server
+	apiSrv  *grpc.Server
+	httpSrv *http.Server
+	cancel  context.CancelFunc
+	runErr  chan error
+	stop    sync.Once
+}
+
+// Options are what a caller may add to a config.
+type Options struct {
+	Logger *slog.Logger
+	// Exit is what `electctl kill --exit` calls; nil does nothing.
+	Exit func()
+}
+
+// Start validates cfg, binds every port, and starts the node. An invalid
+// config fails before any port is bound.
+func Start(cfg config.Config, opts Options) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PeerServer == "lf" {
+		return nil, errors.New("peer-server: lf is not available in this build yet; use grpc")
+	}
+	d := &Daemon{Config: cfg, log: log, runErr: make(chan error, 1)}
+	var lis []net.Listener
+	closeAll := func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}
+	listen := func(key, addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		lis = append(lis, l)
+		return l, nil
+	}
+	peerLis, err := listen("peer-addr", cfg.PeerAddr)
+	if err != nil {
+		return nil, err
+	}
+	apiLis, err := listen("api-addr", cfg.APIAddr)
+	if err != nil {
+		return nil, err
+	}
+	httpLis, err := listen("http-addr", cfg.HTTPAddr)
+	if err != nil {
+		return nil, err
+	}
+	d.PeerAddr, d.APIAddr, d.HTTPAddr = advertise(cfg, peerLis.Addr()), advertise(cfg, apiLis.Addr()), httpLis.Addr().String()
+
+	store, err := node.OpenTermStore(cfg.DataDir)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	self := membership.Meta{ID: election.NodeID(cfg.ID), Name: cfg.Name, Priority: cfg.Priority,
+		PeerAddr: d.PeerAddr, APIAddr: d.APIAddr, HTTPAddr: d.HTTPAddr}
+
+	// Gossip binds its port on first start; a revived node keeps that port.
+	gossipBind := cfg.GossipAddr
+	newMembership := func() (node.Membership, error) {
+		m, err := membership.New(membership.Config{Self: self, BindAddr: gossipBind, AdvertiseAddr: advertiseHost(cfg),
+			Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		gossipBind, d.GossipAddr = m.BoundAddr(), m.LocalAddr()
+		if len(cfg.Join) > 0 {
+			if _, err := m.Join(cfg.Join); err != nil {
+				log.Warn("no gossip seed answered yet; others can still join this node", "join", cfg.Join, "err", err)
+			}
+		}
+		return m, nil
+	}
+
+	var nd *node.Node
+	recv := &lateReceiver{}
+	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: self.ID, Receiver: recv})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	nd, err = node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		Quorum: cfg.Quorum, Preempt: cfg.Preempt, Store: store, NewMembership: newMembership,
+		Transport: tr, Exit: opts.Exit, Logger: log})
+	if err != nil {
+		tr.Close()
+		closeAll()
+		return nil, err
+	}
+	recv.set(nd)
+	d.Node, d.tr = nd, tr
+
+	d.peerSrv = transport.NewGRPCServer(transport.NewPeerService(self.ID, nd))
+	d.apiSrv = grpc.NewServer()
+	api.RegisterElector(d.apiSrv, backend{nd})
+	d.httpSrv = api.NewHTTPServer(backend{nd})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	go func() { d.runErr <- nd.Run(ctx) }()
+	go d.peerSrv.Serve(peerLis)
+	go d.apiSrv.Serve(apiLis)
+	go d.httpSrv.Serve(httpLis)
+	log.Info("electord started", "id", cfg.ID, "algorithm", cfg.Algorithm, "peer", d.PeerAddr, "api", d.APIAddr,
+		"http", d.HTTPAddr, "join", cfg.Join)
+	return d, nil
+}
+
+// Stop leaves gossip and stops every server; it waits for the loop.
+func (d *Daemon) Stop() error {
+	var err error
+	d.stop.Do(func() {
+		d.cancel()
+		select {
+		case err = <-d.runErr:
+		case <-time.After(5 * time.Second):
+			err = errors.New("daemon: the instance loop did not stop within 5s")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		d.httpSrv.Shutdown(ctx)
+		stopGRPC(d.apiSrv)
+		stopGRPC(d.peerSrv)
+		d.tr.Close()
+	})
+	return err
+}
+
+// Done is closed when the node's loop ended.
+func (d *Daemon) Done() <-chan struct{} { return d.Node.Done() }
+
+func stopGRPC(s *grpc.Server) {
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		s.Stop()
+	}
+}
+
+// advertise is the address peers should dial for a bound listener.
+func advertise(cfg config.Config, a net.Addr) string {
+	tcp := a.(*net.TCPAddr)
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = advertiseHost(cfg)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+func advertiseHost(cfg config.Config) string {
+	if cfg.AdvertiseHost != "" {
+		return cfg.AdvertiseHost
+	}
+	if host, _, err := net.SplitHostPort(cfg.PeerAddr); err == nil && host != "" && host != "0.0.0.0" && host != "::" {
+		return host
+	}
+	// Bound to every interface and no advertise-host: the first non-loopback IPv4.
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			return ipn.IP.String()
+		}
+	}
+	return "127.0.0.1"
+}
+
+// lateReceiver lets the transport exist before the node it feeds.
+type lateReceiver struct {
+	mu sync.RWMutex
+	r  transport.Receiver
+}
+
+func (l *lateReceiver) set(r transport.Receiver) { l.mu.Lock(); l.r = r; l.mu.Unlock() }
+
+func (l *lateReceiver) get() transport.Receiver { l.mu.RLock(); defer l.mu.RUnlock(); return l.r }
+
+func (l *lateReceiver) Receive(in transport.Inbound) error {
+	if r := l.get(); r != nil {
+		return r.Receive(in)
+	}
+	return transport.ErrNotServing
+}
+
+func (l *lateReceiver) Failed(m election.Message, err error) {
+	if r := l.get(); r != nil {
+		r.Failed(m, err)
+	}
+}
+
+// backend adapts *node.Node to api.Backend.
+type backend struct{ *node.Node }
+
+func (b backend) Subscribe() api.Subscription { return b.Node.Subscribe() }

@@ -1,0 +1,169 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/electord/electord/config"
+	"github.com/electord/electord/node"
+)
+
+// DevOptions configure a local cluster.
+type DevOptions struct {
+	Nodes     int
+	Algorithm string
+	Quorum    int
+	Preempt   bool
+	// BasePort: node i (1-based) uses api base+10(i-1), peer +1, gossip +2,
+	// http +3. 0 picks free ports.
+	BasePort int
+	DataDir  string // "" = a temporary directory, removed on Stop
+	LogLevel string
+	// Tune may change each node's config before it starts (tests).
+	Tune func(*config.Config)
+	// Out receives the addresses and every leader change; nil discards.
+	Out io.Writer
+}
+
+// Cluster is a local cluster of real nodes in one process.
+type Cluster struct {
+	Nodes   []*Daemon
+	tmp     string
+	out     io.Writer
+	mu      sync.Mutex
+	start   time.Time
+	views   map[uint64]node.LeaderInfo
+	agreed  node.LeaderInfo
+	watchWG sync.WaitGroup
+}
+
+// DevConfig is the configuration of node i (1-based) of a dev cluster.
+func DevConfig(i int, opts DevOptions, dataDir string, join []string) config.Config {
+	port := func(off int) string {
+		if opts.BasePort == 0 {
+			return "127.0.0.1:0"
+		}
+		return "127.0.0.1:" + strconv.Itoa(opts.BasePort+10*(i-1)+off)
+	}
+	c := config.Config{
+		ID: uint64(i), Name: "node-" + strconv.Itoa(i), Algorithm: opts.Algorithm,
+		APIAddr: port(0), PeerAddr: port(1), GossipAddr: port(2), HTTPAddr: port(3),
+		Join: join, DataDir: filepath.Join(dataDir, "node-"+strconv.Itoa(i)),
+		HeartbeatInterval: config.DefaultHeartbeatInterval, HeartbeatTimeout: config.DefaultHeartbeatTimeout,
+		Tick: config.DefaultTick, Quorum: opts.Quorum, Preempt: opts.Preempt,
+		GossipPreset: "local", PeerServer: "grpc", LogLevel: opts.LogLevel,
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "warn"
+	}
+	if opts.Tune != nil {
+		opts.Tune(&c)
+	}
+	return c
+}
+
+// StartDev starts a local cluster: node 1 first, the others joining it.
+func StartDev(opts DevOptions) (*Cluster, error) {
+	if opts.Algorithm == "" {
+		opts.Algorithm = "bully"
+	}
+	c := &Cluster{out: opts.Out, start: time.Now(), views: map[uint64]node.LeaderInfo{}}
+	if c.out == nil {
+		c.out = io.Discard
+	}
+	dir := opts.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "electord-dev-")
+		if err != nil {
+			return nil, err
+		}
+		dir, c.tmp = tmp, tmp
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(opts.LogLevel))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var join []string
+	for i := 1; i <= opts.Nodes; i++ {
+		cfg := DevConfig(i, opts, dir, join)
+		d, err := Start(cfg, Options{Logger: log.With("dev-node", i)})
+		if err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		c.Nodes = append(c.Nodes, d)
+		if i == 1 {
+			join = []string{d.GossipAddr}
+		}
+	}
+	fmt.Fprintf(c.out, "electord dev: %d nodes, algorithm %s, quorum %d, data in %s\n", opts.Nodes, opts.Algorithm, opts.Quorum, dir)
+	fmt.Fprintf(c.out, "%-4s %-8s %-21s %-21s %-21s %s\n", "ID", "NAME", "API", "PEER", "HTTP", "GOSSIP")
+	for _, d := range c.Nodes {
+		fmt.Fprintf(c.out, "%-4d %-8s %-21s %-21s %-21s %s\n", d.Config.ID, d.Config.Name, d.APIAddr, d.PeerAddr, d.HTTPAddr, d.GossipAddr)
+	}
+	fmt.Fprintf(c.out, "try: electctl --endpoints %s status\n", c.Nodes[0].APIAddr)
+	for _, d := range c.Nodes {
+		c.watch(d)
+	}
+	return c, nil
+}
+
+// watch prints d's leadership changes and when the cluster agrees.
+func (c *Cluster) watch(d *Daemon) {
+	sub := d.Node.Subscribe()
+	c.watchWG.Add(1)
+	go func() {
+		defer c.watchWG.Done()
+		for li := range sub.C() {
+			c.mu.Lock()
+			c.views[d.Config.ID] = li
+			at := time.Since(c.start).Seconds()
+			if li.HasLeader() {
+				fmt.Fprintf(c.out, "%8.3fs node %d: leader is node %d (term %v, %s)\n", at, d.Config.ID, li.ID, li.Term, li.State)
+			} else {
+				fmt.Fprintf(c.out, "%8.3fs node %d: no leader (%s)\n", at, d.Config.ID, li.State)
+			}
+			c.checkAgreement(at)
+			c.mu.Unlock()
+		}
+	}()
+}
+
+func (c *Cluster) checkAgreement(at float64) {
+	var first node.LeaderInfo
+	n := 0
+	for _, d := range c.Nodes {
+		if d.Node.Status().Killed {
+			continue
+		}
+		v := c.views[d.Config.ID]
+		if !v.HasLeader() || (n > 0 && (v.ID != first.ID || v.Term != first.Term)) {
+			return
+		}
+		first = v
+		n++
+	}
+	if n > 0 && (first.ID != c.agreed.ID || first.Term != c.agreed.Term) {
+		c.agreed = first
+		fmt.Fprintf(c.out, "%8.3fs ** all %d live nodes agree: leader node %d, term %v\n", at, n, first.ID, first.Term)
+	}
+}
+
+// Stop stops every node and removes a temporary data directory.
+func (c *Cluster) Stop() {
+	var wg sync.WaitGroup
+	for _, d := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.Stop() }()
+	}
+	wg.Wait()
+	c.watchWG.Wait()
+	if c.tmp != "" {
+		os.RemoveAll(c.tmp)
+	}
+}
