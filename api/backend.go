@@ -19,8 +19,10 @@ type Subscription interface {
 }
 
 // Backend is what the API serves: one node. Methods are safe for
-// concurrent use. Kill, Revive and Transfer of an id other than Self are
-// forwarded by the API to that member's api address.
+// concurrent use. Kill and Revive of an id other than Self are forwarded by
+// the API to that member's api address; Resign and Transfer are forwarded
+// to the leader's api address when this node does not lead, so Transfer is
+// called on the leader (with any member's id).
 type Backend interface {
 	Self() election.NodeID
 	Leader() node.LeaderInfo

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/node"
+)
+
+// HTTP server limits (NewHTTPServer).
+const (
+	httpReadHeaderTimeout = 5 * time.Second  // slowloris guard
+	httpReadTimeout       = 10 * time.Second // requests have no body worth waiting for
+	httpWriteTimeout      = 10 * time.Second // per response; /watch renews it before every write
+	httpIdleTimeout       = 60 * time.Second // keep-alive connections between requests
+	httpMaxHeaderBytes    = 16 << 10
+	// SSEKeepAlive is how often /watch sends a comment line when nothing
+	// happened, so proxies and clients see the stream is alive.
+	SSEKeepAlive = 15 * time.Second
+)
+
+// NoLeaderBody is the JSON of /leader when no leader is known (HTTP 503).
+type NoLeaderBody struct {
+	State string        `json:"state"` // always "no_leader"
+	Term  election.Term `json:"term"`  // the last term this node knows
+}
+
+// SelfBody is the JSON of /leader/self.
+type SelfBody struct {
+	Self  bool          `json:"self"`  // this node leads
+	State string        `json:"state"` // this node's state
+	Term  election.Term `json:"term"`
+}
+
+type httpHandler struct {
+	b         Backend
+	keepAlive time.Duration
+	// done is closed when the server shuts down; /watch streams end then
+	// (http.Server.Shutdown does not cancel request contexts).
+	done <-chan struct{}
+}
+
+// NewHTTPHandler returns the sidecar HTTP API of the node b:
+//
+//	GET /leader       200 + the leader JSON {"id","name","address","term","since","self","state"},
+//	                  or 503 + {"state":"no_leader","term":N} when no leader is known
+//	GET /leader/self  200 when this node leads, 503 otherwise (leader-only readiness probe);
+//	                  body {"self","state","term"}
+//	GET /watch        Server-Sent Events: "event: leader" with the /leader JSON as data,
+//	                  the current state at once and then every change; a comment every 15 s
+//	GET /             {"name": "<leader name>"} (the Kubernetes leader-elector sidecar's answer)
+//	GET /healthz      200 "ok"
+//
+// HEAD is accepted wherever GET is. Another method is 405 with an Allow
+// header; an unknown path is 404 with a JSON error.
+func NewHTTPHandler(b Backend) http.Handler {
+	return &httpHandler{b: b, keepAlive: SSEKeepAlive}
+}
+
+// NewHTTPServer returns an *http.Server for NewHTTPHandler(b), with read,
+// write and idle timeouts set; run it with Serve(listener) (or set Addr).
+// Its /watch streams end when the server shuts down (Shutdown would wait
+// for them otherwise).
+func NewHTTPServer(b Backend) *http.Server {
+	done := make(chan struct{})
+	srv := &http.Server{
+		Handler:           &httpHandler{b: b, keepAlive: SSEKeepAlive, done: done},
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+	srv.RegisterOnShutdown(func() { close(done) })
+	return srv
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var serve func(http.ResponseWriter, *http.Request)
+	switch r.URL.Path {
+	case "/leader":
+		serve = h.leader
+	case "/leader/self":
+		serve = h.leaderSelf
+	case "/watch":
+		serve = h.watch
+	case "/":
+		serve = h.root
+	case "/healthz":
+		serve = h.healthz
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.URL.Path})
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method " + r.Method + " not allowed"})
+		return
+	}
+	serve(w, r)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// leaderJSON is the /leader answer for li: its status code and body.
+func leaderJSON(li node.LeaderInfo) (int, any) {
+	if !li.HasLeader() {
+		return http.StatusServiceUnavailable, NoLeaderBody{State: node.StateNoLeader, Term: li.Term}
+	}
+	return http.StatusOK, li
+}
+
+func (h *httpHandler) leader(w http.ResponseWriter, _ *http.Request) {
+	code, body := leaderJSON(h.b.Leader())
+	writeJSON(w, code, body)
+}
+
+func (h *httpHandler) leaderSelf(w http.ResponseWriter, _ *http.Request) {
+	li := h.b.Leader()
+	code := http.StatusServiceUnavailable
+	if li.Self {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, SelfBody{Self: li.Self, State: li.State, Term: li.Term})
+}
+
+func (h *httpHandler) root(w http.ResponseWriter, _ *http.Request) {
+	li := h.b.Leader()
+	writeJSON(w, http.StatusOK, map[string]string{"name": li.Name})
+}
+
+func (h *httpHandler) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// watch streams leadership as Server-Sent Events until the client goes
+// away, the server shuts down or the subscription ends.
+func (h *httpHandler) watch(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	sub := h.b.Subscribe()
+	defer sub.Close()
+
+	// write renews the write deadline (the server's WriteTimeout would end
+	// the stream otherwise), writes and flushes.
+	write := func(p []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	var (
+		last node.LeaderInfo
+		sent bool
+	)
+	event := func(li node.LeaderInfo) error {
+		if sent && sameLeaderInfo(li, last) {
+			return nil
+		}
+		_, body := leaderJSON(li)
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		last, sent = li, true
+		return write([]byte("event: leader\ndata: " + string(data) + "\n\n"))
+	}
+	w.WriteHeader(http.StatusOK)
+	if err := event(h.b.Leader()); err != nil {
+		return
+	}
+	tick := time.NewTicker(h.keepAlive)
+	defer tick.Stop()
+	ctx := r.Context()
+	done := h.done
+	if done == nil {
+		done = neverDone
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-tick.C:
+			if err := write([]byte(": keep-alive\n\n")); err != nil {
+				return
+			}
+		case li, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			if err := event(li); err != nil {
+				return
+			}
+		}
+	}
+}
+
+var neverDone = make(chan struct{})

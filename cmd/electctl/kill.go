@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/client"
+)
+
+func newKillCmd(g *globals) *cobra.Command {
+	var exit bool
+	cmd := &cobra.Command{
+		Use:   "kill ID",
+		Short: "Make node ID crash-stop as its peers see it (--exit: end its process)",
+		Long: `Make node ID stop answering its peers and leave gossip, as a crash would;
+its process and API stay up, so "electctl revive ID" undoes it. With --exit
+the process exits instead (and cannot be revived). Any endpoint forwards
+the command to node ID.`,
+		Args: exactArgs(1, "a node ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nid, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			var res client.CommandResult
+			if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				res, err = c.Kill(ctx, nid, exit)
+				return err
+			}); err != nil {
+				return err
+			}
+			return g.commandOutput(res)
+		},
+	}
+	cmd.Flags().BoolVar(&exit, "exit", false, "make the node's process exit")
+	return cmd
+}

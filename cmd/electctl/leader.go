@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/client"
+)
+
+func newLeaderCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "leader",
+		Short: "Print the current leader",
+		Long: `Print the leader as the first answering endpoint sees it. With -o json the
+object has the fields of the sidecar's GET /leader: id, name, address, term,
+since, self, state. With no leader known it prints {"state":"no_leader","term":N}
+and exits 5.`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var li client.LeaderInfo
+			if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				li, err = c.Leader(ctx)
+				return err
+			}); err != nil {
+				return err
+			}
+			if !li.HasLeader() {
+				if g.json() {
+					if err := writeJSON(g.stdout, noLeaderJSON{State: client.StateNoLeader, Term: li.Term}); err != nil {
+						return err
+					}
+				}
+				return &exitError{ExitFailedPrecondition, fmt.Sprintf("no leader known (term %s, node is %s)", li.Term, li.State)}
+			}
+			if g.json() {
+				return writeJSON(g.stdout, li)
+			}
+			w := table(g.stdout)
+			fmt.Fprintln(w, "ID\tNAME\tADDRESS\tTERM\tSINCE\tSELF\tSTATE")
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%v\t%s\n", li.ID, dash(li.Name), dash(li.Address), li.Term, since(li.Since), li.Self, li.State)
+			return w.Flush()
+		},
+	}
+}

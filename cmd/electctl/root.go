@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/client"
+)
+
+// DefaultEndpoint is electord's default api-addr (config: api-addr).
+const DefaultEndpoint = "127.0.0.1:7070"
+
+// maxDialTimeout bounds the wait for one endpoint, so that a hung first
+// endpoint leaves time for the next within --timeout.
+const maxDialTimeout = 2 * time.Second
+
+// globals are the persistent flags and the output streams.
+type globals struct {
+	endpoints []string
+	timeout   time.Duration
+	output    string
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+// run executes electctl with args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code, msg := classify(err)
+	fmt.Fprintf(stderr, "electctl: %s\n", oneLine(msg))
+	if code == ExitUsage {
+		fmt.Fprintln(stderr, "Run 'electctl --help' for usage.")
+	}
+	return code
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "electctl",
+		Short: "Query and drive an electord cluster",
+		Long: `electctl talks to electord nodes through their Elector API (gRPC).
+
+Each call goes to the first of --endpoints that answers; any node can
+answer, and commands are forwarded to the node they concern (kill, revive)
+or to the leader (resign, transfer).
+
+` + exitCodeHelp(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.validate()
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringSliceVar(&g.endpoints, "endpoints", []string{DefaultEndpoint}, "comma-separated api addresses (host:port), tried in order")
+	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call (watch runs until Ctrl-C or --count)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.AddCommand(newStatusCmd(g), newLeaderCmd(g), newWatchCmd(g), newMembersCmd(g),
+		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g))
+	return root
+}
+
+func (g *globals) validate() error {
+	switch g.output {
+	case "table", "json":
+	default:
+		return usagef("-o %s: want table or json", g.output)
+	}
+	if g.timeout <= 0 {
+		return usagef("--timeout %v: must be positive", g.timeout)
+	}
+	var eps []string
+	for _, e := range g.endpoints {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return usagef("--endpoints: at least one address is needed")
+	}
+	g.endpoints = eps
+	return nil
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+// client opens a client of the endpoints.
+func (g *globals) client() (*client.Client, error) {
+	c, err := client.NewWithOptions(g.endpoints, client.WithDialTimeout(min(g.timeout, maxDialTimeout)))
+	if err != nil {
+		return nil, usagef("--endpoints: %v", err)
+	}
+	return c, nil
+}
+
+// call runs f with a client and a context bounded by --timeout.
+func (g *globals) call(cmd *cobra.Command, f func(context.Context, *client.Client) error) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	if err := f(ctx, c); err != nil {
+		return &runError{err}
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage error.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			if n == 0 {
+				return usagef("unexpected argument %q", args[0])
+			}
+			return usagef("want %s, got %d argument(s)", names, len(args))
+		}
+		return nil
+	}
+}
+
+func parseID(s string) (client.NodeID, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, usagef("node id %q: want a positive integer", s)
+	}
+	return client.NodeID(id), nil
+}

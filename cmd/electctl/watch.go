@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/client"
+)
+
+// watchJSON is one line of "watch -o json": the /leader fields and the
+// stream's sequence number, dropped count and endpoint.
+type watchJSON struct {
+	client.LeaderInfo
+	Seq      uint64 `json:"seq"`
+	Dropped  uint64 `json:"dropped"`
+	Endpoint string `json:"endpoint"`
+}
+
+func newWatchCmd(g *globals) *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print each leadership change until Ctrl-C (or --count events)",
+		Long: `Print the current leader, then every change, until Ctrl-C or --count events.
+With -o json each event is one JSON object per line.
+
+If no endpoint answers at the start, watch fails (exit 3). Once it has
+received an event it keeps going when the node goes away: it reconnects to
+the first endpoint that answers and resumes from the last term it printed,
+noting each break on stderr.`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if count < 0 {
+				return usagef("--count %d: must not be negative", count)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			n := 0
+			for ev := range c.Watch(ctx) {
+				if ev.Err != nil {
+					if n == 0 {
+						return &runError{ev.Err}
+					}
+					fmt.Fprintf(g.stderr, "electctl: watch: %s; retrying\n", oneLine(ev.Err.Error()))
+					continue
+				}
+				if err := g.printEvent(ev); err != nil {
+					return err
+				}
+				n++
+				if count > 0 && n >= count {
+					break
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 0, "stop after this many events (0: until Ctrl-C)")
+	return cmd
+}
+
+func (g *globals) printEvent(ev client.Event) error {
+	if g.json() {
+		return json.NewEncoder(g.stdout).Encode(watchJSON{LeaderInfo: ev.Leader, Seq: ev.Seq, Dropped: ev.Dropped, Endpoint: ev.Endpoint})
+	}
+	line := fmt.Sprintf("#%d leader %s; node %s is %s", ev.Seq, describe(ev.Leader), ev.Endpoint, ev.Leader.State)
+	if !ev.Leader.HasLeader() {
+		line = fmt.Sprintf("#%d no leader, term %s; node %s is %s", ev.Seq, ev.Leader.Term, ev.Endpoint, ev.Leader.State)
+	}
+	if ev.Resumed {
+		line += " (resumed)"
+	}
+	if ev.Dropped > 0 {
+		line += fmt.Sprintf(" (%d changes skipped)", ev.Dropped)
+	}
+	_, err := fmt.Fprintln(g.stdout, line)
+	return err
+}
