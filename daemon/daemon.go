@@ -32,6 +32,7 @@ type Daemon struct {
 	PeerAddr, GossipAddr, APIAddr, HTTPAddr string
 
 	log     *slog.Logger
+	recv    *lateReceiver
 	tr      *transport.GRPC
 	peerSrv *grpc.Server
 	apiSrv  *grpc.Server
@@ -116,6 +117,21 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		return m, nil
 	}
 
+	// Bind gossip now, so the address is known when Start returns (dev
+	// clusters and callers join it); the node's first Run uses this one.
+	first, err := newMembership()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	fresh := func() (node.Membership, error) {
+		if m := first; m != nil {
+			first = nil
+			return m, nil
+		}
+		return newMembership()
+	}
+
 	var nd *node.Node
 	recv := &lateReceiver{}
 	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: self.ID, Receiver: recv})
@@ -125,19 +141,19 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	nd, err = node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
-		Quorum: cfg.Quorum, Preempt: cfg.Preempt, Store: store, NewMembership: newMembership,
-		Transport: tr, Exit: opts.Exit, Logger: log})
+		Quorum: cfg.Quorum, Preempt: cfg.Preempt, Store: store, NewMembership: fresh,
+		Transport: faultyTransport{tr, recv}, Exit: opts.Exit, Logger: log})
 	if err != nil {
 		tr.Close()
+		first.Shutdown()
 		closeAll()
 		return nil, err
 	}
 	recv.set(nd)
-	d.Node, d.tr = nd, tr
+	d.Node, d.tr, d.recv = nd, tr, recv
 
 	d.peerSrv = transport.NewGRPCServer(transport.NewPeerService(self.ID, nd))
-	d.apiSrv = grpc.NewServer()
-	api.RegisterElector(d.apiSrv, backend{nd})
+	d.apiSrv = api.NewGRPCServer(backend{nd})
 	d.httpSrv = api.NewHTTPServer(backend{nd})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -211,10 +227,57 @@ func advertiseHost(cfg config.Config) string {
 	return "127.0.0.1"
 }
 
-// lateReceiver lets the transport exist before the node it feeds.
+// Block is a fault hook for tests: peer messages to and from ids are
+// refused from now on, as if the network between this node and them were
+// cut (sends fail as unavailable; their messages are refused). Gossip is not
+// affected. Unblock lifts it.
+func (d *Daemon) Block(ids ...election.NodeID) {
+	d.recv.mu.Lock()
+	defer d.recv.mu.Unlock()
+	if d.recv.blocked == nil {
+		d.recv.blocked = map[election.NodeID]bool{}
+	}
+	for _, id := range ids {
+		d.recv.blocked[id] = true
+	}
+}
+
+// Unblock lifts every Block.
+func (d *Daemon) Unblock() {
+	d.recv.mu.Lock()
+	d.recv.blocked = nil
+	d.recv.mu.Unlock()
+}
+
+// errBlocked is the failure a blocked send reports.
+var errBlocked = errors.New("daemon: peer blocked by a fault hook")
+
+// faultyTransport drops sends to blocked peers (see Block).
+type faultyTransport struct {
+	transport.Transport
+	recv *lateReceiver
+}
+
+func (f faultyTransport) Send(m election.Message) {
+	if f.recv.isBlocked(m.To) {
+		go f.recv.Failed(m, errBlocked)
+		return
+	}
+	f.Transport.Send(m)
+}
+
+// lateReceiver lets the transport exist before the node it feeds, and
+// refuses blocked peers.
 type lateReceiver struct {
-	mu sync.RWMutex
-	r  transport.Receiver
+	mu      sync.RWMutex
+	r       transport.Receiver
+	blocked map[election.NodeID]bool
+}
+
+func (l *lateReceiver) isBlocked(id election.NodeID) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.blocked[id]
 }
 
 func (l *lateReceiver) set(r transport.Receiver) { l.mu.Lock(); l.r = r; l.mu.Unlock() }
@@ -222,6 +285,9 @@ func (l *lateReceiver) set(r transport.Receiver) { l.mu.Lock(); l.r = r; l.mu.Un
 func (l *lateReceiver) get() transport.Receiver { l.mu.RLock(); defer l.mu.RUnlock(); return l.r }
 
 func (l *lateReceiver) Receive(in transport.Inbound) error {
+	if l.isBlocked(in.Msg.From) {
+		return transport.ErrNotServing
+	}
 	if r := l.get(); r != nil {
 		return r.Receive(in)
 	}
