@@ -109,12 +109,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 		gossipBind, d.GossipAddr = m.BoundAddr(), m.LocalAddr()
-		if len(cfg.Join) > 0 {
-			if _, err := m.Join(cfg.Join); err != nil {
-				log.Warn("no gossip seed answered yet; others can still join this node", "join", cfg.Join, "err", err)
-			}
-		}
-		return m, nil
+		return startRejoin(m, cfg.Join, log), nil
 	}
 
 	// Bind gossip now, so the address is known when Start returns (dev
@@ -198,6 +193,65 @@ func stopGRPC(s *grpc.Server) {
 	case <-time.After(time.Second):
 		s.Stop()
 	}
+}
+
+// rejoin keeps a node connected to its seeds, like Consul's retry_join: it
+// retries until a seed answers (a seed may start after this node), and then
+// every rejoinEvery it joins again if no seed is a live member (a partition
+// healed after gossip gave up on the other side).
+type rejoin struct {
+	*membership.Membership
+	stop chan struct{}
+	once sync.Once
+}
+
+const (
+	retryJoinEvery = 500 * time.Millisecond
+	rejoinEvery    = 15 * time.Second
+)
+
+func startRejoin(m *membership.Membership, seeds []string, log *slog.Logger) *rejoin {
+	r := &rejoin{Membership: m, stop: make(chan struct{})}
+	if len(seeds) == 0 {
+		return r
+	}
+	try := func() bool {
+		n, err := m.Join(seeds)
+		if err != nil || n == 0 {
+			log.Debug("no gossip seed answered yet", "join", seeds, "err", err)
+			return false
+		}
+		return true
+	}
+	joined := try()
+	if !joined {
+		log.Warn("no gossip seed answered yet; retrying every "+retryJoinEvery.String(), "join", seeds)
+	}
+	go func() {
+		for {
+			wait := rejoinEvery
+			if !joined {
+				wait = retryJoinEvery
+			}
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(wait):
+			}
+			if !joined || len(m.Members()) <= 1 {
+				if joined = try(); joined {
+					log.Info("joined gossip through a seed", "join", seeds)
+				}
+			}
+		}
+	}()
+	return r
+}
+
+// Shutdown stops the retries, then gossip.
+func (r *rejoin) Shutdown() error {
+	r.once.Do(func() { close(r.stop) })
+	return r.Membership.Shutdown()
 }
 
 // advertise is the address peers should dial for a bound listener.
