@@ -58,6 +58,7 @@ type Core struct {
 	acks         map[NodeID]bool
 	proposalAge  int
 	tentative    NodeID // quorum mode: an unconfirmed leader we acked
+	resigned     NodeID // a leader that resigned and handed this node the election
 	tentativeFor Term
 
 	msgs     []Message
@@ -256,9 +257,13 @@ func (c *Core) becomeLeader(t Term) {
 	c.settled()
 }
 
+// Resigned is the node that just resigned and handed this node the
+// election (0 if none); it does not stand in this round.
+func (c *Core) Resigned() NodeID { return c.resigned }
+
 // settled clears election state once a leadership is settled.
 func (c *Core) settled() {
-	c.proposal, c.acks, c.tentative = 0, nil, 0
+	c.proposal, c.acks, c.tentative, c.resigned = 0, nil, 0, 0
 	if c.leader != c.cfg.ID {
 		c.excludeEnd = 0
 	}
@@ -446,7 +451,8 @@ func (c *Core) stepTimeoutNow(m Message) {
 	}
 	c.ObserveTerm(m.Term)
 	if m.Elect {
-		c.excludeEnd = 0
+		// The sender resigned: it will not answer, so leave it out.
+		c.excludeEnd, c.resigned = 0, m.From
 		c.Campaign()
 		return
 	}

@@ -56,6 +56,9 @@ func (b *Bully) Campaign(c *election.Core) {
 	b.term, b.elapsed, b.outstanding = t, 0, 0
 	ring := c.Ring()
 	for i := len(ring) - 1; i >= 0 && c.Self().Less(ring[i]); i-- {
+		if ring[i].ID == c.Resigned() {
+			continue // it resigned and will not answer
+		}
 		c.Send(election.Message{Type: election.MsgElection, To: ring[i].ID, Term: t, Initiator: c.ID(), FromRank: c.Self()})
 		b.outstanding++
 	}
