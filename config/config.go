@@ -23,6 +23,7 @@ import (
 // dashes as underscores.
 type Config struct {
 	ID                uint64        `mapstructure:"id"`
+	IDFromHostname    bool          `mapstructure:"id-from-hostname"`
 	Name              string        `mapstructure:"name"`
 	Priority          int64         `mapstructure:"priority"`
 	Algorithm         string        `mapstructure:"algorithm"`
@@ -61,6 +62,7 @@ const (
 func Register(fs *pflag.FlagSet) {
 	fs.String("config", "", "YAML config file (keys are the flag names)")
 	fs.Uint64("id", 0, "node id: unique, non-zero; ids must also differ in their low 16 bits")
+	fs.Bool("id-from-hostname", false, "take the id from a StatefulSet hostname: <name>-<ordinal> gives id ordinal+1")
 	fs.String("name", "", "node name shown to users (default node-<id>)")
 	fs.Int64("priority", 0, "election priority: the higher wins; ties go to the higher id")
 	fs.String("algorithm", "bully", "election algorithm: ring or bully")
@@ -132,6 +134,18 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		c.Join[i] = strings.TrimSpace(c.Join[i])
 	}
 	c.Join = slices.DeleteFunc(c.Join, func(s string) bool { return s == "" })
+	if c.ID == 0 && c.IDFromHostname {
+		host, err := os.Hostname()
+		if err != nil {
+			return Config{}, fmt.Errorf("id-from-hostname: %w", err)
+		}
+		if c.ID, err = IDFromHostname(host); err != nil {
+			return Config{}, err
+		}
+		if c.Name == "" {
+			c.Name = host
+		}
+	}
 	if c.Name == "" && c.ID != 0 {
 		c.Name = "node-" + strconv.FormatUint(c.ID, 10)
 	}
@@ -198,6 +212,17 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// IDFromHostname maps a StatefulSet pod name, <name>-<ordinal>, to the node
+// id ordinal+1.
+func IDFromHostname(host string) (uint64, error) {
+	i := strings.LastIndexByte(host, '-')
+	ord, err := strconv.ParseUint(host[i+1:], 10, 32)
+	if i < 0 || err != nil {
+		return 0, fmt.Errorf("id-from-hostname: hostname %q does not end in -<ordinal> (a StatefulSet pod name)", host)
+	}
+	return ord + 1, nil
 }
 
 func checkHostPort(s string) error {

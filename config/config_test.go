@@ -108,3 +108,16 @@ func TestValidateNamesTheKey(t *testing.T) {
 		}
 	}
 }
+
+func TestIDFromHostname(t *testing.T) {
+	for host, want := range map[string]uint64{"electord-0": 1, "my-app-12": 13} {
+		if got, err := IDFromHostname(host); err != nil || got != want {
+			t.Errorf("IDFromHostname(%q) = %d, %v; want %d", host, got, err, want)
+		}
+	}
+	for _, host := range []string{"electord", "node-x", ""} {
+		if _, err := IDFromHostname(host); err == nil || !strings.Contains(err.Error(), "id-from-hostname") {
+			t.Errorf("IDFromHostname(%q) = %v, want an error naming id-from-hostname", host, err)
+		}
+	}
+}
