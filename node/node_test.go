@@ -302,3 +302,39 @@ func TestInboxFullIsRefusedNotBlocked(t *testing.T) {
 		t.Fatalf("third: %v (counted %d)", err, n.Counters().InboxFull.Load())
 	}
 }
+
+func TestTermStoreWritesAReserve(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := election.NextTerm(0, 3)
+	if err := s.Save(t1); err != nil || s.Writes != 1 {
+		t.Fatalf("first save: %v, %d writes", err, s.Writes)
+	}
+	// Terms within the reserve cost no write.
+	t2 := t1
+	for range ReserveEpochs - 1 {
+		t2 = election.NextTerm(t2, 9)
+		if err := s.Save(t2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Writes != 1 {
+		t.Fatalf("%d writes for terms inside the reserve", s.Writes)
+	}
+	// A restart starts above every term saved.
+	r, _ := OpenTermStore(dir)
+	got, err := r.Load()
+	if err != nil || got < t2 {
+		t.Fatalf("reloaded %v (err %v), below the saved %v", got, err, t2)
+	}
+	if next := election.NextTerm(got, 3); next <= t2 {
+		t.Fatalf("a restarted node would mint %v, not above %v", next, t2)
+	}
+	// Beyond the reserve it writes again.
+	if err := r.Save(election.NextTerm(got, 1)); err != nil || r.Writes != 1 {
+		t.Fatalf("beyond the reserve: %v, %d writes", err, r.Writes)
+	}
+}
