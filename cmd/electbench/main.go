@@ -210,6 +210,7 @@ func stability(args []string) error {
 	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU hog processes (each spins one core)")
 	algos := fs.String("algorithms", "bully,ring", "algorithms to measure")
 	bin := fs.String("electord", "", "electord binary (default: build cmd/electord)")
+	extra := fs.String("args", "", "extra electord flags, space-separated (default config when empty)")
 	fs.Parse(args)
 	path, cleanup, err := electordBinary(*bin)
 	if err != nil {
@@ -223,7 +224,7 @@ func stability(args []string) error {
 	fmt.Println("| algorithm | duration | CPU hogs | spurious leader changes (sum over nodes' watches) |")
 	fmt.Println("|---|---|---:|---:|")
 	for _, algo := range strings.Split(*algos, ",") {
-		c, err := startCluster(path, algo, *nodes, nil, logf)
+		c, err := startCluster(path, algo, *nodes, strings.Fields(*extra), logf)
 		if err != nil {
 			return err
 		}
