@@ -1,0 +1,431 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/client"
+	"github.com/electord/electord/config"
+	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/node"
+)
+
+// The binaries TestMain builds.
+var electordBin, electctlBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "electord-integration-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: building the binaries:", err)
+		return 1
+	}
+	electordBin = filepath.Join(dir, "electord")
+	electctlBin = filepath.Join(dir, "electctl")
+	return m.Run()
+}
+
+// buildBinaries builds cmd/electord and cmd/electctl into dir, once.
+func buildBinaries(dir string) error {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		if gobin, err = exec.LookPath("go"); err != nil {
+			return errors.New("no go command found")
+		}
+	}
+	// The test runs in integration/; the module root is its parent.
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", dir+string(filepath.Separator),
+		"./cmd/electord", "./cmd/electctl")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	return nil
+}
+
+var algorithms = []string{"bully", "ring"}
+
+// forEachAlgorithm runs f as a parallel subtest per algorithm. Clusters use
+// free ports (in-process: :0; processes: freePort), so they cannot clash.
+func forEachAlgorithm(t *testing.T, f func(t *testing.T, alg string)) {
+	t.Helper()
+	for _, alg := range algorithms {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			f(t, alg)
+		})
+	}
+}
+
+// ---- waiting ----
+
+const pollInterval = 10 * time.Millisecond
+
+// eventually polls cond every pollInterval until it holds, and fails the
+// test if it does not within timeout. cond describes the state it saw; the
+// last description is in the failure message.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	if err := waitFor(timeout, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitFor is eventually without a test: it returns an error naming the
+// last state seen when cond does not hold within timeout.
+func waitFor(timeout time.Duration, cond func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	for {
+		ok, state := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v (waited %v); last state: %s", timeout, time.Since(start).Round(time.Millisecond), state)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// ---- in-process clusters ----
+
+// testLogLevel is the nodes' log level: ELECTORD_TEST_LOG, or quiet.
+func testLogLevel() string {
+	if l := os.Getenv("ELECTORD_TEST_LOG"); l != "" {
+		return l
+	}
+	return quiet
+}
+
+// quiet is a slog level above every record: memberlist logs an ERROR for
+// each packet it sends between closing its socket and stopping its timers
+// on shutdown, which would bury the test output. The assertions do not
+// depend on logs; set ELECTORD_TEST_LOG to see them.
+const quiet = "ERROR+8"
+
+// configLevel is a log level config.Validate accepts for level.
+func configLevel(level string) string {
+	if level == quiet {
+		return "error"
+	}
+	return level
+}
+
+// startCluster starts an in-process cluster on free loopback ports and stops
+// it when the test ends.
+func startCluster(t *testing.T, opts daemon.DevOptions) *daemon.Cluster {
+	t.Helper()
+	opts.BasePort = 0
+	if opts.LogLevel == "" {
+		opts.LogLevel = testLogLevel()
+	}
+	// StartDev's logger takes opts.LogLevel as a slog level; each node's
+	// config must hold one that config.Validate accepts.
+	tune := opts.Tune
+	opts.Tune = func(cfg *config.Config) {
+		cfg.LogLevel = configLevel(opts.LogLevel)
+		if tune != nil {
+			tune(cfg)
+		}
+	}
+	var out *lockedBuffer
+	if opts.Out == nil {
+		out = &lockedBuffer{}
+		opts.Out = out
+	}
+	c, err := daemon.StartDev(opts)
+	if err != nil {
+		t.Fatalf("StartDev(%d nodes, %s): %v", opts.Nodes, opts.Algorithm, err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() && out != nil {
+			t.Logf("cluster log (%s, %d nodes):\n%s", opts.Algorithm, opts.Nodes, out.String())
+		}
+	})
+	return c
+}
+
+// lockedBuffer is an io.Writer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// nodeByID returns the daemon of node id.
+func nodeByID(t testing.TB, c *daemon.Cluster, id election.NodeID) *daemon.Daemon {
+	t.Helper()
+	for _, d := range c.Nodes {
+		if election.NodeID(d.Config.ID) == id {
+			return d
+		}
+	}
+	t.Fatalf("no node %d in the cluster", id)
+	return nil
+}
+
+// describeViews is "1:5@3.5/follower 2:..." for the nodes' Leader().
+func describeViews(ds []*daemon.Daemon) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		li := d.Node.Leader()
+		fmt.Fprintf(&b, "%d:%d@%v/%s", d.Config.ID, li.ID, li.Term, li.State)
+		if d.Node.Status().Killed {
+			b.WriteString("(killed)")
+		}
+	}
+	return b.String()
+}
+
+// agreement reports whether every node of ds sees the same leader in the
+// same term, and the leader (when among ds) sees itself as leader.
+func agreement(ds []*daemon.Daemon) (node.LeaderInfo, bool) {
+	if len(ds) == 0 {
+		return node.LeaderInfo{}, false
+	}
+	first := ds[0].Node.Leader()
+	if !first.HasLeader() {
+		return first, false
+	}
+	for _, d := range ds {
+		li := d.Node.Leader()
+		if li.ID != first.ID || li.Term != first.Term {
+			return first, false
+		}
+		if election.NodeID(d.Config.ID) == li.ID && (!li.Self || li.State != node.StateLeader) {
+			return first, false
+		}
+		if election.NodeID(d.Config.ID) != li.ID && li.State != node.StateFollower {
+			return first, false
+		}
+	}
+	return first, true
+}
+
+// waitAgreement waits until every node of ds agrees on one leader and
+// returns it.
+func waitAgreement(t testing.TB, ds []*daemon.Daemon, timeout time.Duration, what string) node.LeaderInfo {
+	t.Helper()
+	var li node.LeaderInfo
+	eventually(t, timeout, what, func() (bool, string) {
+		var ok bool
+		li, ok = agreement(ds)
+		return ok, describeViews(ds)
+	})
+	return li
+}
+
+// without returns ds minus the nodes with the given ids.
+func without(ds []*daemon.Daemon, ids ...election.NodeID) []*daemon.Daemon {
+	var out []*daemon.Daemon
+next:
+	for _, d := range ds {
+		for _, id := range ids {
+			if election.NodeID(d.Config.ID) == id {
+				continue next
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// only returns the nodes of ds with the given ids.
+func only(ds []*daemon.Daemon, ids ...election.NodeID) []*daemon.Daemon {
+	var out []*daemon.Daemon
+	for _, d := range ds {
+		for _, id := range ids {
+			if election.NodeID(d.Config.ID) == id {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func apiAddrs(ds []*daemon.Daemon) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.APIAddr
+	}
+	return out
+}
+
+// newClient returns a client of endpoints, closed when the test ends.
+func newClient(t testing.TB, endpoints ...string) *client.Client {
+	t.Helper()
+	c, err := client.NewWithOptions(endpoints, client.WithDialTimeout(time.Second),
+		client.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("client.New(%v): %v", endpoints, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// logger for daemons a test starts itself (not through StartDev).
+func testLogger(prefix string) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(testLogLevel()))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test-node", prefix)
+}
+
+// devConfig is node i's config of a dev cluster with free ports.
+func devConfig(i int, alg, dataDir string, join []string) config.Config {
+	return daemon.DevConfig(i, daemon.DevOptions{Algorithm: alg, LogLevel: configLevel(testLogLevel())}, dataDir, join)
+}
+
+// ---- ports ----
+
+var ports struct {
+	mu   sync.Mutex
+	next int
+}
+
+// Ports handed out by freePort come from below Linux's ephemeral range
+// (32768-60999), so listeners on :0 elsewhere in this process cannot take
+// them between freePort and the process that binds them.
+const portLo, portHi = 20000, 32000
+
+// freePort returns a loopback port that is free for both TCP and UDP (gossip
+// binds both), and that this process has not handed out before.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.next == 0 {
+		ports.next = portLo + (os.Getpid()*97)%(portHi-portLo)
+	}
+	for range portHi - portLo {
+		p := ports.next
+		ports.next++
+		if ports.next >= portHi {
+			ports.next = portLo
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return p
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// closedAddr is a loopback address with nothing listening.
+func closedAddr(t testing.TB) string { return loopback(freePort(t)) }
+
+// ---- electctl ----
+
+type ctlResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r ctlResult) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// electctl runs the built electctl binary.
+func electctl(t testing.TB, args ...string) ctlResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, electctlBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("electctl %s: %v", strings.Join(args, " "), err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("electctl %s did not finish within 30s", strings.Join(args, " "))
+	}
+	return ctlResult{code, out.String(), errb.String()}
+}
+
+// ---- HTTP ----
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t testing.TB, url string) (int, []byte) {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", url, err)
+	}
+	return resp.StatusCode, body
+}
