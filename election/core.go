@@ -270,8 +270,11 @@ func (c *Core) settled() {
 	c.algo.Reset()
 }
 
-// NoLeader makes this node leaderless; it campaigns after a jittered wait.
-func (c *Core) NoLeader() { c.noLeader(c.jitter()) }
+// NoLeader makes this node leaderless after a failed round (too few
+// candidates, a proposal without a majority, a lost lease): it campaigns
+// again after a leader timeout plus jitter, not at once, so a minority does
+// not spin through terms.
+func (c *Core) NoLeader() { c.noLeader(c.cfg.LeaderTimeoutTicks + c.jitter()) }
 
 func (c *Core) noLeader(wait int) {
 	c.role, c.leader = RoleNoLeader, 0
@@ -562,9 +565,16 @@ func (c *Core) Observe(ev Event) {
 		if !known || old != ev.Member {
 			c.ring = nil
 		}
-		if c.role == RoleLeader {
+		switch {
+		case c.role == RoleLeader:
 			// Tell the newcomer who leads; this also settles a healed partition.
 			c.Send(Message{Type: MsgCoordinator, To: id, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
+		case c.role == RoleNoLeader && c.term != 0:
+			// A node that knows of earlier terms (a restart, a healed
+			// partition) asks each member it meets who leads, instead of
+			// waiting to campaign: a leader whose gossip never saw this node
+			// leave will not announce itself. Any reply names the leadership.
+			c.Send(Message{Type: MsgHeartbeat, To: id, Term: c.term, Leader: 0})
 		}
 	case EventLeave, EventDead:
 		id := ev.Member.ID

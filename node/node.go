@@ -339,7 +339,9 @@ func (n *Node) membershipEvent(ev membership.Event) {
 			// This node is the later claimant: it could mint terms that belong
 			// to the other node. Stand down until an operator revives it.
 			n.log.Error("standing down: another node holds this node's id or term slot; fix --id, then electctl revive")
-			n.kill()
+			// No Leave: gossip matches a leave by name, so leaving would
+			// declare the other node, the one gossip admitted, gone.
+			n.kill(false)
 		}
 	}
 	n.dirty = true
@@ -501,18 +503,27 @@ func (n *Node) Transfer(ctx context.Context, id election.NodeID) error {
 // its API and its persisted term stay.
 func (n *Node) Kill(ctx context.Context) error {
 	return n.do(ctx, func() error {
-		n.kill()
+		n.kill(true)
 		return nil
 	})
 }
 
-func (n *Node) kill() {
+// kill stops the node as its peers see it. leave says whether to leave
+// gossip cleanly (announcing it) or just stop gossiping.
+func (n *Node) kill(leave bool) {
 	if n.killed {
 		return
 	}
 	n.killed, n.dirty = true, true
 	n.serving.Store(false)
-	n.leaveGossip()
+	if leave {
+		n.leaveGossip()
+	} else if n.mem != nil {
+		if err := n.mem.Shutdown(); err != nil {
+			n.log.Warn("stopping gossip", "err", err)
+		}
+		n.mem, n.events = nil, nil
+	}
 	n.drainInbox()
 }
 
