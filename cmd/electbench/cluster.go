@@ -214,6 +214,12 @@ func (c *cluster) waitAgreed(timeout time.Duration, ok func(*pb.LeaderInfo) bool
 	for _, p := range c.procs {
 		p.mu.Lock()
 		views = append(views, fmt.Sprintf("%d:%v", p.id, p.view))
+		if p.running && p.view == nil {
+			// Say why a node never reported: the tail of its log.
+			if b, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", p.id))); err == nil {
+				c.logf("node %d reported nothing; its log ends with:\n%s", p.id, tail(string(b), 2000))
+			}
+		}
 		p.mu.Unlock()
 	}
 	return nil, time.Time{}, fmt.Errorf("no agreement within %v: %v", timeout, views)
@@ -222,3 +228,10 @@ func (c *cluster) waitAgreed(timeout time.Duration, ok func(*pb.LeaderInfo) bool
 func (c *cluster) proc(id uint64) *proc { return c.procs[id-1] }
 
 func anyLeader(*pb.LeaderInfo) bool { return true }
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
