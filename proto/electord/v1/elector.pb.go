@@ -165,7 +165,9 @@ func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
 // WatchLeaderRequest subscribes to leader changes.
 type WatchLeaderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only report leaders whose term is greater than this value.
+	// Resume point: skip events whose term is below this value. Events at this
+	// term are still sent, so a watcher that saw the leader of term T also
+	// learns when that leadership ends (a no-leader event keeps its term).
 	AfterTerm     uint64 `protobuf:"varint,1,opt,name=after_term,json=afterTerm,proto3" json:"after_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
