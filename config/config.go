@@ -226,7 +226,7 @@ func IDFromHostname(host string) (uint64, error) {
 }
 
 func checkHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
+	_, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return fmt.Errorf("%q is not host:port: %v", s, err)
 	}
@@ -234,6 +234,5 @@ func checkHostPort(s string) error {
 	if err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("%q has a bad port %q", s, port)
 	}
-	_ = host
 	return nil
 }

@@ -135,13 +135,12 @@ type Node struct {
 
 // Counters are the node's event counts, for metrics and tests.
 type Counters struct {
-	InboxFull      atomic.Uint64 // inbound messages refused because the inbox was full
-	FailuresLost   atomic.Uint64 // send failures not reported to the core (queue full)
-	Rejected       atomic.Uint64 // peer messages the core rejected as invalid
-	Conflicts      atomic.Uint64 // duplicate ids or term-slot collisions seen in gossip
-	LeaderChanges  atomic.Uint64
-	PersistErrors  atomic.Uint64
-	HeartbeatsLate atomic.Uint64 // heartbeat RPCs answered after their caller gave up
+	InboxFull     atomic.Uint64 // inbound messages refused because the inbox was full
+	FailuresLost  atomic.Uint64 // send failures not reported to the core (queue full)
+	Rejected      atomic.Uint64 // peer messages the core rejected as invalid
+	Conflicts     atomic.Uint64 // duplicate ids or term-slot collisions seen in gossip
+	LeaderChanges atomic.Uint64
+	PersistErrors atomic.Uint64
 }
 
 // New builds a node from its persisted term. It does not start anything.

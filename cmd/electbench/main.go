@@ -90,19 +90,38 @@ func (s samples) pct(p float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 
+// common are the flags both measurements take.
+type common struct {
+	nodes        *int
+	algos, extra *string
+	bin          *string
+}
+
+func commonFlags(fs *flag.FlagSet) common {
+	return common{
+		nodes: fs.Int("nodes", 5, "electord processes"),
+		algos: fs.String("algorithms", "bully,ring", "algorithms to measure"),
+		bin:   fs.String("electord", "", "electord binary (default: build cmd/electord)"),
+		extra: fs.String("args", "", "extra electord flags, space-separated (default config when empty)"),
+	}
+}
+
+// setup parses args and finds (or builds) electord; call cleanup when done.
+func setup(fs *flag.FlagSet, args []string, c common) (path string, cleanup func(), err error) {
+	fs.Parse(args)
+	return electordBinary(*c.bin)
+}
+
 func failover(args []string) error {
 	fs := flag.NewFlagSet("failover", flag.ExitOnError)
-	nodes := fs.Int("nodes", 5, "electord processes")
+	cf := commonFlags(fs)
 	kills := fs.Int("kills", 30, "SIGKILLs of the leader per algorithm (also the number of resigns and transfers)")
-	algos := fs.String("algorithms", "bully,ring", "algorithms to measure")
-	bin := fs.String("electord", "", "electord binary (default: build cmd/electord)")
-	extra := fs.String("args", "", "extra electord flags, space-separated (default config when empty)")
-	fs.Parse(args)
-	path, cleanup, err := electordBinary(*bin)
+	path, cleanup, err := setup(fs, args, cf)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	nodes, algos, extra := cf.nodes, cf.algos, cf.extra
 	type row struct {
 		algo, op string
 		s        samples
@@ -205,18 +224,15 @@ func measure(c *cluster, runs int) (map[string]*result, error) {
 
 func stability(args []string) error {
 	fs := flag.NewFlagSet("stability", flag.ExitOnError)
-	nodes := fs.Int("nodes", 5, "electord processes")
+	cf := commonFlags(fs)
 	duration := fs.Duration("duration", 10*time.Minute, "how long to watch")
 	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU hog processes (each spins one core)")
-	algos := fs.String("algorithms", "bully,ring", "algorithms to measure")
-	bin := fs.String("electord", "", "electord binary (default: build cmd/electord)")
-	extra := fs.String("args", "", "extra electord flags, space-separated (default config when empty)")
-	fs.Parse(args)
-	path, cleanup, err := electordBinary(*bin)
+	path, cleanup, err := setup(fs, args, cf)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	nodes, algos, extra := cf.nodes, cf.algos, cf.extra
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -88,11 +88,9 @@ type Change struct {
 
 // New builds a cluster where every node knows every other.
 func New(opts Options) (*Sim, error) {
-	f, ok := Factories[opts.Algorithm]
-	if !ok {
+	if _, ok := Factories[opts.Algorithm]; !ok {
 		return nil, fmt.Errorf("sim: unknown algorithm %q", opts.Algorithm)
 	}
-	_ = f
 	if opts.N < 1 {
 		return nil, fmt.Errorf("sim: N must be at least 1")
 	}
