@@ -40,6 +40,7 @@ type Config struct {
 	Preempt           bool          `mapstructure:"preempt"`
 	GossipPreset      string        `mapstructure:"gossip-preset"`
 	PeerServer        string        `mapstructure:"peer-server"`
+	PeerWorkers       int           `mapstructure:"peer-workers"`
 	Tick              time.Duration `mapstructure:"tick"`
 	LogLevel          string        `mapstructure:"log-level"`
 }
@@ -54,6 +55,9 @@ const (
 	// fails over in about 0.3 s, under the 500 ms target, while a CPU-starved
 	// node still has 250 ms of slack before it raises a false alarm.
 	DefaultHeartbeatTimeout = 250 * time.Millisecond
+	// DefaultPeerServer is the inbound peer server; see docs/BENCHMARKS.md
+	// ("Peer servers") for the measurements behind the choice.
+	DefaultPeerServer = "lf"
 	// DefaultTick is the instance loop's clock; timeouts are rounded up to it.
 	DefaultTick = 10 * time.Millisecond
 )
@@ -78,7 +82,8 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("quorum", 0, "cluster size for quorum mode (0 = off): only a majority side may have a leader")
 	fs.Bool("preempt", false, "let a higher-ranked node depose a healthy leader")
 	fs.String("gossip-preset", "lan", "gossip timings: lan or local")
-	fs.String("peer-server", "grpc", "inbound peer server: grpc (lf arrives with the Leader/Followers pool)")
+	fs.String("peer-server", DefaultPeerServer, "inbound peer server: lf (the Leader/Followers epoll pool, Linux) or grpc (stock grpc-go)")
+	fs.Int("peer-workers", 0, "goroutines in the lf pool (0 = 2×GOMAXPROCS)")
 	fs.Duration("tick", DefaultTick, "the instance loop's clock period")
 	fs.String("log-level", "info", "debug, info, warn or error")
 }
@@ -200,6 +205,9 @@ func (c Config) Validate() error {
 	}
 	if c.PeerServer != "grpc" && c.PeerServer != "lf" {
 		bad("peer-server", "must be grpc or lf, got %q", c.PeerServer)
+	}
+	if c.PeerWorkers < 0 || c.PeerWorkers > 4096 {
+		bad("peer-workers", "must be between 0 and 4096, got %d", c.PeerWorkers)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

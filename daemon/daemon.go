@@ -34,7 +34,7 @@ type Daemon struct {
 	log     *slog.Logger
 	recv    *lateReceiver
 	tr      *transport.GRPC
-	peerSrv *grpc.Server
+	peerSrv peerServer
 	apiSrv  *grpc.Server
 	httpSrv *http.Server
 	cancel  context.CancelFunc
@@ -58,9 +58,6 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.PeerServer == "lf" {
-		return nil, errors.New("peer-server: lf is not available in this build yet; use grpc")
 	}
 	d := &Daemon{Config: cfg, log: log, runErr: make(chan error, 1)}
 	var lis []net.Listener
@@ -147,7 +144,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	recv.set(nd)
 	d.Node, d.tr, d.recv = nd, tr, recv
 
-	d.peerSrv = transport.NewGRPCServer(transport.NewPeerService(self.ID, nd))
+	d.peerSrv = newPeerServer(cfg, transport.NewPeerService(self.ID, nd), log)
 	d.apiSrv = api.NewGRPCServer(backend{nd})
 	d.httpSrv = api.NewHTTPServer(backend{nd})
 
@@ -185,7 +182,7 @@ func (d *Daemon) Stop() error {
 // Done is closed when the node's loop ended.
 func (d *Daemon) Done() <-chan struct{} { return d.Node.Done() }
 
-func stopGRPC(s *grpc.Server) {
+func stopGRPC(s peerServer) {
 	done := make(chan struct{})
 	go func() { s.GracefulStop(); close(done) }()
 	select {

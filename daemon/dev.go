@@ -20,6 +20,9 @@ type DevOptions struct {
 	Algorithm string
 	Quorum    int
 	Preempt   bool
+	// PeerServer is every node's inbound peer server (grpc or lf); empty
+	// means config.DefaultPeerServer.
+	PeerServer string
 	// BasePort: node i (1-based) uses api base+10(i-1), peer +1, gossip +2,
 	// http +3. 0 picks free ports.
 	BasePort int
@@ -57,10 +60,13 @@ func DevConfig(i int, opts DevOptions, dataDir string, join []string) config.Con
 		Join: join, DataDir: filepath.Join(dataDir, "node-"+strconv.Itoa(i)),
 		HeartbeatInterval: config.DefaultHeartbeatInterval, HeartbeatTimeout: config.DefaultHeartbeatTimeout,
 		Tick: config.DefaultTick, Quorum: opts.Quorum, Preempt: opts.Preempt,
-		GossipPreset: "local", PeerServer: "grpc", LogLevel: opts.LogLevel,
+		GossipPreset: "local", PeerServer: opts.PeerServer, LogLevel: opts.LogLevel,
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "warn"
+	}
+	if c.PeerServer == "" {
+		c.PeerServer = config.DefaultPeerServer
 	}
 	if opts.Tune != nil {
 		opts.Tune(&c)

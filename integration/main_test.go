@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,18 +75,38 @@ func buildBinaries(dir string) error {
 	return nil
 }
 
-var algorithms = []string{"bully", "ring"}
+var (
+	algorithms  = []string{"bully", "ring"}
+	peerServers = []string{"grpc", "lf"}
+)
 
-// forEachAlgorithm runs f as a parallel subtest per algorithm. Clusters use
-// free ports (in-process: :0; processes: freePort), so they cannot clash.
+// forEachAlgorithm runs f as a parallel subtest per algorithm, and in it
+// once per inbound peer server (TestX/bully/lf: the nodes serve peers with the
+// Leader/Followers pool). Clusters use free ports (in-process: :0;
+// processes: freePort), so they cannot clash.
 func forEachAlgorithm(t *testing.T, f func(t *testing.T, alg string)) {
 	t.Helper()
 	for _, alg := range algorithms {
 		t.Run(alg, func(t *testing.T) {
 			t.Parallel()
-			f(t, alg)
+			// The peer servers run one after the other: two clusters at a
+			// time are what the timings were tuned for under -race.
+			for _, ps := range peerServers {
+				t.Run(ps, func(t *testing.T) { f(t, alg) })
+			}
 		})
 	}
+}
+
+// peerServerOf returns the peer server forEachAlgorithm chose for t (the
+// default outside it).
+func peerServerOf(t testing.TB) string {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if slices.Contains(peerServers, part) {
+			return part
+		}
+	}
+	return config.DefaultPeerServer
 }
 
 // ---- waiting ----
@@ -148,6 +169,9 @@ func configLevel(level string) string {
 func startCluster(t *testing.T, opts daemon.DevOptions) *daemon.Cluster {
 	t.Helper()
 	opts.BasePort = 0
+	if opts.PeerServer == "" {
+		opts.PeerServer = peerServerOf(t)
+	}
 	if opts.LogLevel == "" {
 		opts.LogLevel = testLogLevel()
 	}
@@ -251,6 +275,20 @@ func agreement(ds []*daemon.Daemon) (node.LeaderInfo, bool) {
 
 // waitAgreement waits until every node of ds agrees on one leader and
 // returns it.
+// waitNewAgreement waits until ds agree on a leader other than old's, in
+// a higher term: their agreement on old itself (before they noticed it
+// gone) does not count.
+func waitNewAgreement(t testing.TB, ds []*daemon.Daemon, old node.LeaderInfo, timeout time.Duration, what string) node.LeaderInfo {
+	t.Helper()
+	var li node.LeaderInfo
+	eventually(t, timeout, what, func() (bool, string) {
+		var ok bool
+		li, ok = agreement(ds)
+		return ok && li.ID != old.ID && li.Term > old.Term, describeViews(ds)
+	})
+	return li
+}
+
 func waitAgreement(t testing.TB, ds []*daemon.Daemon, timeout time.Duration, what string) node.LeaderInfo {
 	t.Helper()
 	var li node.LeaderInfo

@@ -56,6 +56,7 @@ func (p *proc) args() []string {
 		"--id", strconv.Itoa(p.id), "--algorithm", p.alg,
 		"--api-addr", p.api, "--peer-addr", p.peer, "--gossip-addr", p.gossip, "--http-addr", p.httpA,
 		"--data-dir", p.dataDir, "--gossip-preset", "local", "--log-level", procLogLevel(),
+		"--peer-server", peerServerOf(p.t),
 	}
 	if len(p.join) > 0 {
 		a = append(a, "--join", strings.Join(p.join, ","))

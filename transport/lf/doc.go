@@ -1,0 +1,63 @@
+// Package lf serves gRPC with a Leader/Followers pool: a fixed set of
+// goroutines that take turns waiting on one epoll set and then do all the
+// work for the event they got, with no queue and no hand-off between
+// goroutines. The protocol itself (HTTP/2 framing, gRPC calls) lives in
+// transport/lf/engine, which does no I/O; this package owns the sockets.
+//
+// # Roles
+//
+// Each pool goroutine is, at any moment, in one of three roles:
+//
+//   - the leader, at most one, blocked in epoll_wait for a single event;
+//   - a processing goroutine, handling the one event it got while leading;
+//   - a follower, parked on its own wake channel until it is made leader.
+//
+// A goroutine that finishes processing tries to lead again. If a leader is
+// present it pushes its wake channel onto the followers (a stack for LIFO
+// promotion, a queue for FIFO) and blocks; otherwise it leads at once.
+//
+// # Promotion
+//
+// The leader asks epoll for exactly one event. Before touching it, the
+// leader clears the "leader present" flag and signals one follower's wake
+// channel, so the pool never stops watching the sockets while it works.
+// (With no follower waiting the pool is saturated; the event count of
+// NoFollower says how often.) The old leader then processes the event
+// inline: it accepts connections if the listener is ready, or it reads a
+// connection's bytes (up to ReadBudget), feeds them to the connection's
+// engine.Session, runs every complete call's handler right there, and
+// writes the answers. Then it rejoins the pool.
+//
+// # One-shot arming
+//
+// Every descriptor sits in epoll level-triggered with EPOLLONESHOT: once
+// epoll reports it, it is disabled until re-armed with EPOLL_CTL_MOD. So a
+// connection is reported to one leader, is processed by one goroutine, and
+// is re-armed by that goroutine when it is done (with EPOLLOUT added while
+// output is waiting). Because arming is level-triggered, data that arrived
+// during processing is reported right after the re-arm: no wake-up is lost.
+//
+// # Ownership
+//
+// Each descriptor has an atomic state, armed or held. Whoever wants to use
+// it (the goroutine that got its event, or a shutdown sweep) must move it
+// from armed to held; only the holder reads, writes, closes it or touches
+// its Session. A failed move means the event was stale or the descriptor
+// is already being handled, and the event is dropped. Releasing is "store
+// armed, then re-arm in epoll". The epoll data of each descriptor carries
+// a generation number next to the fd, so an event about a closed
+// descriptor is never applied to a new one that reused its number.
+//
+// # Shutdown
+//
+// GracefulStop closes the listener and, taking each idle connection in
+// turn, queues a GOAWAY on it; a connection that was busy gets its GOAWAY
+// from its holder when it releases it. Connections close as they drain.
+// When none is left, an eventfd in the same epoll set wakes the leader,
+// which wakes every follower (the pool's only broadcast) and all pool
+// goroutines exit. Stop does the same at once: it cancels the calls'
+// base context and closes every descriptor it can take; busy ones are
+// closed by their holders.
+//
+// The pool runs on Linux only; elsewhere New returns ErrUnsupported.
+package lf

@@ -1,0 +1,251 @@
+//go:build linux
+
+package hsha
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/internal/ctltest"
+)
+
+// start serves a fresh Server on a loopback port.
+func start(t *testing.T, ctl *ctltest.Ctl) (*Server, string, <-chan error) {
+	t.Helper()
+	return startWith(t, ctl, Config{})
+}
+
+func startWith(t *testing.T, ctl *ctltest.Ctl, cfg Config, opts ...func(*Server)) (*Server, string, <-chan error) {
+	t.Helper()
+	reg := engine.NewRegistry()
+	reg.RegisterService(&ctltest.Desc, ctl)
+	srv := New(reg, cfg)
+	for _, o := range opts {
+		o(srv)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	return srv, lis.Addr().String(), served
+}
+
+// startCtl is start as the shared scenarios want it.
+func startCtl(t *testing.T, ctl *ctltest.Ctl) (ctltest.Server, string, <-chan error) {
+	return start(t, ctl)
+}
+
+func TestConcurrentCallsFromSeveralConns(t *testing.T) {
+	before := runtime.NumGoroutine()
+	srv, addr, served := start(t, ctltest.New())
+	const conns, perConn, callsEach = 4, 4, 25
+	ctx, cancel := context.WithTimeout(context.Background(), ctltest.WaitFor)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, conns*perConn)
+	var ccs []*grpc.ClientConn
+	for i := range conns {
+		cc := ctltest.Dial(t, addr)
+		ccs = append(ccs, cc)
+		for j := range perConn {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range callsEach {
+					v := fmt.Sprintf("c%d-g%d-%d-%s", i, j, k, bytes.Repeat([]byte("x"), k*100))
+					got, err := ctltest.Call(ctx, cc, v)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if got != v {
+						errs <- fmt.Errorf("echo %.20q, want %.20q", got, v)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := srv.Stats()
+	if st.Finished != conns*perConn*callsEach || st.Enqueued != st.Finished || st.Rejected != 0 {
+		t.Errorf("Stats(): Finished = %d, Enqueued = %d, Rejected = %d; want %d, %d, 0",
+			st.Finished, st.Enqueued, st.Rejected, conns*perConn*callsEach, conns*perConn*callsEach)
+	}
+	if st.Events == 0 || st.MaxDepth < 1 {
+		t.Errorf("Stats(): Events = %d, MaxDepth = %d; want both > 0", st.Events, st.MaxDepth)
+	}
+	if st.Accepted < conns {
+		t.Errorf("Stats().Accepted = %d, want >= %d", st.Accepted, conns)
+	}
+	for _, cc := range ccs {
+		cc.Close()
+	}
+	srv.GracefulStop()
+	ctltest.WaitServed(t, served)
+	if st := srv.Stats(); st.Open != 0 || st.Panics != 0 || st.QueueDepth != 0 {
+		t.Errorf("after stop: Open = %d, Panics = %d, QueueDepth = %d; want 0, 0, 0", st.Open, st.Panics, st.QueueDepth)
+	}
+	ctltest.WaitGoroutines(t, before)
+}
+
+func TestGracefulStopLetsInFlightCallFinish(t *testing.T) {
+	ctltest.GracefulStopLetsInFlightCallFinish(t, startCtl)
+}
+
+func TestStopCancelsBlockedCall(t *testing.T) {
+	ctltest.StopCancelsBlockedCall(t, startCtl, ErrServerStopped)
+}
+
+// waitUntil polls cond until it holds, failing at the deadline.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(ctltest.WaitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestQueueFullRejectsAndRecovers(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ctl := ctltest.New()
+	srv, addr, served := startWith(t, ctl, Config{Workers: 1, QueueCap: 1})
+	ccA, ccB := ctltest.Dial(t, addr), ctltest.Dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), ctltest.WaitFor)
+	defer cancel()
+
+	// The one worker blocks in the handler ...
+	blocked := make(chan error, 1)
+	go func() { _, err := ctltest.Call(ctx, ccA, "block"); blocked <- err }()
+	select {
+	case <-ctl.Entered:
+	case <-ctx.Done():
+		t.Fatal("handler never entered")
+	}
+	// ... the one queue slot fills (from another connection) ...
+	queued := make(chan error, 1)
+	go func() {
+		got, err := ctltest.Call(ctx, ccB, "queued")
+		if err == nil && got != "queued" {
+			err = fmt.Errorf("echo %q, want %q", got, "queued")
+		}
+		queued <- err
+	}()
+	waitUntil(t, "a call in the queue", func() bool { return srv.Stats().QueueDepth == 1 })
+
+	// ... so further calls meet the reject policy, on either connection.
+	for i, cc := range []*grpc.ClientConn{ccA, ccB, ccA} {
+		_, err := ctltest.Call(ctx, cc, "extra")
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("extra call %d: %v, want ResourceExhausted", i, err)
+		}
+		if msg := status.Convert(err).Message(); msg != RejectMessage {
+			t.Errorf("extra call %d: message %q, want %q", i, msg, RejectMessage)
+		}
+	}
+	st := srv.Stats()
+	if st.Rejected != 3 || st.MaxDepth != 1 || st.Enqueued != 2 {
+		t.Errorf("Stats(): Rejected = %d, MaxDepth = %d, Enqueued = %d; want 3, 1, 2", st.Rejected, st.MaxDepth, st.Enqueued)
+	}
+
+	// Release the worker: both held calls complete, and the server serves
+	// again.
+	close(ctl.Release)
+	for name, ch := range map[string]chan error{"blocked": blocked, "queued": queued} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("%s call: %v", name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s call did not finish", name)
+		}
+	}
+	for i, cc := range []*grpc.ClientConn{ccA, ccB} {
+		v := fmt.Sprint("after-", i)
+		if got, err := ctltest.Call(ctx, cc, v); err != nil || got != v {
+			t.Errorf("call after release: %q, %v; want %q, nil", got, err, v)
+		}
+	}
+	if st := srv.Stats(); st.Rejected != 3 || st.Finished != 4 {
+		t.Errorf("after release: Rejected = %d, Finished = %d; want 3, 4", st.Rejected, st.Finished)
+	}
+	ccA.Close()
+	ccB.Close()
+	srv.GracefulStop()
+	ctltest.WaitServed(t, served)
+	ctltest.WaitGoroutines(t, before)
+}
+
+func TestDefaultsAndUnixListener(t *testing.T) {
+	srv := New(engine.NewRegistry(), Config{})
+	if srv.workers != 2*runtime.GOMAXPROCS(0) || cap(srv.queue) != DefaultQueueCap {
+		t.Errorf("defaults: workers %d, queue cap %d; want %d, %d", srv.workers, cap(srv.queue), 2*runtime.GOMAXPROCS(0), DefaultQueueCap)
+	}
+
+	before := runtime.NumGoroutine()
+	reg := engine.NewRegistry()
+	reg.RegisterService(&ctltest.Desc, ctltest.New())
+	srv = New(reg, Config{Workers: 2, QueueCap: 8})
+	lis, err := net.Listen("unix", t.TempDir()+"/hsha.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	cc, err := grpc.NewClient("unix://"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ctltest.WaitFor)
+	defer cancel()
+	if got, err := ctltest.Call(ctx, cc, "over unix"); err != nil || got != "over unix" {
+		t.Errorf("call over unix socket: %q, %v", got, err)
+	}
+	cc.Close()
+	srv.Stop()
+	ctltest.WaitServed(t, served)
+	ctltest.WaitGoroutines(t, before)
+}
+
+// TestLargeMessagesSmallClientBuffer sends big echoes to a client with a
+// tiny receive buffer, from a server with a tiny send buffer, so the
+// workers' writes outrun the socket and the reactor finishes them on
+// EPOLLOUT.
+func TestLargeMessagesSmallClientBuffer(t *testing.T) {
+	before := runtime.NumGoroutine()
+	srv, addr, served := startWith(t, ctltest.New(), Config{}, func(s *Server) { s.sndBuf = 4096 })
+	cc := ctltest.DialSmallRcvBuf(t, addr)
+	ctltest.LargeEchoes(t, cc)
+	st := srv.Stats()
+	t.Logf("Stats() after large echoes: %+v", st)
+	if st.WriteWaits == 0 {
+		t.Error("Stats().WriteWaits = 0: the EPOLLOUT path never ran")
+	}
+	cc.Close()
+	srv.GracefulStop()
+	ctltest.WaitServed(t, served)
+	ctltest.WaitGoroutines(t, before)
+}

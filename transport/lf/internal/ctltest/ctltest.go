@@ -1,0 +1,268 @@
+// Package ctltest holds what the tests of the control servers (perconn and
+// hsha) share: a tiny echo service, client helpers, leak checks, and the
+// scenarios both must pass. It is for tests only.
+package ctltest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// WaitFor bounds every wait of these tests.
+const WaitFor = 10 * time.Second
+
+// Ctl is the service the tests register: lftest.Ctl/Call echoes its
+// BytesValue. "panic" panics; "block" signals Entered and then waits for
+// Release (or its context).
+type Ctl struct {
+	Entered chan struct{}
+	Release chan struct{}
+}
+
+// New returns a Ctl.
+func New() *Ctl { return &Ctl{Entered: make(chan struct{}, 64), Release: make(chan struct{})} }
+
+// Call implements the service.
+func (s *Ctl) Call(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+	switch string(in.GetValue()) {
+	case "panic":
+		panic("lftest: handler panic")
+	case "block":
+		s.Entered <- struct{}{}
+		select {
+		case <-s.Release:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return wrapperspb.Bytes(in.GetValue()), nil
+}
+
+type ctlService interface {
+	Call(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
+}
+
+// Desc describes the service for RegisterService.
+var Desc = grpc.ServiceDesc{
+	ServiceName: "lftest.Ctl",
+	HandlerType: (*ctlService)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Call",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.BytesValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			if ic == nil {
+				return srv.(ctlService).Call(ctx, in)
+			}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: "/lftest.Ctl/Call"}
+			return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+				return srv.(ctlService).Call(ctx, req.(*wrapperspb.BytesValue))
+			})
+		},
+	}},
+	Metadata: "lftest.proto",
+}
+
+// Dial returns a client of addr; opts are added to the defaults.
+func Dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc
+}
+
+// Call calls lftest.Ctl/Call with v and returns the echo.
+func Call(ctx context.Context, cc *grpc.ClientConn, v string) (string, error) {
+	out := new(wrapperspb.BytesValue)
+	err := cc.Invoke(ctx, "/lftest.Ctl/Call", wrapperspb.Bytes([]byte(v)), out)
+	return string(out.GetValue()), err
+}
+
+// WaitGoroutines polls until at most n goroutines run, failing at the
+// deadline with a dump of them.
+func WaitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(WaitFor)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines still running, want <= %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WaitServed waits for Serve's result, which must be nil after a stop.
+func WaitServed(t *testing.T, served <-chan error) {
+	t.Helper()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve returned %v, want nil after stop", err)
+		}
+	case <-time.After(WaitFor):
+		t.Fatal("Serve did not return after stop")
+	}
+}
+
+// Server is what the scenarios drive.
+type Server interface {
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
+}
+
+// Start serves a fresh server of ctl on a loopback port.
+type Start func(t *testing.T, ctl *Ctl) (srv Server, addr string, served <-chan error)
+
+// GracefulStopLetsInFlightCallFinish: GracefulStop waits for a blocked
+// call, which then succeeds; Serve returns nil; later calls fail.
+func GracefulStopLetsInFlightCallFinish(t *testing.T, start Start) {
+	before := runtime.NumGoroutine()
+	ctl := New()
+	srv, addr, served := start(t, ctl)
+	cc := Dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	defer cancel()
+
+	res := make(chan error, 1)
+	go func() {
+		got, err := Call(ctx, cc, "block")
+		if err == nil && got != "block" {
+			err = fmt.Errorf("echo %q, want %q", got, "block")
+		}
+		res <- err
+	}()
+	select {
+	case <-ctl.Entered:
+	case <-ctx.Done():
+		t.Fatal("handler never entered")
+	}
+
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+
+	// GracefulStop must wait for the call: it has not returned while the
+	// handler blocks. Give it a chance to (wrongly) finish first.
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned while a call was in flight")
+	case err := <-res:
+		t.Fatalf("call returned early: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(ctl.Release)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("in-flight call failed: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("in-flight call did not finish")
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("GracefulStop did not return")
+	}
+	WaitServed(t, served)
+
+	// New calls fail once the server is gone.
+	cctx, ccancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := Call(cctx, cc, "after")
+	ccancel()
+	if err == nil {
+		t.Error("call after GracefulStop succeeded")
+	}
+	cc.Close()
+	WaitGoroutines(t, before)
+}
+
+// StopCancelsBlockedCall: Stop ends a blocked call, Serve returns nil, and
+// a later Serve returns errStopped.
+func StopCancelsBlockedCall(t *testing.T, start Start, errStopped error) {
+	before := runtime.NumGoroutine()
+	ctl := New()
+	srv, addr, served := start(t, ctl)
+	cc := Dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { _, err := Call(ctx, cc, "block"); res <- err }()
+	select {
+	case <-ctl.Entered:
+	case <-ctx.Done():
+		t.Fatal("handler never entered")
+	}
+	srv.Stop()
+	WaitServed(t, served)
+	select {
+	case err := <-res:
+		if status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
+			t.Errorf("call during Stop: %v, want Unavailable or Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("client call did not end after Stop")
+	}
+	cc.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(lis); err != errStopped {
+		t.Errorf("Serve after Stop = %v, want %v", err, errStopped)
+	}
+	WaitGoroutines(t, before)
+}
+
+// LargeEchoes sends 8 concurrent 512 KiB echoes on cc, then checks that a
+// panicking handler is an Internal error and the connection lives on.
+func LargeEchoes(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := fmt.Sprint(i, string(bytes.Repeat([]byte{'a' + byte(i)}, 512<<10)))
+			got, err := Call(ctx, cc, v)
+			if err == nil && got != v {
+				err = fmt.Errorf("call %d: echo of %d bytes differs", i, len(got))
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if _, err := Call(ctx, cc, "panic"); status.Code(err) != codes.Internal {
+		t.Errorf("panicking handler: %v, want Internal", err)
+	}
+	if got, err := Call(ctx, cc, "still here"); err != nil || got != "still here" {
+		t.Errorf("call after a handler panic: %q, %v", got, err)
+	}
+}

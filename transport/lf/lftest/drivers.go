@@ -1,0 +1,27 @@
+package lftest
+
+import (
+	"google.golang.org/grpc"
+
+	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/hsha"
+	"github.com/electord/electord/transport/lf/perconn"
+)
+
+func init() {
+	engineKinds[KindPerConn] = func(register func(grpc.ServiceRegistrar), opts Options) (Server, error) {
+		reg := engine.NewRegistry()
+		register(reg)
+		return perconn.New(reg, opts.limits()), nil
+	}
+	engineKinds[KindHSHA] = func(register func(grpc.ServiceRegistrar), opts Options) (Server, error) {
+		reg := engine.NewRegistry()
+		register(reg)
+		return hsha.New(reg, hsha.Config{Workers: opts.Workers, Limits: opts.limits()}), nil
+	}
+}
+
+// limits are the engine.Limits of opts.
+func (o Options) limits() engine.Limits {
+	return engine.Limits{MaxRecvMsgBytes: o.MaxRecvMsgBytes}
+}

@@ -1,0 +1,736 @@
+//go:build linux
+
+package lf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/electord/electord/transport/lf/engine"
+)
+
+// ---- test service: lftest.Pool/Call ----
+
+type poolService interface {
+	Call(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
+}
+
+var poolDesc = grpc.ServiceDesc{
+	ServiceName: "lftest.Pool",
+	HandlerType: (*poolService)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Call",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.BytesValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			return srv.(poolService).Call(ctx, in)
+		},
+	}},
+}
+
+const method = "/lftest.Pool/Call"
+
+// svc answers by the request's first bytes:
+//
+//	"block"  signals entered, then waits for release (or its context);
+//	"panic"  panics;
+//	"fail"   returns FailedPrecondition;
+//	"ctx"    signals entered, then waits for its context to end;
+//	anything else is echoed.
+type svc struct {
+	entered chan struct{}
+	release chan struct{}
+	ctxErrs atomic.Int64
+}
+
+func newSvc() *svc {
+	return &svc{entered: make(chan struct{}, 1024), release: make(chan struct{})}
+}
+
+func (s *svc) Call(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+	switch {
+	case bytes.HasPrefix(in.Value, []byte("block")):
+		s.entered <- struct{}{}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			s.ctxErrs.Add(1)
+			return nil, ctx.Err()
+		}
+	case bytes.HasPrefix(in.Value, []byte("ctx")):
+		s.entered <- struct{}{}
+		<-ctx.Done()
+		s.ctxErrs.Add(1)
+		return nil, ctx.Err()
+	case bytes.HasPrefix(in.Value, []byte("panic")):
+		panic("lftest: asked to panic")
+	case bytes.HasPrefix(in.Value, []byte("fail")):
+		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
+	}
+	return in, nil
+}
+
+// ---- helpers ----
+
+type testServer struct {
+	*Server
+	addr    string
+	served  chan error
+	svc     *svc
+	stopped bool
+}
+
+func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
+	t.Helper()
+	reg := engine.NewRegistry()
+	sv := newSvc()
+	reg.RegisterService(&poolDesc, sv)
+	s, err := New(reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hook != nil {
+		hook(s)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: s, addr: ln.Addr().String(), served: make(chan error, 1), svc: sv}
+	go func() { ts.served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		if !ts.stopped {
+			ts.stop(t, false)
+		}
+	})
+	eventually(t, 10*time.Second, "pool goroutines up", func() bool { return s.Stats().Live == s.cfg.Workers })
+	return ts
+}
+
+// stop stops the server (gracefully or not) within a deadline and checks
+// that Serve returned nil and every pool goroutine is gone.
+func (ts *testServer) stop(t *testing.T, hard bool) {
+	t.Helper()
+	ts.stopped = true
+	done := make(chan struct{})
+	go func() {
+		if hard {
+			ts.Stop()
+		} else {
+			ts.GracefulStop()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("stop (hard=%v) did not return; stats %+v\n%s", hard, ts.Stats(), buf[:runtime.Stack(buf, true)])
+	}
+	select {
+	case err := <-ts.served:
+		if err != nil {
+			t.Errorf("Serve returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if st := ts.Stats(); st.Live != 0 || st.Leaders != 0 || st.Followers != 0 || st.Processing != 0 || st.Conns != 0 {
+		t.Errorf("after stop: %+v", st)
+	}
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func call(ctx context.Context, cc *grpc.ClientConn, p []byte) ([]byte, error) {
+	out := new(wrapperspb.BytesValue)
+	err := cc.Invoke(ctx, method, &wrapperspb.BytesValue{Value: p}, out)
+	return out.Value, err
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitEntered waits for n handlers to signal they are running.
+func waitEntered(t *testing.T, sv *svc, n int, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for i := 0; i < n; i++ {
+		select {
+		case <-sv.entered:
+		case <-timer.C:
+			t.Fatalf("only %d of %d handlers entered", i, n)
+		}
+	}
+}
+
+// load runs clients×perClient goroutines, each making calls echo calls on
+// its own client's connection, and fails on any error or wrong answer.
+func load(t *testing.T, addr string, clients, perClient, calls int, sizes []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*perClient)
+	for c := 0; c < clients; c++ {
+		cc := dial(t, addr)
+		for g := 0; g < perClient; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < calls; i++ {
+					size := sizes[(c+g+i)%len(sizes)]
+					p := bytes.Repeat([]byte{byte('a' + (c+g+i)%26)}, size)
+					copy(p, fmt.Sprintf("%d/%d/%d", c, g, i))
+					got, err := call(ctx, cc, p)
+					if err != nil {
+						errs <- fmt.Errorf("client %d goroutine %d call %d: %w", c, g, i, err)
+						return
+					}
+					if !bytes.Equal(got, p) {
+						errs <- fmt.Errorf("client %d goroutine %d call %d: wrong echo (%d bytes, want %d)", c, g, i, len(got), len(p))
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// ---- tests ----
+
+func TestEcho(t *testing.T) {
+	ts := start(t, Config{Workers: 3}, nil)
+	cc := dial(t, ts.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := call(ctx, cc, []byte("hello"))
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("call: %q, %v", got, err)
+	}
+	_, err = call(ctx, cc, []byte("fail"))
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("fail call: %v", err)
+	}
+	if err := cc.Invoke(ctx, "/lftest.Pool/Nope", &wrapperspb.BytesValue{}, new(wrapperspb.BytesValue)); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("unknown method: %v", err)
+	}
+	st := ts.Stats()
+	if st.Accepts != 1 || st.Conns != 1 || st.Calls != 2 || st.HandlerErrors != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	ts.stop(t, false)
+}
+
+// TestSingleLeaderAndOwner drives many connections and concurrent calls
+// (small messages, and large ones that need several reads and EPOLLOUT)
+// and checks the two invariants of the pattern: never more than one
+// goroutine in epoll_wait, never more than one owner of a connection.
+func TestSingleLeaderAndOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"LIFO", Config{Workers: 6}},
+		{"FIFO", Config{Workers: 6, Order: FIFO}},
+		{"SixteenEventsPerWait", Config{Workers: 6, EventsPerWait: 16}},
+		{"LockOSThread-smallBudget", Config{Workers: 4, LockOSThread: true, ReadBudget: 4 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := start(t, tc.cfg, nil)
+			load(t, ts.addr, 12, 4, 30, []int{1, 100, 3000, 70 << 10})
+			st := ts.Stats()
+			if st.EpollWaiters != 1 {
+				t.Errorf("max goroutines in epoll_wait = %d, want 1", st.EpollWaiters)
+			}
+			if m := ts.maxInUse.Load(); m != 1 {
+				t.Errorf("max owners of one connection = %d, want 1", m)
+			}
+			if st.Calls != 12*4*30 || st.Promotions == 0 || st.Events == 0 {
+				t.Errorf("stats %+v", st)
+			}
+			t.Logf("stats %+v", st)
+			ts.stop(t, false)
+		})
+	}
+}
+
+// TestNoLostWakeups: K clients × M calls must all complete before a
+// deadline, with a pool smaller than the number of clients.
+func TestNoLostWakeups(t *testing.T) {
+	ts := start(t, Config{Workers: 3}, nil)
+	const K, M = 40, 40
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var okCalls atomic.Int64
+	for k := 0; k < K; k++ {
+		cc := dial(t, ts.addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := 0; m < M; m++ {
+				if _, err := call(ctx, cc, []byte("x")); err != nil {
+					t.Errorf("client %d call %d: %v", k, m, err)
+					return
+				}
+				okCalls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := okCalls.Load(); n != K*M {
+		t.Fatalf("%d of %d calls completed", n, K*M)
+	}
+	if st := ts.Stats(); st.EpollWaiters != 1 || ts.maxInUse.Load() != 1 {
+		t.Errorf("stats %+v maxInUse %d", st, ts.maxInUse.Load())
+	}
+	ts.stop(t, false)
+}
+
+// TestSaturationRecovers: with 2 workers both stuck in handlers there is
+// no leader and no follower; once released, the queued call and new calls
+// are served.
+func TestSaturationRecovers(t *testing.T) {
+	ts := start(t, Config{Workers: 2}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ccs := []*grpc.ClientConn{dial(t, ts.addr), dial(t, ts.addr), dial(t, ts.addr)}
+	for _, cc := range ccs { // connect everything first
+		if _, err := call(ctx, cc, []byte("warm")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := ts.Stats().NoFollower
+
+	results := make(chan error, 3)
+	for i := 0; i < 2; i++ {
+		go func() {
+			_, err := call(ctx, ccs[i], []byte("block"))
+			results <- err
+		}()
+	}
+	waitEntered(t, ts.svc, 2, 10*time.Second)
+	st := ts.Stats()
+	if st.NoFollower <= before {
+		t.Errorf("NoFollower did not rise: %d -> %d", before, st.NoFollower)
+	}
+	if st.Processing != 2 || st.Leaders != 0 || st.Followers != 0 {
+		t.Errorf("saturated pool: %+v", st)
+	}
+	go func() {
+		_, err := call(ctx, ccs[2], []byte("queued"))
+		results <- err
+	}()
+	close(ts.svc.release)
+	for i := 0; i < 3; i++ {
+		select {
+		case err := <-results:
+			if err != nil {
+				t.Errorf("call: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("calls did not complete after release")
+		}
+	}
+	load(t, ts.addr, 4, 2, 10, []int{10})
+	ts.stop(t, false)
+}
+
+// TestGracefulStopWakesEveryFollower: after GracefulStop every pool
+// goroutine has exited and the process is back to its goroutine count.
+func TestGracefulStopWakesEveryFollower(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	const N = 8
+	ts := start(t, Config{Workers: N}, nil)
+	var ccs []*grpc.ClientConn
+	for i := 0; i < 4; i++ {
+		cc, err := grpc.NewClient("passthrough:///"+ts.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ccs = append(ccs, cc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := call(ctx, cc, []byte("hi")); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	eventually(t, 10*time.Second, "N-1 followers and a leader", func() bool {
+		st := ts.Stats()
+		return st.Live == N && st.Followers == N-1 && st.Leaders == 1
+	})
+	ts.stop(t, false) // checks Live == Followers == 0
+	for _, cc := range ccs {
+		cc.Close()
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("goroutines back to %d", baseline), func() bool {
+		return runtime.NumGoroutine() <= baseline
+	})
+}
+
+// TestGracefulStopDrains: a call in flight when GracefulStop starts
+// completes; new connections are refused.
+func TestGracefulStopDrains(t *testing.T) {
+	ts := start(t, Config{Workers: 3}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cc := dial(t, ts.addr)
+	idle := dial(t, ts.addr)
+	if _, err := call(ctx, idle, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		got, err := call(ctx, cc, []byte("block"))
+		if err == nil && string(got) != "block" {
+			err = errors.New("wrong answer")
+		}
+		res <- err
+	}()
+	waitEntered(t, ts.svc, 1, 10*time.Second)
+	stopped := make(chan struct{})
+	go func() { ts.stop(t, false); close(stopped) }()
+	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.lisClosed.Load() })
+	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
+		c.Close()
+		t.Error("dial succeeded after GracefulStop closed the listener")
+	}
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned with a call in flight")
+	default:
+	}
+	close(ts.svc.release)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Errorf("in-flight call: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("in-flight call did not finish")
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("GracefulStop did not return")
+	}
+}
+
+// TestStopCancelsCalls: Stop cancels the handlers' context and closes
+// everything at once.
+func TestStopCancelsCalls(t *testing.T) {
+	ts := start(t, Config{Workers: 3}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		cc := dial(t, ts.addr)
+		go func() { _, err := call(ctx, cc, []byte("ctx")); res <- err }()
+	}
+	waitEntered(t, ts.svc, 2, 10*time.Second)
+	ts.stop(t, true)
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-res:
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("call in flight across Stop: %v, want Unavailable", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("client call did not end after Stop")
+		}
+	}
+	if n := ts.svc.ctxErrs.Load(); n != 2 {
+		t.Errorf("%d handlers saw their context cancelled, want 2", n)
+	}
+}
+
+// TestNoFDLeaks counts /proc/self/fd around many connect/disconnect cycles
+// (gRPC clients, bare TCP connects, garbage) and after shutdown.
+func TestNoFDLeaks(t *testing.T) {
+	// Warm the runtime's own netpoller up so that its descriptors are in
+	// the baseline.
+	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		ln.Close()
+	}
+	before := countFDs(t)
+	ts := start(t, Config{Workers: 4}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 0; i < 30; i++ {
+		cc, err := grpc.NewClient("passthrough:///"+ts.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := call(ctx, cc, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		cc.Close()
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			c.Write([]byte("this is not an HTTP/2 client preface at all\r\n\r\n"))
+		}
+		c.Close()
+	}
+	eventually(t, 20*time.Second, "all conns accepted and closed", func() bool {
+		st := ts.Stats()
+		return st.Accepts == 60 && st.Conns == 0
+	})
+	if st := ts.Stats(); st.Accepts != 60 || st.ConnErrors == 0 {
+		t.Errorf("stats %+v", st)
+	}
+	during := countFDs(t)
+	// The server holds its listener, epoll fd and eventfd: +3.
+	if during > before+3 {
+		t.Errorf("fds: %d before, %d while serving with no conns", before, during)
+	}
+	ts.stop(t, false)
+	eventually(t, 10*time.Second, "fds back to baseline", func() bool { return countFDs(t) <= before })
+}
+
+// TestHandlerPanicKeepsPool: handler panics become Internal errors and
+// cost the pool nothing: it still serves N calls at once.
+func TestHandlerPanicKeepsPool(t *testing.T) {
+	const N = 4
+	ts := start(t, Config{Workers: N}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ccs []*grpc.ClientConn
+	for i := 0; i < N; i++ {
+		ccs = append(ccs, dial(t, ts.addr))
+	}
+	for i := 0; i < 20; i++ {
+		_, err := call(ctx, ccs[i%N], []byte("panic"))
+		if status.Code(err) != codes.Internal {
+			t.Fatalf("panicking call: %v", err)
+		}
+	}
+	if st := ts.Stats(); st.HandlerPanics != 20 || st.Live != N {
+		t.Fatalf("stats %+v", st)
+	}
+	assertNWay(t, ctx, ts, ccs)
+	ts.stop(t, false)
+}
+
+// assertNWay checks that len(ccs) handlers can run at once.
+func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.ClientConn) {
+	t.Helper()
+	res := make(chan error, len(ccs))
+	for _, cc := range ccs {
+		go func() { _, err := call(ctx, cc, []byte("block")); res <- err }()
+	}
+	waitEntered(t, ts.svc, len(ccs), 10*time.Second)
+	close(ts.svc.release)
+	for range ccs {
+		if err := <-res; err != nil {
+			t.Errorf("block call: %v", err)
+		}
+	}
+}
+
+// TestProcessingPanicClosesConn: a panic in the pool's own processing (not
+// in a handler) closes that connection only; the goroutine rejoins.
+func TestProcessingPanicClosesConn(t *testing.T) {
+	const N = 3
+	ts := start(t, Config{Workers: N}, func(s *Server) {
+		s.testHookFeed = func(p []byte) {
+			if bytes.Contains(p, []byte("boom!")) {
+				panic("lftest: processing panic")
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	victim := dial(t, ts.addr)
+	if _, err := call(ctx, victim, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(ctx, victim, []byte("boom!")); status.Code(err) != codes.Unavailable {
+		t.Errorf("call on the panicking conn: %v, want Unavailable", err)
+	}
+	eventually(t, 10*time.Second, "victim conn closed", func() bool { return ts.Stats().Conns == 0 })
+	if st := ts.Stats(); st.Panics != 1 || st.Live != N {
+		t.Fatalf("stats %+v", st)
+	}
+	var ccs []*grpc.ClientConn
+	for i := 0; i < N; i++ {
+		ccs = append(ccs, dial(t, ts.addr))
+	}
+	assertNWay(t, ctx, ts, ccs)
+	ts.stop(t, false)
+}
+
+func TestUnixListener(t *testing.T) {
+	reg := engine.NewRegistry()
+	reg.RegisterService(&poolDesc, newSvc())
+	s, err := New(reg, Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/lf.sock"
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	cc, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := call(ctx, cc, []byte("over unix")); err != nil || string(got) != "over unix" {
+		t.Fatalf("call: %q %v", got, err)
+	}
+	cc.Close()
+	s.GracefulStop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("socket file left behind: %v", err)
+	}
+}
+
+func TestServeAfterStop(t *testing.T) {
+	s, err := New(engine.NewRegistry(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	s.GracefulStop()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(ln); !errors.Is(err, ErrServerStopped) {
+		t.Fatalf("Serve after Stop: %v", err)
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Fatal("listener still open")
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := Config{Workers: 1}.withDefaults()
+	if err != nil || c.Workers != MinWorkers || c.ReadBudget != DefaultReadBudget || c.Order != LIFO {
+		t.Fatalf("%+v %v", c, err)
+	}
+	c, _ = Config{}.withDefaults()
+	if want := max(runtime.GOMAXPROCS(0)*2, MinWorkers); c.Workers != want {
+		t.Fatalf("default workers %d, want %d", c.Workers, want)
+	}
+	if _, err := (Config{Order: 7}).withDefaults(); err == nil {
+		t.Fatal("bad order accepted")
+	}
+	if c.EventsPerWait != DefaultEventsPerWait {
+		t.Fatalf("default EventsPerWait %d, want %d", c.EventsPerWait, DefaultEventsPerWait)
+	}
+	if _, err := (Config{EventsPerWait: MaxEventsPerWait + 1}).withDefaults(); err == nil {
+		t.Fatal("EventsPerWait over the maximum accepted")
+	}
+}
+
+// Server satisfies the interface callers share with *grpc.Server.
+var _ interface {
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
+} = (*Server)(nil)
+
+// TestAcceptBackoff: when accept fails for lack of descriptors the leader
+// does not spin on the still-readable listener; it pauses accepting, and
+// accepts the waiting connection once descriptors are back.
+func TestAcceptBackoff(t *testing.T) {
+	var failing atomic.Bool
+	var attempts atomic.Int64
+	failing.Store(true)
+	ts := start(t, Config{Workers: 2}, func(s *Server) {
+		s.accept4 = func(fd, flags int) (int, unix.Sockaddr, error) {
+			attempts.Add(1)
+			if failing.Load() {
+				return -1, nil, unix.EMFILE
+			}
+			return unix.Accept4(fd, flags)
+		}
+	})
+	cc := dial(t, ts.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { _, err := call(ctx, cc, []byte("x")); res <- err }()
+	eventually(t, 10*time.Second, "accept to pause", func() bool { return ts.Stats().AcceptPauses >= 3 })
+	// With 5, 10, 20, 40 ms … pauses, the attempts stay few; a spinning
+	// leader would make hundreds of thousands in the same time.
+	if n := attempts.Load(); n > 50 {
+		t.Fatalf("%d accept attempts for %d pauses: the leader spins", n, ts.Stats().AcceptPauses)
+	}
+	failing.Store(false)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("call after the pause: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiting connection was never accepted")
+	}
+	if st := ts.Stats(); st.Accepts == 0 {
+		t.Fatalf("stats %+v: no accept", st)
+	}
+	ts.stop(t, false)
+}
