@@ -37,6 +37,7 @@ type Config struct {
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat-interval"`
 	HeartbeatTimeout  time.Duration `mapstructure:"heartbeat-timeout"`
 	Quorum            int           `mapstructure:"quorum"`
+	BootstrapExpect   int           `mapstructure:"bootstrap-expect"`
 	Preempt           bool          `mapstructure:"preempt"`
 	GossipPreset      string        `mapstructure:"gossip-preset"`
 	PeerServer        string        `mapstructure:"peer-server"`
@@ -80,6 +81,7 @@ func Register(fs *pflag.FlagSet) {
 	fs.Duration("heartbeat-interval", DefaultHeartbeatInterval, "how often followers heartbeat the leader")
 	fs.Duration("heartbeat-timeout", DefaultHeartbeatTimeout, "how long without an answer before a follower suspects the leader")
 	fs.Int("quorum", 0, "cluster size for quorum mode (0 = off): only a majority side may have a leader")
+	fs.Int("bootstrap-expect", 0, "on a first start (no term in data-dir), wait to see this many members, itself included, before starting an election (0 = do not wait)")
 	fs.Bool("preempt", false, "let a higher-ranked node depose a healthy leader")
 	fs.String("gossip-preset", "lan", "gossip timings: lan or local")
 	fs.String("peer-server", DefaultPeerServer, "inbound peer server: lf (the Leader/Followers epoll pool, Linux) or grpc (stock grpc-go)")
@@ -196,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.Quorum < 0 {
 		bad("quorum", "must be 0 (off) or the cluster size, got %d", c.Quorum)
+	}
+	if c.BootstrapExpect < 0 {
+		bad("bootstrap-expect", "must be 0 (off) or the number of nodes the cluster starts with, got %d", c.BootstrapExpect)
 	}
 	if c.Quorum > 0 && c.HeartbeatTimeout < 3*c.HeartbeatInterval {
 		bad("heartbeat-timeout", "must be at least 3x heartbeat-interval in quorum mode, so the lease (timeout - interval) outlasts a missed heartbeat")

@@ -95,6 +95,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *Config) { c.PeerAddr = "nohost" }, "peer-addr:"},
 		{func(c *Config) { c.APIAddr = c.PeerAddr }, "api-addr: 127.0.0.1:7071 is already used by peer-addr"},
 		{func(c *Config) { c.Quorum = -2 }, "quorum:"},
+		{func(c *Config) { c.BootstrapExpect = -1 }, "bootstrap-expect:"},
 		{func(c *Config) { c.GossipPreset = "wan" }, "gossip-preset:"},
 		{func(c *Config) { c.Join = []string{"http://x"} }, "join:"},
 		{func(c *Config) { c.Quorum, c.HeartbeatTimeout = 3, 2*c.HeartbeatInterval }, "heartbeat-timeout: must be at least 3x"},

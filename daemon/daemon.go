@@ -133,7 +133,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	nd, err = node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
-		Quorum: cfg.Quorum, Preempt: cfg.Preempt, Store: store, NewMembership: fresh,
+		Quorum: cfg.Quorum, Preempt: cfg.Preempt, BootstrapExpect: cfg.BootstrapExpect, Store: store, NewMembership: fresh,
 		Transport: faultyTransport{tr, recv}, Exit: opts.Exit, Logger: log})
 	if err != nil {
 		tr.Close()

@@ -20,6 +20,9 @@ type DevOptions struct {
 	Algorithm string
 	Quorum    int
 	Preempt   bool
+	// BootstrapExpect is every node's bootstrap-expect: 0 means Nodes (a
+	// dev cluster knows its size), -1 turns it off.
+	BootstrapExpect int
 	// PeerServer is every node's inbound peer server (grpc or lf); empty
 	// means config.DefaultPeerServer.
 	PeerServer string
@@ -61,6 +64,10 @@ func DevConfig(i int, opts DevOptions, dataDir string, join []string) config.Con
 		HeartbeatInterval: config.DefaultHeartbeatInterval, HeartbeatTimeout: config.DefaultHeartbeatTimeout,
 		Tick: config.DefaultTick, Quorum: opts.Quorum, Preempt: opts.Preempt,
 		GossipPreset: "local", PeerServer: opts.PeerServer, LogLevel: opts.LogLevel,
+		BootstrapExpect: opts.Nodes,
+	}
+	if opts.BootstrapExpect != 0 {
+		c.BootstrapExpect = max(0, opts.BootstrapExpect)
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "warn"

@@ -42,6 +42,15 @@ type Config struct {
 	LeaseTicks int
 	// Preempt lets a higher-ranked node depose a healthy leader.
 	Preempt bool
+	// BootstrapExpect: a node that starts with no term (a first start) and
+	// has never known a leader does not start an election of its own until
+	// it sees this many members, itself included. It still takes part in
+	// elections others start and follows any leader it hears of. 0 (the
+	// default) or 1 campaigns without waiting. Like Consul's
+	// bootstrap_expect, it keeps a node with a partial view of a cluster
+	// that is still forming from electing a leader the full cluster would
+	// not have chosen.
+	BootstrapExpect int
 	// Rand returns a number in [0, n). Injected so runs are reproducible;
 	// nil uses a deterministic generator seeded by ID.
 	Rand func(n int) int
@@ -109,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if d.Quorum < 0 {
 		errs = append(errs, fmt.Errorf("Quorum: must be 0 (off) or the cluster size (got %d)", d.Quorum))
+	}
+	if d.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("BootstrapExpect: must be 0 (off) or the expected cluster size (got %d)", d.BootstrapExpect))
 	}
 	if d.Quorum > 0 && d.LeaseTicks >= d.LeaderTimeoutTicks {
 		errs = append(errs, fmt.Errorf("LeaseTicks: must be below LeaderTimeoutTicks in quorum mode (%d >= %d)", d.LeaseTicks, d.LeaderTimeoutTicks))

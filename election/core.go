@@ -61,6 +61,10 @@ type Core struct {
 	resigned     NodeID // a leader that resigned and handed this node the election
 	tentativeFor Term
 
+	// bootstrapping: a first start still waiting for BootstrapExpect
+	// members before campaigning on its own.
+	bootstrapping bool
+
 	msgs     []Message
 	persist  bool
 	reported Leadership
@@ -86,6 +90,7 @@ func NewCore(cfg Config, algo Algorithm) (*Core, error) {
 	for _, p := range cfg.Peers {
 		c.members[p.ID] = p
 	}
+	c.bootstrapping = cfg.Term == 0 && cfg.BootstrapExpect > 1
 	// Wait a leader timeout, plus jitter, to learn of a sitting leader before
 	// campaigning.
 	c.idleWait = cfg.LeaderTimeoutTicks + c.jitter()
@@ -263,6 +268,7 @@ func (c *Core) Resigned() NodeID { return c.resigned }
 
 // settled clears election state once a leadership is settled.
 func (c *Core) settled() {
+	c.bootstrapping = false
 	c.proposal, c.acks, c.tentative, c.resigned = 0, nil, 0, 0
 	if c.leader != c.cfg.ID {
 		c.excludeEnd = 0
@@ -539,9 +545,19 @@ func (c *Core) tickProposal() {
 
 func (c *Core) tickNoLeader() {
 	c.idle++
-	if c.idle >= c.idleWait && !c.Excluded() {
+	if c.idle >= c.idleWait && !c.Excluded() && !c.Bootstrapping() {
 		c.Campaign()
 	}
+}
+
+// Bootstrapping reports whether this node is a first start that has not
+// yet seen BootstrapExpect members nor known a leader, and so does not
+// campaign on its own.
+func (c *Core) Bootstrapping() bool {
+	if c.bootstrapping && len(c.Ring()) >= c.cfg.BootstrapExpect {
+		c.bootstrapping = false // the cluster has formed: never wait again
+	}
+	return c.bootstrapping
 }
 
 // suspect reacts to a leader that stopped answering: campaign now (the

@@ -39,6 +39,8 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	Quorum           int
 	Preempt          bool
+	// BootstrapExpect: see election.Config.BootstrapExpect.
+	BootstrapExpect int
 	// Store persists the term; nil keeps it in memory.
 	Store *TermStore
 	// NewMembership starts gossip; called at start and on Revive.
@@ -92,6 +94,7 @@ func (c *Config) electionConfig(term election.Term) election.Config {
 		Quorum:               c.Quorum,
 		LeaseTicks:           max(hb+1, lt-hb),
 		Preempt:              c.Preempt,
+		BootstrapExpect:      c.BootstrapExpect,
 	}
 }
 

@@ -110,7 +110,10 @@ func (b *Bully) stepElection(c *election.Core, m election.Message) {
 		c.Send(election.Message{Type: election.MsgCoordinator, To: m.From, Term: c.LeaderTerm(), Leader: c.Leader(), Confirmed: true})
 	default:
 		c.Send(answer)
-		if b.phase == idle && !c.Proposing() {
+		// A first start still waiting for the cluster to form answers (it
+		// is alive and higher) but leaves the campaign to nodes that see
+		// enough members: its own view may miss higher nodes.
+		if b.phase == idle && !c.Proposing() && !c.Bootstrapping() {
 			b.Campaign(c)
 		}
 	}

@@ -96,6 +96,12 @@ func (r *Ring) Step(c *election.Core, m election.Message) {
 		}
 		return // an election of ours that was abandoned
 	}
+	if c.Bootstrapping() {
+		// A first start that has not seen the whole cluster yet may not know
+		// its true successor: forwarding could route the election past
+		// members it has not heard of. Drop it; the initiator retries.
+		return
+	}
 	in := round{epoch: m.Term.Epoch(), initiator: m.InitiatorRank}
 	if r.active && in.less(r.current) {
 		return // suppressed: this node sides with a stronger election
@@ -172,7 +178,7 @@ func (r *Ring) Tick(c *election.Core) {
 		return
 	}
 	r.active = false
-	if c.Role() != election.RoleFollower && c.Role() != election.RoleLeader && !c.Excluded() {
+	if c.Role() != election.RoleFollower && c.Role() != election.RoleLeader && !c.Excluded() && !c.Bootstrapping() {
 		r.Campaign(c) // the round was lost: start a new one
 	}
 }
