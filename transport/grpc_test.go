@@ -202,7 +202,9 @@ func TestGRPCOversizedRefused(t *testing.T) {
 
 	t.Run("by the server", func(t *testing.T) {
 		cliRecv := newFakeReceiver(1)
-		tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, MaxMessageBytes: 8 << 20})
+		// A 1.5 MiB message under -race on a busy machine can take longer
+		// than the default 500ms deadline; this test is about size.
+		tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, MaxMessageBytes: 8 << 20, SendTimeout: 20 * time.Second})
 		tr.SetPeer(2, addr)
 		tr.Send(big)
 		f := cliRecv.nextFailure(t)
@@ -220,7 +222,7 @@ func TestGRPCOversizedRefused(t *testing.T) {
 	})
 	t.Run("by the sender's limit", func(t *testing.T) {
 		cliRecv := newFakeReceiver(1)
-		tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
+		tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: 20 * time.Second})
 		tr.SetPeer(2, addr)
 		tr.Send(big)
 		wantCode(t, cliRecv.nextFailure(t), codes.ResourceExhausted)
