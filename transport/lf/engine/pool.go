@@ -15,6 +15,7 @@ import (
 type pooledFramer struct {
 	fr *http2.Framer
 	io framerIO
+	hb headerBlock // the request header block being decoded
 }
 
 type framerIO struct{ s *Session }

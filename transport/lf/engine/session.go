@@ -118,7 +118,6 @@ func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
 	}
 	s := &Session{
 		reg: reg, lim: lim,
-		hdec:           hpack.NewDecoder(4096, nil),
 		peerInitWindow: initialPeerWindow,
 		peerMaxFrame:   maxFrameSize,
 		sendWindow:     initialPeerWindow,
@@ -126,6 +125,7 @@ func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
 	if remote != nil {
 		s.peer = &peerCtx{p: &peer.Peer{Addr: remote}}
 	}
+	s.hdec = hpack.NewDecoder(4096, s.emit)
 	s.henc = hpack.NewEncoder(&s.hbuf)
 	// No dynamic table for what we send: its index maps cost ~1 KB per
 	// connection, and our answers are a handful of short fields that
@@ -150,7 +150,6 @@ func (s *Session) framer() *http2.Framer {
 		pf := framers.Get().(*pooledFramer)
 		pf.io.s = s
 		pf.fr.MaxHeaderListSize = s.lim.MaxHeaderListBytes
-		pf.fr.ReadMetaHeaders = s.hdec
 		s.pf = pf
 	}
 	return s.pf.fr
@@ -337,8 +336,10 @@ func (s *Session) handle(f http2.Frame) error {
 			}
 		}
 		s.unblock()
-	case *http2.MetaHeadersFrame:
-		return s.onHeaders(f)
+	case *http2.HeadersFrame:
+		return s.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), true, f.StreamEnded(), f.HeadersEnded())
+	case *http2.ContinuationFrame:
+		return s.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), false, false, f.HeadersEnded())
 	case *http2.DataFrame:
 		return s.onData(f)
 	case *http2.RSTStreamFrame:
@@ -352,13 +353,13 @@ func (s *Session) handle(f http2.Frame) error {
 	return nil
 }
 
-func (s *Session) onHeaders(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
+func (s *Session) onHeaders(f *headerBlock) error {
+	id := f.id
 	if id%2 == 0 || id <= s.lastStream {
 		if s.streams[id] != nil {
 			// Trailers from a client on an open stream: unary calls
 			// have none; treat as the end of the request.
-			return s.endOfRequest(s.streams[id], f.StreamEnded())
+			return s.endOfRequest(s.streams[id], f.endStream)
 		}
 		return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: HEADERS on stream %d (last %d)", ErrProtocol, id, s.lastStream))
 	}
@@ -371,25 +372,25 @@ func (s *Session) onHeaders(f *http2.MetaHeadersFrame) error {
 		s.rst(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	x := &stream{id: id, sendWindow: s.peerInitWindow, endRecv: f.StreamEnded()}
+	x := &stream{id: id, sendWindow: s.peerInitWindow, endRecv: f.endStream}
 	if s.streams == nil {
 		s.streams = make(map[uint32]*stream)
 	}
 	s.streams[id] = x
-	if f.Truncated {
+	if f.truncated {
 		s.answer(x, status.Newf(codes.ResourceExhausted, "engine: header list larger than the limit of %d bytes", s.lim.MaxHeaderListBytes), nil)
 		return nil
 	}
-	if m := f.PseudoValue("method"); m != "POST" {
+	if m := f.pseudoValue("method"); m != "POST" {
 		s.drop(id)
 		s.rst(id, http2.ErrCodeProtocol)
 		return nil
 	}
 	c := &x.callBuf
-	c.stream, c.method, c.peer, c.cancelable = id, f.PseudoValue("path"), s.peer, s.lim.CancelOnReset
-	md, vals := newMD(f.Fields)
+	c.stream, c.method, c.peer, c.cancelable = id, f.pseudoValue("path"), s.peer, s.lim.CancelOnReset
+	md, vals := newMD(f.fields)
 	contentType := ""
-	for _, hf := range f.Fields {
+	for _, hf := range f.fields {
 		switch {
 		case hf.Name == "content-type":
 			contentType = hf.Value
@@ -858,7 +859,6 @@ func (s *Session) Release() {
 	if len(s.in) == 0 && s.pf != nil {
 		// The HPACK state lives in hdec/henc, not in the Framer.
 		s.pf.io.s = nil
-		s.pf.fr.ReadMetaHeaders = nil
 		framers.Put(s.pf)
 		s.pf = nil
 		s.rd.Reset(nil)
