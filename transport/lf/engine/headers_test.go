@@ -92,6 +92,12 @@ func FuzzHeaderBlock(f *testing.F) {
 	f.Add(block(req[0], req[0]), block(hpack.HeaderField{Name: "k", Value: "a\r\nb"}), uint16(1024), uint8(5))
 	f.Add(block(hpack.HeaderField{Name: ":status", Value: "200"}), []byte{0xff, 0xff}, uint16(1024), uint8(5))
 	f.Fuzz(func(t *testing.T, b1, b2 []byte, limit uint16, split uint8) {
+		if len(b1)+len(b2) > 4096 {
+			// A long field split into 1-byte fragments costs the HPACK
+			// decoder quadratic time (it re-parses the saved partial field
+			// on every Write), in both decoders alike; keep executions fast.
+			return
+		}
 		lim, sp := uint32(limit)+1, int(split)+1
 		blocks := [][]byte{b1, b2}
 		ref, refErr := refDecode(t, blocks, lim, sp)
