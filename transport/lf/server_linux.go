@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/internal/rawsys"
 )
 
 // Ownership states of a handle. A handle is armed while it waits in epoll
@@ -636,7 +637,13 @@ func (s *Server) epollWait1(w *worker, msec int) (int, error) {
 			break
 		}
 	}
-	got, err := unix.EpollWait(s.epfd, w.ev[:], msec)
+	var got int
+	var err error
+	if msec == 0 {
+		got, err = rawsys.EpollWait0(s.epfd, w.ev[:])
+	} else {
+		got, err = unix.EpollWait(s.epfd, w.ev[:], msec)
+	}
 	s.inEpoll.Add(-1)
 	return got, err
 }
@@ -810,7 +817,7 @@ func (s *Server) connEvent(c *handle, events uint32, w *worker) bool {
 			if rest := s.cfg.ReadBudget - total; rest < len(buf) {
 				buf = buf[:rest]
 			}
-			n, err := unix.Read(c.fd, buf)
+			n, err := rawsys.Read(c.fd, buf)
 			if err == unix.EINTR {
 				continue
 			}
@@ -895,7 +902,7 @@ func (s *Server) flush(c *handle) error {
 		if len(out) == 0 {
 			return nil
 		}
-		n, err := unix.Write(c.fd, out)
+		n, err := rawsys.Write(c.fd, out)
 		if n > 0 {
 			c.sess.Wrote(n)
 		}
@@ -975,7 +982,7 @@ func (s *Server) arm(h *handle) {
 	if !h.registered {
 		op = unix.EPOLL_CTL_ADD
 	}
-	err := unix.EpollCtl(s.epfd, op, h.fd, &ev)
+	err := rawsys.EpollCtl(s.epfd, op, h.fd, &ev)
 	if err == nil {
 		h.registered = true
 	}

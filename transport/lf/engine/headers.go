@@ -170,26 +170,35 @@ func (s *Session) decodeFragment(id uint32, frag []byte, first, endStream, endHe
 // checkPseudos is ReadMetaHeaders' check of a whole block's pseudo fields:
 // known names, no repeats, not request and response ones together.
 func (b *headerBlock) checkPseudos() error {
-	var request, response bool
-	for i, hf := range b.fields {
+	const status = 1 << 5
+	var seen uint
+	for _, hf := range b.fields {
 		if !hf.IsPseudo() {
 			break
 		}
+		var bit uint
 		switch hf.Name {
-		case ":method", ":path", ":scheme", ":authority", ":protocol":
-			request = true
+		case ":method":
+			bit = 1 << 0
+		case ":path":
+			bit = 1 << 1
+		case ":scheme":
+			bit = 1 << 2
+		case ":authority":
+			bit = 1 << 3
+		case ":protocol":
+			bit = 1 << 4
 		case ":status":
-			response = true
+			bit = status
 		default:
 			return fmt.Errorf("%w: %q", errPseudoUnknown, hf.Name)
 		}
-		for _, prev := range b.fields[:i] {
-			if prev.Name == hf.Name {
-				return fmt.Errorf("%w: %q", errPseudoDuplicate, hf.Name)
-			}
+		if seen&bit != 0 {
+			return fmt.Errorf("%w: %q", errPseudoDuplicate, hf.Name)
 		}
+		seen |= bit
 	}
-	if request && response {
+	if seen&status != 0 && seen&^status != 0 {
 		return errPseudoMixed
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/internal/rawsys"
 )
 
 // Defaults for Config.
@@ -276,7 +277,7 @@ func (s *Server) setup(lis net.Listener) error {
 
 func (s *Server) ctl(op, fd int, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
-	if err := unix.EpollCtl(s.epfd, op, fd, &ev); err != nil {
+	if err := rawsys.EpollCtl(s.epfd, op, fd, &ev); err != nil {
 		return fmt.Errorf("hsha: epoll_ctl(%d, fd %d): %w", op, fd, err)
 	}
 	return nil
@@ -536,7 +537,7 @@ func (s *Server) onConn(c *conn, ev uint32) {
 // readable does one non-blocking read, feeds it to the Session and offers
 // the calls it completes to the queue.
 func (s *Server) readable(c *conn) {
-	n, err := unix.Read(c.fd, s.buf)
+	n, err := rawsys.Read(c.fd, s.buf)
 	if err == unix.EAGAIN || err == unix.EINTR {
 		return
 	}
@@ -674,7 +675,7 @@ func (c *conn) flushLocked() (pending, broken bool) {
 		if len(out) == 0 {
 			return false, false
 		}
-		n, err := unix.Write(c.fd, out)
+		n, err := rawsys.Write(c.fd, out)
 		if n > 0 {
 			c.sess.Wrote(n)
 		}
