@@ -182,7 +182,12 @@ func NewWithOptions(endpoints []string, opts ...Option) (*Client, error) {
 		// Reconnect soon after a node comes back; grpc's default waits up to 2 min.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: o.backoffMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: o.backoffMax},
-			MinConnectTimeout: o.dialTimeout,
+			// grpc gives up on an attempt a little after our own dial
+			// timeout, so that a hung endpoint is reported by ready as "no
+			// connection within <dial timeout>" rather than by grpc closing
+			// the attempt ("use of closed network connection"): with equal
+			// timeouts either could fire first (seen in CI).
+			MinConnectTimeout: o.dialTimeout + o.dialTimeout/2,
 		}),
 	}
 	if o.keepalive > 0 {
