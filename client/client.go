@@ -181,7 +181,7 @@ func NewWithOptions(endpoints []string, opts ...Option) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Reconnect soon after a node comes back; grpc's default waits up to 2 min.
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: o.backoffMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: o.backoffMax},
+			Backoff: backoff.Config{BaseDelay: o.backoffMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: o.backoffMax},
 			// grpc gives up on an attempt a little after our own dial
 			// timeout, so that a hung endpoint is reported by ready as "no
 			// connection within <dial timeout>" rather than by grpc closing

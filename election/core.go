@@ -64,9 +64,9 @@ type Core struct {
 	// bootstrapping: a first start still waiting for BootstrapExpect
 	// members before campaigning on its own.
 	bootstrapping bool
-	// handingTo: the node this former leader transferred to, until
-	// handingEnd or until a new leadership settles.
-	handingTo  NodeID
+	// handingEnd: this former leader transferred its leadership and keeps
+	// acknowledging its old term until this tick (0: no transfer pending;
+	// cleared when a new leadership settles).
 	handingEnd uint64
 
 	msgs     []Message
@@ -272,7 +272,7 @@ func (c *Core) Resigned() NodeID { return c.resigned }
 
 // settled clears election state once a leadership is settled.
 func (c *Core) settled() {
-	c.bootstrapping, c.handingTo = false, 0
+	c.bootstrapping, c.handingEnd = false, 0
 	c.proposal, c.acks, c.tentative, c.resigned = 0, nil, 0, 0
 	if c.leader != c.cfg.ID {
 		c.excludeEnd = 0
@@ -368,7 +368,7 @@ func (c *Core) stepHeartbeat(m Message) {
 		c.Send(Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.cfg.ID})
 		return
 	}
-	if c.handingTo != 0 && c.now < c.handingEnd && m.Leader == c.cfg.ID && m.Term == c.leaderTerm {
+	if c.now < c.handingEnd && m.Leader == c.cfg.ID && m.Term == c.leaderTerm {
 		// This node handed its leadership over moments ago and the target's
 		// announcement is on its way. A rejection would make the follower
 		// campaign against the target (found in CI: node 5 took over from a
@@ -671,7 +671,7 @@ func (c *Core) Transfer(to NodeID) error {
 	t := c.leaderTerm
 	c.exclude()
 	c.noLeader(0)
-	c.handingTo, c.handingEnd = to, c.now+uint64(c.cfg.LeaderTimeoutTicks)
+	c.handingEnd = c.now + uint64(c.cfg.LeaderTimeoutTicks)
 	c.Send(Message{Type: MsgTimeoutNow, To: to, Term: t})
 	return nil
 }

@@ -1,15 +1,8 @@
 package perconn
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"net"
 	"runtime"
-	"sync"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/transport/lf/internal/ctltest"
@@ -21,13 +14,8 @@ func start(t *testing.T, ctl *ctltest.Ctl) (*Server, string, <-chan error) {
 	reg := engine.NewRegistry()
 	reg.RegisterService(&ctltest.Desc, ctl)
 	srv := New(reg, engine.Limits{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	return srv, lis.Addr().String(), served
+	addr, served := ctltest.Serve(t, srv)
+	return srv, addr, served
 }
 
 // startCtl is start as the shared scenarios want it.
@@ -39,39 +27,7 @@ func TestConcurrentCallsFromSeveralConns(t *testing.T) {
 	before := runtime.NumGoroutine()
 	srv, addr, served := start(t, ctltest.New())
 	const conns, perConn, callsEach = 4, 4, 25
-	ctx, cancel := context.WithTimeout(context.Background(), ctltest.WaitFor)
-	defer cancel()
-
-	var wg sync.WaitGroup
-	errs := make(chan error, conns*perConn)
-	var ccs []*grpc.ClientConn
-	for i := range conns {
-		cc := ctltest.Dial(t, addr)
-		ccs = append(ccs, cc)
-		for j := range perConn {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := range callsEach {
-					v := fmt.Sprintf("c%d-g%d-%d-%s", i, j, k, bytes.Repeat([]byte("x"), k*100))
-					got, err := ctltest.Call(ctx, cc, v)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if got != v {
-						errs <- fmt.Errorf("echo %.20q, want %.20q", got, v)
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	ccs := ctltest.ConcurrentEchoes(t, addr, conns, perConn, callsEach)
 	st := srv.Stats()
 	if st.Calls != conns*perConn*callsEach {
 		t.Errorf("Stats().Calls = %d, want %d", st.Calls, conns*perConn*callsEach)

@@ -266,3 +266,57 @@ func LargeEchoes(t *testing.T, cc *grpc.ClientConn) {
 		t.Errorf("call after a handler panic: %q, %v", got, err)
 	}
 }
+
+// Serve serves srv on a fresh loopback port and returns the address and the
+// channel that gets Serve's result.
+func Serve(t *testing.T, srv interface{ Serve(net.Listener) error }) (string, <-chan error) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	return lis.Addr().String(), served
+}
+
+// ConcurrentEchoes opens conns connections to addr and runs perConn
+// goroutines on each, every one making callsEach echo calls of growing
+// size and checking the answers. It returns the connections, still open,
+// once every call is done.
+func ConcurrentEchoes(t *testing.T, addr string, conns, perConn, callsEach int) []*grpc.ClientConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, conns*perConn)
+	var ccs []*grpc.ClientConn
+	for i := range conns {
+		cc := Dial(t, addr)
+		ccs = append(ccs, cc)
+		for j := range perConn {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range callsEach {
+					v := fmt.Sprintf("c%d-g%d-%d-%s", i, j, k, bytes.Repeat([]byte("x"), k*100))
+					got, err := Call(ctx, cc, v)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if got != v {
+						errs <- fmt.Errorf("echo %.20q, want %.20q", got, v)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return ccs
+}
