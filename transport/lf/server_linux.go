@@ -483,6 +483,12 @@ type worker struct {
 	ev    []unix.EpollEvent // EventsPerWait long
 	buf   []byte
 	calls []*engine.Call
+
+	// The poller callback of epollWait and what it found, made once so
+	// that a wait allocates nothing.
+	poll    func(uintptr) bool
+	got     int
+	pollErr error
 }
 
 func (s *Server) worker() {
@@ -494,6 +500,17 @@ func (s *Server) worker() {
 		defer runtime.UnlockOSThread()
 	}
 	w := &worker{wake: make(chan struct{}, 1), buf: make([]byte, readChunk), ev: make([]unix.EpollEvent, s.cfg.EventsPerWait)}
+	w.poll = func(uintptr) bool {
+		for {
+			w.got, w.pollErr = s.epollWait1(w, 0)
+			if w.pollErr != unix.EINTR {
+				break
+			}
+		}
+		// false: nothing ready; park until the set is readable again (the
+		// poller is edge-triggered, so only an empty set may park).
+		return w.got > 0 || w.pollErr != nil
+	}
 	for s.lead(w.wake) {
 		evs, ok := s.waitEvent(w)
 		if !ok {
@@ -610,21 +627,12 @@ func (s *Server) epollWait(w *worker) (got int, err error) {
 	if s.epRaw == nil {
 		return s.epollWait1(w, -1)
 	}
-	rerr := s.epRaw.Read(func(uintptr) bool {
-		for {
-			got, err = s.epollWait1(w, 0)
-			if err != unix.EINTR {
-				break
-			}
-		}
-		// false: nothing ready; park until the set is readable again (the
-		// poller is edge-triggered, so only an empty set may park).
-		return got > 0 || err != nil
-	})
-	if err == nil && rerr != nil {
-		err = rerr
+	w.got, w.pollErr = 0, nil
+	rerr := s.epRaw.Read(w.poll)
+	if w.pollErr == nil && rerr != nil {
+		return w.got, rerr
 	}
-	return got, err
+	return w.got, w.pollErr
 }
 
 // epollWait1 is the epoll_wait system call, counted: at most one

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -26,10 +24,10 @@ type Call struct {
 	stream  uint32
 	method  string
 	entry   methodEntry
-	md      metadata.MD
-	timeout time.Duration // 0: none
-	req     []byte        // the message, without the 5-byte prefix
-	peer    *peerCtx      // the connection's peer, shared by its calls
+	mdf     []hpack.HeaderField // the metadata, as fields (values decoded)
+	timeout time.Duration       // 0: none
+	req     []byte              // the message, without the 5-byte prefix
+	peer    *peer.Peer          // the connection's peer, shared by its calls
 
 	resp     []byte
 	st       *status.Status // nil: OK
@@ -40,19 +38,42 @@ type Call struct {
 	// With Limits.CancelOnReset: the Session's holder may abort the call
 	// while Run is in progress on another goroutine.
 	cancelable bool
-	mu         sync.Mutex
-	aborted    bool
-	cancel     context.CancelFunc
+	ctx        callCtx
+
+	// Room for the common case without allocations of their own: a few
+	// metadata fields and a small response.
+	mdInline   [4]hpack.HeaderField
+	respInline [128]byte
 }
 
-// abort cancels the call's context (now, or as soon as Run makes it).
-func (c *Call) abort() {
-	c.mu.Lock()
-	c.aborted = true
-	if c.cancel != nil {
-		c.cancel()
+// abort cancels the call's context (now, or from the start if Run has not
+// begun).
+func (c *Call) abort() { c.ctx.cancel(context.Canceled) }
+
+// setMetadata keeps the fields that become the call's incoming metadata.
+func (c *Call) addMetadata(name, value string) {
+	if c.mdf == nil {
+		c.mdf = c.mdInline[:0]
 	}
-	c.mu.Unlock()
+	c.mdf = append(c.mdf, hpack.HeaderField{Name: name, Value: value})
+}
+
+// incomingMD returns the call's incoming metadata, made on first use.
+// grpc-go keeps a key's repeated values in order, and so does this.
+func (c *Call) incomingMD() metadata.MD {
+	c.ctx.mu.Lock()
+	defer c.ctx.mu.Unlock()
+	if !c.ctx.mdMade {
+		c.ctx.mdMade = true
+		if len(c.mdf) > 0 {
+			md := make(metadata.MD, len(c.mdf))
+			for _, f := range c.mdf {
+				md[f.Name] = append(md[f.Name], f.Value)
+			}
+			c.ctx.md = md
+		}
+	}
+	return c.ctx.md
 }
 
 // Method returns the call's full method name ("/pkg.Service/Method").
@@ -72,36 +93,23 @@ func (c *Call) Err() error {
 
 // Run runs the call's handler with a context derived from base that carries
 // the call's deadline (grpc-timeout), incoming metadata, peer and a
-// grpc.ServerTransportStream for grpc.SetHeader/SetTrailer. A panic in the
-// handler is recovered and becomes an Internal error. Run touches only the
-// Call, so it may run on another goroutine than the Session's holder.
+// grpc.ServerTransportStream for grpc.SetHeader/SetTrailer; the context
+// ends when the handler returns. A panic in the handler is recovered and
+// becomes an Internal error. Run touches only the Call, so it may run on
+// another goroutine than the Session's holder.
 func (c *Call) Run(base context.Context) {
-	ctx := base
-	if c.timeout > 0 {
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < c.timeout {
-			// The base context ends first: nothing to add.
-		} else {
-			d := newDeadlineCtx(ctx, c.timeout)
-			defer d.release()
-			ctx = d
+	c.ctx.start(c, base, c.timeout)
+	defer c.ctx.release()
+	var ctx context.Context = &c.ctx
+	if !ctxKeys.ok {
+		// grpc-go looks its values up some other way than we learnt:
+		// carry them the documented way.
+		ctx = metadata.NewIncomingContext(ctx, c.incomingMD())
+		if c.peer != nil {
+			ctx = peer.NewContext(ctx, c.peer)
 		}
+		ctx = grpc.NewContextWithServerTransportStream(ctx, (*callStream)(c))
 	}
-	if c.cancelable {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		c.mu.Lock()
-		c.cancel = cancel
-		if c.aborted {
-			cancel()
-		}
-		c.mu.Unlock()
-	}
-	ctx = metadata.NewIncomingContext(ctx, c.md)
-	if c.peer != nil {
-		ctx = c.peer.context(ctx)
-	}
-	ctx = grpc.NewContextWithServerTransportStream(ctx, (*callStream)(c))
 	defer func() {
 		if r := recover(); r != nil {
 			c.panicked = true
@@ -136,33 +144,12 @@ func (c *Call) Run(base context.Context) {
 		c.st = status.Newf(codes.Internal, "engine: response type %T is not a proto message", out)
 		return
 	}
-	b, err := proto.Marshal(pm)
+	b, err := proto.MarshalOptions{}.MarshalAppend(c.respInline[:0], pm)
 	if err != nil {
 		c.st = status.Newf(codes.Internal, "grpc: error while marshaling: %v", err)
 		return
 	}
 	c.resp = b
-}
-
-// peerCtx is a connection's peer and the context that carries it, made once
-// per base context rather than once per call.
-type peerCtx struct {
-	p   *peer.Peer
-	cur atomic.Pointer[peerCtxEntry]
-}
-
-type peerCtxEntry struct{ base, ctx context.Context }
-
-func (pc *peerCtx) context(base context.Context) context.Context {
-	if reflect.TypeOf(base).Kind() != reflect.Pointer {
-		return peer.NewContext(base, pc.p) // == on it might not be allowed
-	}
-	if e := pc.cur.Load(); e != nil && e.base == base {
-		return e.ctx
-	}
-	ctx := peer.NewContext(base, pc.p)
-	pc.cur.Store(&peerCtxEntry{base: base, ctx: ctx})
-	return ctx
 }
 
 // callStream lets handlers use grpc.SetHeader, grpc.SendHeader and

@@ -34,6 +34,13 @@ var testDesc = grpc.ServiceDesc{
 			}
 			return in, nil
 		}},
+		{MethodName: "Plain", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.BytesValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			return in, nil
+		}},
 		{MethodName: "Wait", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			in := new(wrapperspb.BytesValue)
 			if err := dec(in); err != nil {

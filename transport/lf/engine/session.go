@@ -36,7 +36,7 @@ const (
 type Session struct {
 	reg  *Registry
 	lim  Limits
-	peer *peerCtx // shared by the calls of this connection; nil if unknown
+	peer *peer.Peer // shared by the calls of this connection; nil if unknown
 
 	in     []byte // unparsed input
 	out    []byte // output; out[outOff:] is unwritten
@@ -93,6 +93,7 @@ type stream struct {
 	call        *Call // &callBuf once the headers named a known method
 	callBuf     Call
 	body        []byte
+	bodyInline  [128]byte // the body of a small request
 	recvUnacked int
 	endRecv     bool
 	answered    bool // the response is being written; more input is dropped
@@ -123,7 +124,7 @@ func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
 		sendWindow:     initialPeerWindow,
 	}
 	if remote != nil {
-		s.peer = &peerCtx{p: &peer.Peer{Addr: remote}}
+		s.peer = &peer.Peer{Addr: remote}
 	}
 	s.hdec = hpack.NewDecoder(4096, s.emit)
 	s.henc = hpack.NewEncoder(&s.hbuf)
@@ -388,7 +389,6 @@ func (s *Session) onHeaders(f *headerBlock) error {
 	}
 	c := &x.callBuf
 	c.stream, c.method, c.peer, c.cancelable = id, f.pseudoValue("path"), s.peer, s.lim.CancelOnReset
-	md, vals := newMD(f.fields)
 	contentType := ""
 	for _, hf := range f.fields {
 		switch {
@@ -407,7 +407,7 @@ func (s *Session) onHeaders(f *headerBlock) error {
 				return nil
 			}
 		case hf.Name == ":authority":
-			md, vals = appendMD(md, vals, hf.Name, hf.Value)
+			c.addMetadata(hf.Name, hf.Value)
 		case strings.HasPrefix(hf.Name, ":") || reservedHeader(hf.Name):
 		default:
 			v, err := decodeMetaValue(hf.Name, hf.Value)
@@ -415,14 +415,13 @@ func (s *Session) onHeaders(f *headerBlock) error {
 				s.answer(x, status.Newf(codes.Internal, "engine: malformed binary metadata %q: %v", hf.Name, err), nil)
 				return nil
 			}
-			md, vals = appendMD(md, vals, hf.Name, v)
+			c.addMetadata(hf.Name, v)
 		}
 	}
 	if contentType != "application/grpc" && !strings.HasPrefix(contentType, "application/grpc+") && !strings.HasPrefix(contentType, "application/grpc;") {
 		s.answer(x, status.Newf(codes.Internal, "engine: invalid gRPC request content-type %q", contentType), nil)
 		return nil
 	}
-	c.md = md
 	entry, ok := s.reg.methods[c.method]
 	if !ok {
 		s.answer(x, unknownMethod(s.reg, c.method), nil)
@@ -434,41 +433,6 @@ func (s *Session) onHeaders(f *headerBlock) error {
 		return s.endOfRequest(x, true)
 	}
 	return nil
-}
-
-// newMD makes a metadata map sized for the fields that can become
-// metadata (none: nil), and one backing array for their values.
-func newMD(fields []hpack.HeaderField) (metadata.MD, []string) {
-	n := 0
-	for _, hf := range fields {
-		if hf.Name == ":authority" || !(strings.HasPrefix(hf.Name, ":") || reservedHeader(hf.Name)) {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	return make(metadata.MD, n), make([]string, 0, n)
-}
-
-// appendMD adds k: v. A key's first value takes the next cell of vals as a
-// one-element slice with no room to grow, so a later value of the same key
-// copies it (grpc-go keeps repeated keys in order, and so do we).
-func appendMD(md metadata.MD, vals []string, k, v string) (metadata.MD, []string) {
-	if md == nil {
-		md = metadata.MD{}
-	}
-	if vs, ok := md[k]; ok {
-		md[k] = append(vs, v)
-		return md, vals
-	}
-	if len(vals) < cap(vals) {
-		vals = append(vals, v)
-		md[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	} else {
-		md[k] = []string{v}
-	}
-	return md, vals
 }
 
 func unknownMethod(reg *Registry, path string) *status.Status {
@@ -509,6 +473,9 @@ func (s *Session) onData(f *http2.DataFrame) error {
 	if len(x.body)+len(data) > 5+s.lim.MaxRecvMsgBytes {
 		s.tooLarge(x, len(x.body)+len(data)-5)
 		return nil
+	}
+	if x.body == nil {
+		x.body = x.bodyInline[:0]
 	}
 	x.body = append(x.body, data...)
 	if len(x.body) >= 5 {
@@ -625,15 +592,18 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 		header, trailer = c.header, c.trailer
 	}
 	ok := st == nil || st.Code() == codes.OK
-	fields := append(s.fields[:0], hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	fields := s.fields[:0]
 	switch {
 	case ok && len(header) == 0 && s.hencUsed:
 		s.writeBlock(x.id, blockHeaders, false)
-		fields = fields[:0]
 	case ok || len(header) > 0:
+		fields = append(fields, hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 		fields = appendMDFields(fields, header)
 		s.writeHeaders(x.id, fields, false)
 		fields = fields[:0]
+	default:
+		// Trailers-Only: one block with the status and the error.
+		fields = append(fields, hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 	}
 	if ok {
 		msg := c.resp
@@ -651,6 +621,15 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 			copy(x.pend, prefix[:])
 			copy(x.pend[5:], msg)
 		}
+		if len(trailer) == 0 && s.hencUsed {
+			// The static "grpc-status: 0" block (a nil trailer).
+			if len(x.pend) == 0 {
+				s.finishStream(x, nil)
+			} else {
+				s.send(x)
+			}
+			return
+		}
 		fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	} else {
 		fields = append(fields,
@@ -660,11 +639,7 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 	fields = appendMDFields(fields, trailer)
 	s.fields = fields
 	if len(x.pend) == 0 {
-		if ok && len(trailer) == 0 && s.hencUsed {
-			s.finishStream(x, nil) // the static "grpc-status: 0" block
-		} else {
-			s.finishStream(x, fields)
-		}
+		s.finishStream(x, fields)
 		return
 	}
 	x.trailer = append([]hpack.HeaderField(nil), fields...)
