@@ -21,13 +21,14 @@ import (
 // request; Run fills in the result; Finish (back on the Session's holder)
 // writes it.
 type Call struct {
-	stream  uint32
-	method  string
-	entry   methodEntry
-	mdf     []hpack.HeaderField // the metadata, as fields (values decoded)
-	timeout time.Duration       // 0: none
-	req     []byte              // the message, without the 5-byte prefix
-	peer    *peer.Peer          // the connection's peer, shared by its calls
+	stream   uint32
+	method   string
+	entry    methodEntry
+	mdf      []hpack.HeaderField // the metadata, as fields (values decoded)
+	timeout  time.Duration       // 0: none
+	received time.Time           // when the headers arrived, if timeout > 0
+	req      []byte              // the message, without the 5-byte prefix
+	peer     *peer.Peer          // the connection's peer, shared by its calls
 
 	resp     []byte
 	st       *status.Status // nil: OK
@@ -98,7 +99,7 @@ func (c *Call) Err() error {
 // becomes an Internal error. Run touches only the Call, so it may run on
 // another goroutine than the Session's holder.
 func (c *Call) Run(base context.Context) {
-	c.ctx.start(c, base, c.timeout)
+	c.ctx.start(c, base, c.received, c.timeout)
 	defer c.ctx.release()
 	var ctx context.Context = &c.ctx
 	if !ctxKeys.ok {

@@ -80,14 +80,14 @@ func probeKey(read func(context.Context)) any {
 }
 
 // start makes c the context of its call under parent, with a deadline
-// timeout from now (0: none) unless the parent ends first. A call aborted
+// timeout after from (0: none) unless the parent ends first. A call aborted
 // before it started stays ended.
-func (c *callCtx) start(call *Call, parent context.Context, timeout time.Duration) {
+func (c *callCtx) start(call *Call, parent context.Context, from time.Time, timeout time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.call, c.parent = call, parent
 	if timeout > 0 {
-		dl := time.Now().Add(timeout)
+		dl := from.Add(timeout)
 		if pdl, ok := parent.Deadline(); !ok || dl.Before(pdl) {
 			c.hasDL, c.deadline = true, dl
 		}

@@ -17,7 +17,7 @@ import (
 // newTestCtx is the context of a call with no metadata or peer.
 func newTestCtx(parent context.Context, timeout time.Duration) *callCtx {
 	c := &Call{}
-	c.ctx.start(c, parent, timeout)
+	c.ctx.start(c, parent, time.Now(), timeout)
 	return &c.ctx
 }
 
@@ -105,7 +105,7 @@ func TestCallCtxValues(t *testing.T) {
 	c.addMetadata(":authority", "x")
 	c.addMetadata("k", "1")
 	c.addMetadata("k", "2")
-	c.ctx.start(c, base, 0)
+	c.ctx.start(c, base, time.Time{}, 0)
 	ctx := context.Context(&c.ctx)
 
 	md, ok := metadata.FromIncomingContext(ctx)
@@ -164,7 +164,7 @@ func TestCallCtxEnds(t *testing.T) {
 	t.Run("aborted before start", func(t *testing.T) {
 		c := &Call{}
 		c.abort()
-		c.ctx.start(c, context.Background(), 0)
+		c.ctx.start(c, context.Background(), time.Time{}, 0)
 		select {
 		case <-c.ctx.Done():
 		default:

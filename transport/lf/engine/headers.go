@@ -29,6 +29,7 @@ type headerBlock struct {
 	truncated             bool  // over Limits.MaxHeaderListBytes: the rest was dropped
 	invalid               error // a malformed field: the stream is reset
 	sawRegular            bool
+	method, path          string // set by checkPseudos
 }
 
 var (
@@ -39,19 +40,6 @@ var (
 	errFieldName          = errors.New("invalid header field name")
 	errFieldValue         = errors.New("invalid header field value")
 )
-
-// pseudoValue returns the value of pseudo header field ":"+name, or "".
-func (b *headerBlock) pseudoValue(name string) string {
-	for _, hf := range b.fields {
-		if !hf.IsPseudo() {
-			break
-		}
-		if hf.Name[1:] == name {
-			return hf.Value
-		}
-	}
-	return ""
-}
 
 // emit is the Session's hpack emit function: it checks and keeps one
 // decoded field, in ReadMetaHeaders' order (validity first, then size).
@@ -168,7 +156,8 @@ func (s *Session) decodeFragment(id uint32, frag []byte, first, endStream, endHe
 }
 
 // checkPseudos is ReadMetaHeaders' check of a whole block's pseudo fields:
-// known names, no repeats, not request and response ones together.
+// known names, no repeats, not request and response ones together. It
+// keeps :method and :path for onHeaders.
 func (b *headerBlock) checkPseudos() error {
 	const status = 1 << 5
 	var seen uint
@@ -180,8 +169,10 @@ func (b *headerBlock) checkPseudos() error {
 		switch hf.Name {
 		case ":method":
 			bit = 1 << 0
+			b.method = hf.Value
 		case ":path":
 			bit = 1 << 1
+			b.path = hf.Value
 		case ":scheme":
 			bit = 1 << 2
 		case ":authority":

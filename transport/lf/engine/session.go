@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -66,6 +67,18 @@ type Session struct {
 	blocked        []uint32
 	fields         []hpack.HeaderField // scratch for answers
 	hencUsed       bool                // henc sent its table size update
+
+	now    time.Time // when this Feed's bytes arrived, if nowSet
+	nowSet bool
+}
+
+// received returns when the bytes of the current Feed arrived (read once
+// per Feed, when a call first needs it): a grpc-timeout counts from there.
+func (s *Session) received() time.Time {
+	if !s.nowSet {
+		s.now, s.nowSet = time.Now(), true
+	}
+	return s.now
 }
 
 // Our encoder has no dynamic table, so a field list always encodes to the
@@ -167,6 +180,7 @@ func (s *Session) Feed(p []byte) error {
 	if s.err != nil {
 		return s.err
 	}
+	s.nowSet = false
 	s.grabOut()
 	buf := p
 	if len(s.in) > 0 {
@@ -382,13 +396,13 @@ func (s *Session) onHeaders(f *headerBlock) error {
 		s.answer(x, status.Newf(codes.ResourceExhausted, "engine: header list larger than the limit of %d bytes", s.lim.MaxHeaderListBytes), nil)
 		return nil
 	}
-	if m := f.pseudoValue("method"); m != "POST" {
+	if f.method != "POST" {
 		s.drop(id)
 		s.rst(id, http2.ErrCodeProtocol)
 		return nil
 	}
 	c := &x.callBuf
-	c.stream, c.method, c.peer, c.cancelable = id, f.pseudoValue("path"), s.peer, s.lim.CancelOnReset
+	c.stream, c.method, c.peer, c.cancelable = id, f.path, s.peer, s.lim.CancelOnReset
 	contentType := ""
 	for _, hf := range f.fields {
 		switch {
@@ -401,6 +415,7 @@ func (s *Session) onHeaders(f *headerBlock) error {
 				return nil
 			}
 			c.timeout = d
+			c.received = s.received()
 		case hf.Name == "grpc-encoding":
 			if hf.Value != "identity" {
 				s.answer(x, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", hf.Value), nil)
