@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -19,16 +19,18 @@ import (
 
 // Call is one unary call assembled by a Session. The Session fills in the
 // request; Run fills in the result; Finish (back on the Session's holder)
-// writes it.
+// writes it. A Call lives in its stream, which the Session reuses once the
+// answer is written: nothing may keep a Call after Finish (or Reject). The
+// handler's context is not part of it and may outlive the call.
 type Call struct {
 	stream   uint32
 	method   string
 	entry    methodEntry
-	mdf      []hpack.HeaderField // the metadata, as fields (values decoded)
-	timeout  time.Duration       // 0: none
-	received time.Time           // when the headers arrived, if timeout > 0
-	req      []byte              // the message, without the 5-byte prefix
-	peer     *peer.Peer          // the connection's peer, shared by its calls
+	timeout  time.Duration // 0: none
+	received time.Time     // when the headers arrived, if timeout > 0
+	req      []byte        // the message, without the 5-byte prefix
+	peer     *peer.Peer    // the connection's peer, shared by its calls
+	ctx      *callCtx      // made with the call; the handler's context
 
 	resp     []byte
 	st       *status.Status // nil: OK
@@ -39,43 +41,14 @@ type Call struct {
 	// With Limits.CancelOnReset: the Session's holder may abort the call
 	// while Run is in progress on another goroutine.
 	cancelable bool
-	ctx        callCtx
 
-	// Room for the common case without allocations of their own: a few
-	// metadata fields and a small response.
-	mdInline   [4]hpack.HeaderField
+	// Room for a small response without an allocation of its own.
 	respInline [128]byte
 }
 
 // abort cancels the call's context (now, or from the start if Run has not
 // begun).
 func (c *Call) abort() { c.ctx.cancel(context.Canceled) }
-
-// setMetadata keeps the fields that become the call's incoming metadata.
-func (c *Call) addMetadata(name, value string) {
-	if c.mdf == nil {
-		c.mdf = c.mdInline[:0]
-	}
-	c.mdf = append(c.mdf, hpack.HeaderField{Name: name, Value: value})
-}
-
-// incomingMD returns the call's incoming metadata, made on first use.
-// grpc-go keeps a key's repeated values in order, and so does this.
-func (c *Call) incomingMD() metadata.MD {
-	c.ctx.mu.Lock()
-	defer c.ctx.mu.Unlock()
-	if !c.ctx.mdMade {
-		c.ctx.mdMade = true
-		if len(c.mdf) > 0 {
-			md := make(metadata.MD, len(c.mdf))
-			for _, f := range c.mdf {
-				md[f.Name] = append(md[f.Name], f.Value)
-			}
-			c.ctx.md = md
-		}
-	}
-	return c.ctx.md
-}
 
 // Method returns the call's full method name ("/pkg.Service/Method").
 func (c *Call) Method() string { return c.method }
@@ -99,17 +72,18 @@ func (c *Call) Err() error {
 // becomes an Internal error. Run touches only the Call, so it may run on
 // another goroutine than the Session's holder.
 func (c *Call) Run(base context.Context) {
-	c.ctx.start(c, base, c.received, c.timeout)
-	defer c.ctx.release()
-	var ctx context.Context = &c.ctx
+	cc := c.ctx
+	cc.start(base, c.received, c.timeout)
+	defer cc.end()
+	var ctx context.Context = cc
 	if !ctxKeys.ok {
 		// grpc-go looks its values up some other way than we learnt:
 		// carry them the documented way.
-		ctx = metadata.NewIncomingContext(ctx, c.incomingMD())
+		ctx = metadata.NewIncomingContext(ctx, cc.incomingMD())
 		if c.peer != nil {
 			ctx = peer.NewContext(ctx, c.peer)
 		}
-		ctx = grpc.NewContextWithServerTransportStream(ctx, (*callStream)(c))
+		ctx = grpc.NewContextWithServerTransportStream(ctx, (*callStream)(cc))
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -154,20 +128,33 @@ func (c *Call) Run(base context.Context) {
 }
 
 // callStream lets handlers use grpc.SetHeader, grpc.SendHeader and
-// grpc.SetTrailer. Headers always leave with the response.
-type callStream Call
+// grpc.SetTrailer. Headers always leave with the response. Once the handler
+// returned, they fail, as with grpc-go.
+type callStream callCtx
+
+var errCallEnded = errors.New("engine: the call has ended; metadata can no longer be set")
 
 func (s *callStream) Method() string { return s.method }
 
 func (s *callStream) SetHeader(md metadata.MD) error {
-	s.header = metadata.Join(s.header, md)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.call == nil {
+		return errCallEnded
+	}
+	s.call.header = metadata.Join(s.call.header, md)
 	return nil
 }
 
 func (s *callStream) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
 
 func (s *callStream) SetTrailer(md metadata.MD) error {
-	s.trailer = metadata.Join(s.trailer, md)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.call == nil {
+		return errCallEnded
+	}
+	s.call.trailer = metadata.Join(s.call.trailer, md)
 	return nil
 }
 

@@ -10,24 +10,29 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// callCtx is the context a handler gets: one object, part of its Call, that
-// is what a chain of context.WithDeadline (or WithCancel), NewIncomingContext,
-// peer.NewContext and grpc.NewContextWithServerTransportStream would be, at
-// the cost of none of their allocations. The metadata map is only made if
-// the handler asks for it. The timer is only made if somebody waits on Done
-// (or derives a context that must follow this one): most peer handlers
-// never wait, and a timer per call was a tenth of the engine's CPU.
+// callCtx is the context a handler gets: one object, made with its call,
+// that is what a chain of context.WithDeadline (or WithCancel),
+// NewIncomingContext, peer.NewContext and
+// grpc.NewContextWithServerTransportStream would be, at the cost of none of
+// their allocations. The metadata map is only made if the handler asks for
+// it. The timer is only made if somebody waits on Done (or derives a
+// context that must follow this one): most peer handlers never wait, and a
+// timer per call was a tenth of the engine's CPU. It holds everything it
+// answers for itself, so a handler may keep it past the call, as grpc-go
+// allows, while the Call is reused.
 //
 // The context ends when its deadline passes, when the parent ends, when the
 // call is aborted (a reset stream, where Limits.CancelOnReset allows) and
 // when the handler returns, as grpc-go's does.
 type callCtx struct {
 	parent   context.Context // set by start
-	call     *Call
+	peer     *peer.Peer
+	method   string
 	hasDL    bool
 	deadline time.Time
 
 	mu     sync.Mutex
+	call   *Call         // until the handler returns (for SetHeader)
 	done   chan struct{} // made by the first Done
 	err    error
 	timer  *time.Timer
@@ -35,6 +40,43 @@ type callCtx struct {
 	afters []*afterFunc
 	md     metadata.MD
 	mdMade bool
+
+	// The incoming metadata as fields (values decoded), made into md on
+	// first use; grpc-go's clients send two (:authority, user-agent).
+	mdf      []mdField
+	mdInline [2]mdField
+}
+
+type mdField struct{ k, v string }
+
+func newCallCtx(c *Call) *callCtx {
+	return &callCtx{call: c, peer: c.peer, method: c.method}
+}
+
+// addMetadata keeps one field of the incoming metadata.
+func (c *callCtx) addMetadata(k, v string) {
+	if c.mdf == nil {
+		c.mdf = c.mdInline[:0]
+	}
+	c.mdf = append(c.mdf, mdField{k, v})
+}
+
+// incomingMD returns the call's incoming metadata, made on first use.
+// grpc-go keeps a key's repeated values in order, and so does this.
+func (c *callCtx) incomingMD() metadata.MD {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.mdMade {
+		c.mdMade = true
+		if len(c.mdf) > 0 {
+			md := make(metadata.MD, len(c.mdf))
+			for _, f := range c.mdf {
+				md[f.k] = append(md[f.k], f.v)
+			}
+			c.md = md
+		}
+	}
+	return c.md
 }
 
 type afterFunc struct {
@@ -82,10 +124,10 @@ func probeKey(read func(context.Context)) any {
 // start makes c the context of its call under parent, with a deadline
 // timeout after from (0: none) unless the parent ends first. A call aborted
 // before it started stays ended.
-func (c *callCtx) start(call *Call, parent context.Context, from time.Time, timeout time.Duration) {
+func (c *callCtx) start(parent context.Context, from time.Time, timeout time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.call, c.parent = call, parent
+	c.parent = parent
 	if timeout > 0 {
 		dl := from.Add(timeout)
 		if pdl, ok := parent.Deadline(); !ok || dl.Before(pdl) {
@@ -123,13 +165,13 @@ func (c *callCtx) Err() error {
 func (c *callCtx) Value(key any) any {
 	switch key {
 	case ctxKeys.md:
-		return c.call.incomingMD()
+		return c.incomingMD()
 	case ctxKeys.peer:
-		if c.call.peer != nil {
-			return c.call.peer
+		if c.peer != nil {
+			return c.peer
 		}
 	case ctxKeys.stream:
-		return (*callStream)(c.call)
+		return (*callStream)(c)
 	}
 	return c.parent.Value(key)
 }
@@ -222,6 +264,11 @@ func (c *callCtx) AfterFunc(f func()) func() bool {
 	}
 }
 
-// release ends the context when its call is over, as grpc-go ends a
-// stream's context, and stops its timer.
-func (c *callCtx) release() { c.cancel(context.Canceled) }
+// end ends the context when its call is over, as grpc-go ends a stream's
+// context, stops its timer and lets go of the Call.
+func (c *callCtx) end() {
+	c.cancel(context.Canceled)
+	c.mu.Lock()
+	c.call = nil
+	c.mu.Unlock()
+}

@@ -1,13 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -17,14 +21,15 @@ import (
 // newTestCtx is the context of a call with no metadata or peer.
 func newTestCtx(parent context.Context, timeout time.Duration) *callCtx {
 	c := &Call{}
-	c.ctx.start(c, parent, time.Now(), timeout)
-	return &c.ctx
+	c.ctx = newCallCtx(c)
+	c.ctx.start(parent, time.Now(), timeout)
+	return c.ctx
 }
 
 func TestCallCtxDeadline(t *testing.T) {
 	t.Run("expires without Done", func(t *testing.T) {
 		d := newTestCtx(context.Background(), 20*time.Millisecond)
-		defer d.release()
+		defer d.end()
 		if d.Err() != nil {
 			t.Fatal("ended early")
 		}
@@ -43,7 +48,7 @@ func TestCallCtxDeadline(t *testing.T) {
 	})
 	t.Run("Done closes at the deadline", func(t *testing.T) {
 		d := newTestCtx(context.Background(), 20*time.Millisecond)
-		defer d.release()
+		defer d.end()
 		select {
 		case <-d.Done():
 		case <-time.After(5 * time.Second):
@@ -56,7 +61,7 @@ func TestCallCtxDeadline(t *testing.T) {
 	t.Run("parent cancel", func(t *testing.T) {
 		parent, cancel := context.WithCancel(context.Background())
 		d := newTestCtx(parent, time.Hour)
-		defer d.release()
+		defer d.end()
 		child, ccancel := context.WithTimeout(d, time.Hour) // follows d through AfterFunc
 		defer ccancel()
 		cancel()
@@ -78,7 +83,7 @@ func TestCallCtxDeadline(t *testing.T) {
 		if !stopped() {
 			t.Fatal("stop of a pending AfterFunc returned false")
 		}
-		d.release()
+		d.end()
 		<-done
 		select {
 		case <-ran:
@@ -102,14 +107,16 @@ func TestCallCtxValues(t *testing.T) {
 	type own struct{}
 	base := context.WithValue(context.Background(), own{}, "base")
 	c := &Call{method: "/p.S/M", peer: &peer.Peer{Addr: addr}}
-	c.addMetadata(":authority", "x")
-	c.addMetadata("k", "1")
-	c.addMetadata("k", "2")
-	c.ctx.start(c, base, time.Time{}, 0)
-	ctx := context.Context(&c.ctx)
+	c.ctx = newCallCtx(c)
+	c.ctx.addMetadata(":authority", "x")
+	c.ctx.addMetadata("k", "1")
+	c.ctx.addMetadata("k", "2")
+	c.ctx.addMetadata("l", "3") // beyond the inline room
+	c.ctx.start(base, time.Time{}, 0)
+	ctx := context.Context(c.ctx)
 
 	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok || !slices.Equal(md["k"], []string{"1", "2"}) || !slices.Equal(md[":authority"], []string{"x"}) || len(md) != 2 {
+	if !ok || !slices.Equal(md["k"], []string{"1", "2"}) || !slices.Equal(md[":authority"], []string{"x"}) || len(md) != 3 || md["l"][0] != "3" {
 		t.Fatalf("incoming metadata = %v, %v", md, ok)
 	}
 	if got := metadata.ValueFromIncomingContext(ctx, "K"); !slices.Equal(got, []string{"1", "2"}) {
@@ -163,8 +170,9 @@ func TestCallCtxEnds(t *testing.T) {
 	})
 	t.Run("aborted before start", func(t *testing.T) {
 		c := &Call{}
+		c.ctx = newCallCtx(c)
 		c.abort()
-		c.ctx.start(c, context.Background(), time.Time{}, 0)
+		c.ctx.start(context.Background(), time.Time{}, 0)
 		select {
 		case <-c.ctx.Done():
 		default:
@@ -180,9 +188,83 @@ func TestCallCtxEnds(t *testing.T) {
 			seen = ctx
 			return &emptypb.Empty{}, nil
 		}}}
+		c.ctx = newCallCtx(c)
 		c.Run(context.Background())
 		if seen == nil || !errors.Is(seen.Err(), context.Canceled) {
 			t.Fatalf("after the handler returned, its context's Err = %v", seen.Err())
 		}
 	})
+}
+
+// TestKeptContext: a handler may keep its context past the call (grpc-go
+// allows it), while the Session reuses the stream and Call for the next
+// calls. The kept context must still answer for its own call.
+func TestKeptContext(t *testing.T) {
+	var kept []context.Context
+	desc := grpc.ServiceDesc{ServiceName: "keep.K", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{
+		MethodName: "Keep",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			if err := dec(new(emptypb.Empty)); err != nil {
+				return nil, err
+			}
+			kept = append(kept, ctx)
+			return &emptypb.Empty{}, nil
+		},
+	}}}
+	reg := NewRegistry()
+	reg.RegisterService(&desc, nil)
+	s := NewSession(reg, Limits{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	in := clientStart()
+	const n = 40
+	for i := range n {
+		id := uint32(2*i + 1)
+		hb.Reset()
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: "/keep.K/Keep"}, {Name: ":authority", Value: "x"}, {Name: "content-type", Value: "application/grpc"},
+			{Name: "x-call", Value: strconv.Itoa(i)}, {Name: "grpc-timeout", Value: strconv.Itoa(i+1) + "H"}} {
+			_ = enc.WriteField(f)
+		}
+		var b bytes.Buffer
+		fr := http2.NewFramer(&b, nil)
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+		_ = fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
+		in = append(in, b.Bytes()...)
+		// One call per Feed, so that each reuses the stream of the last.
+		if err := s.Feed(in); err != nil {
+			t.Fatal(err)
+		}
+		in = nil
+		if got := s.Serve(context.Background()); got != 1 {
+			t.Fatalf("call %d: ran %d calls", i, got)
+		}
+		if s.Open() != 0 {
+			t.Fatalf("call %d: %d streams open", i, s.Open())
+		}
+		s.Wrote(len(s.Output()))
+	}
+	if len(kept) != n {
+		t.Fatalf("kept %d contexts", len(kept))
+	}
+	for i, ctx := range kept {
+		if v := metadata.ValueFromIncomingContext(ctx, "x-call"); len(v) != 1 || v[0] != strconv.Itoa(i) {
+			t.Fatalf("context of call %d: x-call %v", i, v)
+		}
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < time.Duration(i)*time.Hour {
+			t.Fatalf("context of call %d: deadline %v, %v", i, dl, ok)
+		}
+		if p, ok := peer.FromContext(ctx); !ok || p.Addr.String() != "127.0.0.1:9" {
+			t.Fatalf("context of call %d: peer %v", i, p)
+		}
+		if m, _ := grpc.Method(ctx); m != "/keep.K/Keep" {
+			t.Fatalf("context of call %d: method %q", i, m)
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("context of call %d: Err %v after the call", i, ctx.Err())
+		}
+		if err := grpc.SetHeader(ctx, metadata.Pairs("late", "1")); err == nil {
+			t.Fatalf("context of call %d: SetHeader after the call succeeded", i)
+		}
+	}
 }
