@@ -152,14 +152,17 @@ func (c *callCtx) Done() <-chan struct{} {
 
 func (c *callCtx) Err() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	var run []*afterFunc
 	if c.err == nil {
 		c.checkLocked()
 		if c.err != nil && c.done != nil {
-			c.endLocked()
+			run = c.endLocked()
 		}
 	}
-	return c.err
+	err := c.err
+	c.mu.Unlock()
+	runAfters(run)
+	return err
 }
 
 func (c *callCtx) Value(key any) any {
@@ -187,7 +190,7 @@ func (c *callCtx) armLocked() {
 		c.checkLocked()
 	}
 	if c.err != nil {
-		c.endLocked()
+		c.endLocked() // nothing registered yet: AfterFunc arms first
 		return
 	}
 	if c.hasDL {
@@ -207,21 +210,25 @@ func (c *callCtx) checkLocked() {
 
 func (c *callCtx) cancel(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err != nil {
+		c.mu.Unlock()
 		return
 	}
 	c.err = err
+	var run []*afterFunc
 	if c.done != nil {
-		c.endLocked()
+		run = c.endLocked()
 	}
+	c.mu.Unlock()
+	runAfters(run)
 }
 
-// endLocked closes done (once; err is set) and runs the AfterFuncs.
-func (c *callCtx) endLocked() {
+// endLocked closes done (once; err is set) and returns the AfterFuncs
+// that are due, for the caller to run once it has let go of mu.
+func (c *callCtx) endLocked() []*afterFunc {
 	select {
 	case <-c.done:
-		return
+		return nil
 	default:
 	}
 	close(c.done)
@@ -231,27 +238,38 @@ func (c *callCtx) endLocked() {
 	if c.stop != nil {
 		c.stop()
 	}
-	for _, a := range c.afters {
-		if !a.started {
-			a.started = true
-			go a.f()
-		}
+	run := c.afters
+	for _, a := range run {
+		a.started = true
 	}
 	c.afters = nil
+	return run
+}
+
+// runAfters runs the functions registered through AfterFunc, in order, on
+// the goroutine that ended the context: they are the context package's
+// cancellations of derived contexts (context.AfterFunc starts its own
+// goroutine for the user's function), so a derived context has ended by
+// the time cancel or end returns, as with context.WithCancel.
+func runAfters(run []*afterFunc) {
+	for _, a := range run {
+		a.f()
+	}
 }
 
 // AfterFunc lets context.WithCancel and friends follow this context
 // without a goroutine each (the context package looks for this method).
 func (c *callCtx) AfterFunc(f func()) func() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.armLocked()
 	a := &afterFunc{f: f}
 	if c.err != nil {
 		a.started = true
-		go f()
+		c.mu.Unlock()
+		f()
 	} else {
 		c.afters = append(c.afters, a)
+		c.mu.Unlock()
 	}
 	return func() bool {
 		c.mu.Lock()
@@ -260,6 +278,14 @@ func (c *callCtx) AfterFunc(f func()) func() bool {
 			return false
 		}
 		a.started = true
+		// Forget it now: a handler that derives and cancels contexts in
+		// a loop must not pile them up until the call ends.
+		for i, b := range c.afters {
+			if b == a {
+				c.afters = append(c.afters[:i], c.afters[i+1:]...)
+				break
+			}
+		}
 		return true
 	}
 }

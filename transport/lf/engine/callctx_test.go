@@ -268,3 +268,45 @@ func TestKeptContext(t *testing.T) {
 		}
 	}
 }
+
+// TestCallCtxDerived: contexts derived from a call's context end when it
+// does, by the time the call's end (or abort) returns, as children of
+// context.WithCancel do; and a derived context that is cancelled early is
+// forgotten at once.
+func TestCallCtxDerived(t *testing.T) {
+	for _, how := range []string{"end", "abort"} {
+		t.Run(how, func(t *testing.T) {
+			c := &Call{}
+			c.ctx = newCallCtx(c)
+			c.ctx.start(context.Background(), time.Time{}, 0)
+			child, cancel := context.WithCancel(c.ctx)
+			defer cancel()
+			grandchild, cancel2 := context.WithTimeout(child, time.Hour)
+			defer cancel2()
+			if how == "end" {
+				c.ctx.end()
+			} else {
+				c.abort()
+			}
+			if child.Err() == nil || grandchild.Err() == nil {
+				t.Fatalf("after %s: child %v, grandchild %v", how, child.Err(), grandchild.Err())
+			}
+		})
+	}
+	t.Run("cancelled children are forgotten", func(t *testing.T) {
+		c := &Call{}
+		c.ctx = newCallCtx(c)
+		c.ctx.start(context.Background(), time.Time{}, 0)
+		for range 1000 {
+			_, cancel := context.WithTimeout(c.ctx, time.Hour)
+			cancel()
+		}
+		c.ctx.mu.Lock()
+		n := len(c.ctx.afters)
+		c.ctx.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d derived contexts still registered after they were cancelled", n)
+		}
+		c.ctx.end()
+	})
+}

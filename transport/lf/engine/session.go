@@ -644,6 +644,7 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 			copy(x.pend[5:], msg)
 		}
 		if len(trailer) == 0 && s.hencUsed {
+			s.fields = fields // keep what the headers grew
 			// The static "grpc-status: 0" block (a nil trailer).
 			if len(x.pend) == 0 {
 				s.finishStream(x, nil)
