@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command peerbench benchmarks the gRPC server kinds of this module against
 // each other with the same handlers and the same proto, on loopback.
 //

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The raw client: a minimal HTTP/2 gRPC client for the closed-loop Echo

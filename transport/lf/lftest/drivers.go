@@ -4,7 +4,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/hsha"
 	"github.com/electord/electord/transport/lf/perconn"
 )
 
@@ -13,11 +12,6 @@ func init() {
 		reg := engine.NewRegistry()
 		register(reg)
 		return perconn.New(reg, opts.limits()), nil
-	}
-	engineKinds[KindHSHA] = func(register func(grpc.ServiceRegistrar), opts Options) (Server, error) {
-		reg := engine.NewRegistry()
-		register(reg)
-		return hsha.New(reg, hsha.Config{Workers: opts.Workers, Limits: opts.limits()}), nil
 	}
 }
 
