@@ -13,9 +13,6 @@ import (
 // call and Release, and holds it under a budget (the pool's target is 5 KB
 // per idle connection, socket and handle included).
 func TestIdleSessionBytes(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector changes allocation sizes; this test runs without -race (go test ./transport/lf/engine)")
-	}
 	const n = 1000
 	reg := fuzzRegistry()
 	var hb bytes.Buffer
