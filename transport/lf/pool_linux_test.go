@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -733,4 +734,78 @@ func TestAcceptBackoff(t *testing.T) {
 		t.Fatalf("stats %+v: no accept", st)
 	}
 	ts.stop(t, false)
+}
+
+// TestStaleEventAfterFDReuse: an event that names a descriptor number with
+// an older registration generation (the connection it was for is closed,
+// and the number now belongs to another) is dropped as stale and never
+// touches the connection that holds the number now.
+func TestStaleEventAfterFDReuse(t *testing.T) {
+	var reads atomic.Int64
+	ts := start(t, Config{Workers: 2}, func(s *Server) { s.testHookFeed = func([]byte) { reads.Add(1) } })
+	connHandle := func() *handle {
+		ts.tabMu.RLock()
+		defer ts.tabMu.RUnlock()
+		for _, h := range ts.tab {
+			if h.kind == kindConn {
+				return h
+			}
+		}
+		return nil
+	}
+	a, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "first connection registered", func() bool { return connHandle() != nil })
+	oldFD, oldGen := connHandle().fd, connHandle().gen
+	a.Close()
+	eventually(t, 10*time.Second, "first connection closed", func() bool { return ts.Stats().Conns == 0 })
+
+	// The second connection stays silent, so the pool sees no event of
+	// its own for it: any change below comes from the stale event.
+	b, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	eventually(t, 10*time.Second, "second connection registered", func() bool { return connHandle() != nil })
+	h := connHandle()
+	if h.gen == oldGen {
+		t.Fatalf("second connection has the first one's generation %d", oldGen)
+	}
+	t.Logf("first connection fd %d gen %d; second fd %d gen %d", oldFD, oldGen, h.fd, h.gen)
+
+	readsBefore := reads.Load()
+	stale := ts.Stats().Stale
+	w := &worker{buf: make([]byte, readChunk)}
+	ts.dispatch(unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(h.fd), Pad: int32(oldGen)}, w)
+	if got := ts.Stats().Stale; got != stale+1 {
+		t.Fatalf("stale events %d -> %d, want one more", stale, got)
+	}
+	if n := h.inUse.Load(); n != 0 || h.state.Load() != stArmed || reads.Load() != readsBefore {
+		t.Fatalf("the stale event took the live connection (%d owners, state %d)", n, h.state.Load())
+	}
+
+	// The live connection still works: it answers a client's SETTINGS.
+	b.SetDeadline(time.Now().Add(10 * time.Second))
+	fr := http2.NewFramer(b, b)
+	if _, err := b.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the live connection after a stale event: %v", err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok && sf.IsAck() {
+			break
+		}
+	}
+	if reads.Load() == readsBefore {
+		t.Fatal("the server never read the live connection")
+	}
 }
