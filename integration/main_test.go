@@ -273,30 +273,51 @@ func agreement(ds []*daemon.Daemon) (node.LeaderInfo, bool) {
 	return first, true
 }
 
-// waitAgreement waits until every node of ds agrees on one leader and
-// returns it.
+// settle is how long an agreement must hold before the wait helpers
+// return it: two heartbeat intervals. A bully campaign message that
+// crossed the winner's announcement makes the winner announce itself
+// again, in a new term, a few milliseconds after everyone first agreed;
+// a test that compares terms against the agreement it waited for must see
+// that second one.
+const settle = 2 * config.DefaultHeartbeatInterval
+
+// settled wraps an agreement condition: it holds once cond has held with
+// the same leader and term for settle.
+func settled(ds []*daemon.Daemon, li *node.LeaderInfo, cond func(node.LeaderInfo, bool) bool) func() (bool, string) {
+	var since time.Time
+	var held node.LeaderInfo
+	return func() (bool, string) {
+		got, ok := agreement(ds)
+		if !cond(got, ok) {
+			since = time.Time{}
+			return false, describeViews(ds)
+		}
+		if since.IsZero() || got.ID != held.ID || got.Term != held.Term {
+			since, held = time.Now(), got
+		}
+		*li = got
+		return time.Since(since) >= settle, describeViews(ds)
+	}
+}
+
 // waitNewAgreement waits until ds agree on a leader other than old's, in
-// a higher term: their agreement on old itself (before they noticed it
-// gone) does not count.
+// a higher term, and the agreement has settled: their agreement on old
+// itself (before they noticed it gone) does not count.
 func waitNewAgreement(t testing.TB, ds []*daemon.Daemon, old node.LeaderInfo, timeout time.Duration, what string) node.LeaderInfo {
 	t.Helper()
 	var li node.LeaderInfo
-	eventually(t, timeout, what, func() (bool, string) {
-		var ok bool
-		li, ok = agreement(ds)
-		return ok && li.ID != old.ID && li.Term > old.Term, describeViews(ds)
-	})
+	eventually(t, timeout, what, settled(ds, &li, func(got node.LeaderInfo, ok bool) bool {
+		return ok && got.ID != old.ID && got.Term > old.Term
+	}))
 	return li
 }
 
+// waitAgreement waits until every node of ds agrees on one leader, and the
+// agreement has settled, and returns it.
 func waitAgreement(t testing.TB, ds []*daemon.Daemon, timeout time.Duration, what string) node.LeaderInfo {
 	t.Helper()
 	var li node.LeaderInfo
-	eventually(t, timeout, what, func() (bool, string) {
-		var ok bool
-		li, ok = agreement(ds)
-		return ok, describeViews(ds)
-	})
+	eventually(t, timeout, what, settled(ds, &li, func(_ node.LeaderInfo, ok bool) bool { return ok }))
 	return li
 }
 
