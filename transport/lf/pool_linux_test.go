@@ -24,70 +24,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/internal/ctltest"
 )
-
-// ---- test service: lftest.Pool/Call ----
-
-type poolService interface {
-	Call(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
-}
-
-var poolDesc = grpc.ServiceDesc{
-	ServiceName: "lftest.Pool",
-	HandlerType: (*poolService)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Call",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.BytesValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			return srv.(poolService).Call(ctx, in)
-		},
-	}},
-}
-
-const method = "/lftest.Pool/Call"
-
-// svc answers by the request's first bytes:
-//
-//	"block"  signals entered, then waits for release (or its context);
-//	"panic"  panics;
-//	"fail"   returns FailedPrecondition;
-//	"ctx"    signals entered, then waits for its context to end;
-//	anything else is echoed.
-type svc struct {
-	entered chan struct{}
-	release chan struct{}
-	ctxErrs atomic.Int64
-}
-
-func newSvc() *svc {
-	return &svc{entered: make(chan struct{}, 1024), release: make(chan struct{})}
-}
-
-func (s *svc) Call(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
-	switch {
-	case bytes.HasPrefix(in.Value, []byte("block")):
-		s.entered <- struct{}{}
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			s.ctxErrs.Add(1)
-			return nil, ctx.Err()
-		}
-	case bytes.HasPrefix(in.Value, []byte("ctx")):
-		s.entered <- struct{}{}
-		<-ctx.Done()
-		s.ctxErrs.Add(1)
-		return nil, ctx.Err()
-	case bytes.HasPrefix(in.Value, []byte("panic")):
-		panic("lftest: asked to panic")
-	case bytes.HasPrefix(in.Value, []byte("fail")):
-		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
-	}
-	return in, nil
-}
 
 // ---- helpers ----
 
@@ -95,15 +33,15 @@ type testServer struct {
 	*Server
 	addr    string
 	served  chan error
-	svc     *svc
+	svc     *ctltest.Ctl
 	stopped bool
 }
 
 func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 	t.Helper()
 	reg := engine.NewRegistry()
-	sv := newSvc()
-	reg.RegisterService(&poolDesc, sv)
+	sv := ctltest.New()
+	reg.RegisterService(&ctltest.Desc, sv)
 	s, err := New(reg, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +109,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 
 func call(ctx context.Context, cc *grpc.ClientConn, p []byte) ([]byte, error) {
 	out := new(wrapperspb.BytesValue)
-	err := cc.Invoke(ctx, method, &wrapperspb.BytesValue{Value: p}, out)
+	err := cc.Invoke(ctx, ctltest.Method, &wrapperspb.BytesValue{Value: p}, out)
 	return out.Value, err
 }
 
@@ -188,13 +126,13 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // waitEntered waits for n handlers to signal they are running.
-func waitEntered(t *testing.T, sv *svc, n int, d time.Duration) {
+func waitEntered(t *testing.T, sv *ctltest.Ctl, n int, d time.Duration) {
 	t.Helper()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for i := 0; i < n; i++ {
 		select {
-		case <-sv.entered:
+		case <-sv.Entered:
 		case <-timer.C:
 			t.Fatalf("only %d of %d handlers entered", i, n)
 		}
@@ -263,7 +201,7 @@ func TestEcho(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("fail call: %v", err)
 	}
-	if err := cc.Invoke(ctx, "/lftest.Pool/Nope", &wrapperspb.BytesValue{}, new(wrapperspb.BytesValue)); status.Code(err) != codes.Unimplemented {
+	if err := cc.Invoke(ctx, "/lftest.Ctl/Nope", &wrapperspb.BytesValue{}, new(wrapperspb.BytesValue)); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("unknown method: %v", err)
 	}
 	st := ts.Stats()
@@ -373,7 +311,7 @@ func TestSaturationRecovers(t *testing.T) {
 		_, err := call(ctx, ccs[2], []byte("queued"))
 		results <- err
 	}()
-	close(ts.svc.release)
+	close(ts.svc.Release)
 	for i := 0; i < 3; i++ {
 		select {
 		case err := <-results:
@@ -452,7 +390,7 @@ func TestGracefulStopDrains(t *testing.T) {
 		t.Fatal("GracefulStop returned with a call in flight")
 	default:
 	}
-	close(ts.svc.release)
+	close(ts.svc.Release)
 	select {
 	case err := <-res:
 		if err != nil {
@@ -491,7 +429,7 @@ func TestStopCancelsCalls(t *testing.T) {
 			t.Fatal("client call did not end after Stop")
 		}
 	}
-	if n := ts.svc.ctxErrs.Load(); n != 2 {
+	if n := ts.svc.CtxErrs.Load(); n != 2 {
 		t.Errorf("%d handlers saw their context cancelled, want 2", n)
 	}
 }
@@ -574,7 +512,7 @@ func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.C
 		go func() { _, err := call(ctx, cc, []byte("block")); res <- err }()
 	}
 	waitEntered(t, ts.svc, len(ccs), 10*time.Second)
-	close(ts.svc.release)
+	close(ts.svc.Release)
 	for range ccs {
 		if err := <-res; err != nil {
 			t.Errorf("block call: %v", err)
@@ -616,7 +554,7 @@ func TestProcessingPanicClosesConn(t *testing.T) {
 
 func TestUnixListener(t *testing.T) {
 	reg := engine.NewRegistry()
-	reg.RegisterService(&poolDesc, newSvc())
+	reg.RegisterService(&ctltest.Desc, ctltest.New())
 	s, err := New(reg, Config{Workers: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
-// Package ctltest holds what the tests of the control servers (perconn and
-// hsha) share: a tiny echo service, client helpers, leak checks, and the
-// scenarios both must pass. It is for tests only.
+// Package ctltest holds what the tests of the pool (transport/lf) and of
+// the control servers (perconn and hsha) share: a tiny echo service, client
+// helpers, leak checks, and the scenarios both controls must pass. It is for
+// tests only.
 package ctltest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,28 +26,46 @@ import (
 const WaitFor = 10 * time.Second
 
 // Ctl is the service the tests register: lftest.Ctl/Call echoes its
-// BytesValue. "panic" panics; "block" signals Entered and then waits for
-// Release (or its context).
+// BytesValue, except:
+//
+//	"block"  signals Entered, then waits for Release (or its context);
+//	"ctx"    signals Entered, then waits for its context to end;
+//	"panic"  panics;
+//	"fail"   returns FailedPrecondition.
+//
+// CtxErrs counts the calls that ended because their context did.
 type Ctl struct {
 	Entered chan struct{}
 	Release chan struct{}
+	CtxErrs atomic.Int64
 }
 
 // New returns a Ctl.
-func New() *Ctl { return &Ctl{Entered: make(chan struct{}, 64), Release: make(chan struct{})} }
+func New() *Ctl { return &Ctl{Entered: make(chan struct{}, 1024), Release: make(chan struct{})} }
+
+// Method is the full name of the one method.
+const Method = "/lftest.Ctl/Call"
 
 // Call implements the service.
 func (s *Ctl) Call(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
 	switch string(in.GetValue()) {
 	case "panic":
 		panic("lftest: handler panic")
+	case "fail":
+		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
 	case "block":
 		s.Entered <- struct{}{}
 		select {
 		case <-s.Release:
 		case <-ctx.Done():
+			s.CtxErrs.Add(1)
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
+	case "ctx":
+		s.Entered <- struct{}{}
+		<-ctx.Done()
+		s.CtxErrs.Add(1)
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	return wrapperspb.Bytes(in.GetValue()), nil
 }
@@ -68,7 +88,7 @@ var Desc = grpc.ServiceDesc{
 			if ic == nil {
 				return srv.(ctlService).Call(ctx, in)
 			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: "/lftest.Ctl/Call"}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: Method}
 			return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
 				return srv.(ctlService).Call(ctx, req.(*wrapperspb.BytesValue))
 			})
@@ -91,7 +111,7 @@ func Dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 // Call calls lftest.Ctl/Call with v and returns the echo.
 func Call(ctx context.Context, cc *grpc.ClientConn, v string) (string, error) {
 	out := new(wrapperspb.BytesValue)
-	err := cc.Invoke(ctx, "/lftest.Ctl/Call", wrapperspb.Bytes([]byte(v)), out)
+	err := cc.Invoke(ctx, Method, wrapperspb.Bytes([]byte(v)), out)
 	return string(out.GetValue()), err
 }
 
