@@ -137,24 +137,24 @@ var errCallEnded = errors.New("engine: the call has ended; metadata can no longe
 func (s *callStream) Method() string { return s.method }
 
 func (s *callStream) SetHeader(md metadata.MD) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.call == nil {
-		return errCallEnded
-	}
-	s.call.header = metadata.Join(s.call.header, md)
-	return nil
+	return s.join(md, func(c *Call) *metadata.MD { return &c.header })
 }
 
 func (s *callStream) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
 
 func (s *callStream) SetTrailer(md metadata.MD) error {
+	return s.join(md, func(c *Call) *metadata.MD { return &c.trailer })
+}
+
+// join adds md to the call's header or trailer while the handler runs.
+func (s *callStream) join(md metadata.MD, field func(*Call) *metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.call == nil {
 		return errCallEnded
 	}
-	s.call.trailer = metadata.Join(s.call.trailer, md)
+	f := field(s.call)
+	*f = metadata.Join(*f, md)
 	return nil
 }
 
