@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -760,7 +759,7 @@ func (s *Server) newConn(fd int, sa unix.Sockaddr) {
 	s.tabMu.Unlock()
 	s.nconns.Add(1)
 	s.runConn(c, func() bool {
-		c.sess = engine.NewSession(s.reg, s.cfg.Limits, sockaddrToAddr(sa))
+		c.sess = engine.NewSession(s.reg, s.cfg.Limits, rawsys.Addr(sa))
 		return s.flush(c) != nil
 	})
 }
@@ -1029,24 +1028,4 @@ func (s *Server) closeFD(h *handle) {
 		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, h.fd, nil)
 	}
 	unix.Close(h.fd)
-}
-
-func sockaddrToAddr(sa unix.Sockaddr) net.Addr {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		ip := make(net.IP, 4)
-		copy(ip, a.Addr[:])
-		return &net.TCPAddr{IP: ip, Port: a.Port}
-	case *unix.SockaddrInet6:
-		ip := make(net.IP, 16)
-		copy(ip, a.Addr[:])
-		zone := ""
-		if a.ZoneId != 0 {
-			zone = strconv.FormatUint(uint64(a.ZoneId), 10)
-		}
-		return &net.TCPAddr{IP: ip, Port: a.Port, Zone: zone}
-	case *unix.SockaddrUnix:
-		return &net.UnixAddr{Name: a.Name, Net: "unix"}
-	}
-	return nil
 }

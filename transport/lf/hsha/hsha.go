@@ -487,7 +487,7 @@ func (s *Server) accept() {
 		s.guard(c, func() {
 			var pending, broken bool
 			c.with(func() {
-				c.sess = engine.NewSession(s.reg, s.lim, sockaddrToAddr(sa))
+				c.sess = engine.NewSession(s.reg, s.lim, rawsys.Addr(sa))
 				pending, broken = c.flushLocked()
 			})
 			s.afterWrite(c, pending, broken, false)
@@ -737,22 +737,4 @@ func (s *Server) answer(c *conn, call *engine.Call) (notify bool) {
 func withCancelOnReset(l engine.Limits) engine.Limits {
 	l.CancelOnReset = true
 	return l
-}
-
-func sockaddrToAddr(sa unix.Sockaddr) net.Addr {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
-	case *unix.SockaddrInet6:
-		addr := &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
-		if a.ZoneId != 0 {
-			if ifi, err := net.InterfaceByIndex(int(a.ZoneId)); err == nil {
-				addr.Zone = ifi.Name
-			}
-		}
-		return addr
-	case *unix.SockaddrUnix:
-		return &net.UnixAddr{Name: a.Name, Net: "unix"}
-	}
-	return nil
 }

@@ -1,7 +1,8 @@
 //go:build linux
 
 // Package rawsys makes the non-blocking system calls of the engine's
-// epoll drivers (the L/F pool and the HS/HA control) as raw system calls.
+// epoll drivers (the L/F pool and the HS/HA control) as raw system calls,
+// and holds the little else the two share about their sockets.
 package rawsys
 
 import (
