@@ -33,9 +33,7 @@ func TestEchoSizes(t *testing.T) {
 				t.Errorf("Echo(%d bytes): %v", n, err)
 			}
 		}
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 		if got, want := s.echo.Calls(), int64(len(sizes)); got != want {
 			t.Errorf("server ran %d handlers, want %d", got, want)
 		}
@@ -67,9 +65,7 @@ func TestConcurrentCallsOneConn(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 	})
 }
 
@@ -123,9 +119,7 @@ func TestUnimplemented(t *testing.T) {
 			}
 		}
 		mustEcho(t, cc, 10)
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 		if got := s.echo.Calls(); got != 1 {
 			t.Errorf("server ran %d handlers, want 1 (the Echo)", got)
 		}
@@ -159,9 +153,7 @@ func TestDeadlineExceeded(t *testing.T) {
 		// The same connection still serves calls.
 		mustEcho(t, cc, 100)
 		mustEcho(t, cc, 70<<10)
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 	})
 }
 
@@ -190,9 +182,7 @@ func TestStatusRoundTrip(t *testing.T) {
 				t.Errorf("Fail(%v, %q): got code %v message %q", c.code, c.msg, st.Code(), st.Message())
 			}
 		}
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 	})
 }
 
@@ -212,9 +202,7 @@ func TestPanic(t *testing.T) {
 		// And the server still serves other connections.
 		cc2, _ := dial(t, s.addr)
 		mustEcho(t, cc2, 10)
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 	})
 }
 
@@ -305,9 +293,7 @@ func TestMaxRecvMsgSize(t *testing.T) {
 			}
 			mustEcho(t, cc, 1000) // the connection is still usable
 		}
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 		if got := s.echo.Calls(); got != 4 {
 			t.Errorf("server ran %d handlers, want 4 (the Echos within the limit)", got)
 		}
@@ -444,8 +430,6 @@ func TestClientCancel(t *testing.T) {
 			})
 		}
 		mustEcho(t, cc, 100)
-		if got := d.dials.Load(); got != 1 {
-			t.Errorf("client connected %d times, want 1", got)
-		}
+		d.connectedOnce(t)
 	})
 }

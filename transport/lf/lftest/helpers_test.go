@@ -100,6 +100,15 @@ func (d *dialer) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// connectedOnce fails the test if the client made more (or fewer) than
+// the one connection: it must not have reconnected.
+func (d *dialer) connectedOnce(t *testing.T) {
+	t.Helper()
+	if got := d.dials.Load(); got != 1 {
+		t.Errorf("client connected %d times, want 1", got)
+	}
+}
+
 // dial returns a stock grpc-go client of addr, closed when the test ends,
 // and the dialer whose count tells whether it reconnected.
 func dial(t *testing.T, addr string, opts ...grpc.DialOption) (*grpc.ClientConn, *dialer) {
