@@ -332,7 +332,7 @@ func (c *Core) validate(m Message) error {
 		return fmt.Errorf("%w: %v from %d: %s", ErrInvalidMessage, m.Type, m.From, fmt.Sprintf(format, a...))
 	}
 	switch {
-	case m.Type < MsgElection || m.Type > MsgTimeoutNow:
+	case !m.Type.Valid():
 		return bad("unknown type")
 	case m.From == 0 || m.From == c.cfg.ID:
 		return bad("bad sender")

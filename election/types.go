@@ -125,6 +125,13 @@ const (
 	MsgTimeoutNow
 )
 
+// LastMsgType is the highest message type: valid types run from MsgElection
+// to LastMsgType. Arrays indexed by type have LastMsgType+1 entries.
+const LastMsgType = MsgTimeoutNow
+
+// Valid reports whether t is a known message type.
+func (t MsgType) Valid() bool { return t >= MsgElection && t <= LastMsgType }
+
 var msgNames = [...]string{"", "Election", "Answer", "Coordinator", "CoordinatorAck", "Heartbeat", "HeartbeatResp", "TimeoutNow"}
 
 func (t MsgType) String() string {

@@ -173,7 +173,7 @@ func decode(x proto.Message) (election.Message, error) {
 func Validate(m election.Message, self election.NodeID) error {
 	t := m.Type
 	switch {
-	case t < election.MsgElection || t > election.MsgTimeoutNow:
+	case !t.Valid():
 		return fmt.Errorf("%w: type: unknown (%d)", ErrInvalidMessage, uint8(t))
 	case m.From == 0:
 		return invalid(t, "from", "zero")

@@ -79,8 +79,8 @@ type GRPC struct {
 	closed bool
 	wg     sync.WaitGroup // peer goroutines and failure reports
 
-	sent    [election.MsgTimeoutNow + 1]atomic.Uint64
-	failed  [election.MsgTimeoutNow + 1]atomic.Uint64
+	sent    [election.LastMsgType + 1]atomic.Uint64
+	failed  [election.LastMsgType + 1]atomic.Uint64
 	replies atomic.Uint64
 	dropped atomic.Uint64
 }

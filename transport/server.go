@@ -38,7 +38,7 @@ type PeerService struct {
 	self election.NodeID
 	recv Receiver
 
-	received           [election.MsgTimeoutNow + 1]atomic.Uint64
+	received           [election.LastMsgType + 1]atomic.Uint64
 	rejectedInvalid    atomic.Uint64
 	rejectedNotServing atomic.Uint64
 	rejectedOverloaded atomic.Uint64
@@ -80,7 +80,7 @@ func (s *PeerService) Stats() ServerStats {
 		RejectedOther:        s.rejectedOther.Load(),
 		HeartbeatsUnanswered: s.heartbeatsUnanswer.Load(),
 	}
-	for t := election.MsgElection; t <= election.MsgTimeoutNow; t++ {
+	for t := election.MsgElection; t <= election.LastMsgType; t++ {
 		if n := s.received[t].Load(); n > 0 {
 			st.Received[t] = n
 		}
