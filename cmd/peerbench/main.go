@@ -84,7 +84,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/electord/electord/transport/lf/lftest"
+	"github.com/electord/electord/internal/peerservers/lftest"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/electord/electord/transport/lf/lftest"
+	"github.com/electord/electord/internal/peerservers/lftest"
 )
 
 // The request header block must be valid stateless HPACK: a fresh decoder

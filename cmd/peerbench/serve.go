@@ -19,7 +19,7 @@ import (
 	"github.com/electord/electord/election"
 	pb "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/transport"
-	"github.com/electord/electord/transport/lf/lftest"
+	"github.com/electord/electord/internal/peerservers/lftest"
 )
 
 // selfID is the node id of the benchmark server's Peer service; the

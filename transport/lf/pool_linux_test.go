@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/internal/ctltest"
+	"github.com/electord/electord/internal/peerservers/ctltest"
 )
 
 // ---- helpers ----

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/internal/rawsys"
+	"github.com/electord/electord/internal/rawsys"
 )
 
 // Ownership states of a handle. A handle is armed while it waits in epoll

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/internal/ctltest"
+	"github.com/electord/electord/internal/peerservers/ctltest"
 )
 
 // start serves a fresh Server on a loopback port.

@@ -4,7 +4,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/perconn"
+	"github.com/electord/electord/internal/peerservers/perconn"
 )
 
 func init() {

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/internal/rawsys"
+	"github.com/electord/electord/internal/rawsys"
 )
 
 // Defaults for Config.

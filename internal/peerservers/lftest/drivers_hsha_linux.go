@@ -4,7 +4,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/transport/lf/engine"
-	"github.com/electord/electord/transport/lf/hsha"
+	"github.com/electord/electord/internal/peerservers/hsha"
 )
 
 // hsha is Linux only (raw epoll); elsewhere Start reports ErrNotBuilt for it.

@@ -21,7 +21,7 @@
 //     the eventfd, to watch for writability and finish the job.
 //
 // The protocol code is the same engine the Leader/Followers pool and the
-// goroutine-per-connection control (transport/lf/perconn) use, so a
+// goroutine-per-connection control (internal/peerservers/perconn) use, so a
 // benchmark comparing them measures the concurrency models: here every call
 // pays a hand-off through the queue (and a wake-up of a worker), which
 // Leader/Followers avoids, in exchange for independent sizing of the I/O and
