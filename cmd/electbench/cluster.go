@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -43,17 +44,79 @@ type cluster struct {
 	logf  func(string, ...any)
 }
 
+// Ports. electbench used to ask the kernel for a free port (listen on port 0,
+// close, pass the number on). Such a port comes from the ephemeral range, the
+// same range outgoing connections draw from, so while a killed node was down
+// one of the survivors' connections could take its port and the node could not
+// come back (it happened once in issue 3: "the electbench port race").
+//
+// Now every port comes from portLo..portHi-1, below Linux's ephemeral range
+// (32768–60999 by default; checkPortRange warns if this host's overlaps). A
+// port is handed out only if it is free for both TCP and UDP (gossip listens
+// on both), and never twice in one electbench process, so consecutive
+// clusters (algorithms, binaries, rounds) never meet a previous cluster's
+// sockets. The walk starts at a random port, so two electbench processes at
+// once are unlikely to meet either.
+const portLo, portHi = 20000, 30000
+
+var ports struct {
+	sync.Mutex
+	next    int
+	checked bool
+}
+
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports.Lock()
+	defer ports.Unlock()
+	if !ports.checked {
+		ports.checked = true
+		checkPortRange()
+	}
+	if ports.next == 0 {
+		ports.next = portLo + rand.IntN(portHi-portLo)
+	}
+	for range portHi - portLo {
+		p := ports.next
+		if ports.next++; ports.next == portHi {
+			ports.next = portLo
+		}
+		if portFree(p) {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port in %d–%d", portLo, portHi-1)
+}
+
+// portFree says whether 127.0.0.1:p can be bound now, for TCP and for UDP.
+func portFree(p int) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return 0, err
+		return false
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
+// checkPortRange warns when the host's ephemeral ports overlap electbench's.
+func checkPortRange() {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return
+	}
+	var lo, hi int
+	if n, _ := fmt.Sscan(string(b), &lo, &hi); n == 2 && lo < portHi && hi >= portLo {
+		fmt.Fprintf(os.Stderr, "electbench: warning: the ephemeral port range %d–%d overlaps electbench's %d–%d; a restarted node may find its port taken\n", lo, hi, portLo, portHi-1)
+	}
 }
 
 // startCluster starts n electord processes with the default configuration,
-// on free loopback ports, all joining node 1.
+// on free loopback ports (see freePort), all joining node 1.
 func startCluster(bin, algo string, n int, extra []string, logf func(string, ...any)) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "electbench-")
 	if err != nil {

@@ -1,6 +1,7 @@
 // Command electbench measures electord with real processes on loopback.
 //
 //	electbench failover  [--nodes 5] [--kills 30] [--algorithms bully,ring]
+//	                     [--electord [label=]path,...] [--rounds 1] [--out file]
 //	electbench stability [--duration 10m] [--hogs 2]
 //
 // failover starts the electord processes with the default configuration,
@@ -9,13 +10,25 @@
 // term; then the same for a graceful resign and for a transfer. stability
 // counts leader changes on a healthy cluster while CPU hogs saturate every
 // core. electord is built from this module unless --electord names a binary.
+//
+// Side by side: failover --electord before=/tmp/before/electord,after=build
+// --rounds 3 measures each binary in turn, round after round (before, after,
+// before, after, ...), prints each run's table as it ends, then per binary
+// the p50 and p99 of every round with their median and spread across rounds,
+// and every binary against the first. The spread between rounds of one
+// binary is the noise a difference between binaries must exceed.
+//
+// Ports come from 20000–29999, outside the kernel's ephemeral range, and are
+// never reused within one electbench process (see freePort).
 package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -101,7 +114,7 @@ func commonFlags(fs *flag.FlagSet) common {
 	return common{
 		nodes: fs.Int("nodes", 5, "electord processes"),
 		algos: fs.String("algorithms", "bully,ring", "algorithms to measure"),
-		bin:   fs.String("electord", "", "electord binary (default: build cmd/electord)"),
+		bin:   fs.String("electord", "", "electord binary (default: build cmd/electord); failover takes a list, [label=]path,..., to measure binaries side by side (\"build\" = build cmd/electord)"),
 		extra: fs.String("args", "", "extra electord flags, space-separated (default config when empty)"),
 	}
 }
@@ -112,43 +125,266 @@ func setup(fs *flag.FlagSet, args []string, c common) (path string, cleanup func
 	return electordBinary(*c.bin)
 }
 
+// binary is one electord build under test, with the label its tables use.
+type binary struct{ label, path string }
+
+// binaries parses --electord: a comma-separated list of [label=]path, where
+// the path "build" (or an empty list) means cmd/electord built from this
+// module. Unlabelled entries are called A, B, C, ... by position.
+func binaries(spec string) ([]binary, func(), error) {
+	if spec == "" {
+		spec = "build"
+	}
+	var bins []binary
+	var built string
+	cleanup := func() {}
+	for i, e := range strings.Split(spec, ",") {
+		b := binary{label: string(rune('A' + i)), path: e}
+		if l, p, ok := strings.Cut(e, "="); ok {
+			b.label, b.path = l, p
+		}
+		if b.path == "build" || b.path == "" {
+			if built == "" {
+				var err error
+				if built, cleanup, err = electordBinary(""); err != nil {
+					return nil, nil, err
+				}
+			}
+			b.path = built
+		} else if _, err := os.Stat(b.path); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		for _, o := range bins {
+			if o.label == b.label {
+				cleanup()
+				return nil, nil, fmt.Errorf("--electord: label %q used twice", b.label)
+			}
+		}
+		bins = append(bins, b)
+	}
+	return bins, cleanup, nil
+}
+
+// describe names a binary file by a prefix of its SHA-256 and its size.
+func describe(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("sha256 %x, %d bytes", h.Sum(nil)[:6], n)
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+var events = []string{"crash (SIGKILL)", "resign", "transfer"}
+
+// failoverRun is one failover measurement: one binary, every algorithm.
+type failoverRun struct {
+	round int
+	bin   binary
+	res   map[string]map[string]*result // algorithm, event
+}
+
 func failover(args []string) error {
 	fs := flag.NewFlagSet("failover", flag.ExitOnError)
 	cf := commonFlags(fs)
 	kills := fs.Int("kills", 30, "SIGKILLs of the leader per algorithm (also the number of resigns and transfers)")
-	path, cleanup, err := setup(fs, args, cf)
+	rounds := fs.Int("rounds", 1, "measure every binary this many times, alternating binaries round by round (A, B, A, B, ...)")
+	out := fs.String("out", "", "also write the report (stdout) to this file")
+	fs.Parse(args)
+	bins, cleanup, err := binaries(*cf.bin)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	nodes, algos, extra := cf.nodes, cf.algos, cf.extra
-	type row struct {
-		algo, op string
-		s        samples
-		failed   int
-	}
-	var rows []row
-	for _, algo := range strings.Split(*algos, ",") {
-		c, err := startCluster(path, algo, *nodes, strings.Fields(*extra), logf)
+	w := io.Writer(os.Stdout)
+	if *out != "" {
+		f, err := os.Create(*out)
 		if err != nil {
 			return err
 		}
-		res, err := measure(c, *kills)
-		c.stop()
-		if err != nil {
-			return fmt.Errorf("%s: %w", algo, err)
+		defer f.Close()
+		w = io.MultiWriter(os.Stdout, f)
+	}
+	pr := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	algos := strings.Split(*cf.algos, ",")
+	config := "default config"
+	if *cf.extra != "" {
+		config = "default config + `" + *cf.extra + "`"
+	}
+
+	side := len(bins) > 1 || *rounds > 1
+	if side {
+		pr("# electbench failover: %d binaries × %d rounds, alternating\n\n", len(bins), *rounds)
+		pr("`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
+		pr("- %s, %s/%s, %d CPUs, GOMAXPROCS=%d, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), loadavg())
+		pr("- %d electord processes, %s; %d kills, %d resigns, %d transfers per algorithm per run\n", *cf.nodes, config, *kills, *kills, *kills)
+		for _, b := range bins {
+			pr("- %s = `%s` (%s)\n", b.label, b.path, describe(b.path))
 		}
-		for _, op := range []string{"crash (SIGKILL)", "resign", "transfer"} {
-			rows = append(rows, row{algo, op, res[op].s, res[op].failed})
+		var order []string
+		for _, b := range bins {
+			order = append(order, b.label)
+		}
+		pr("- order: %s in every round\n", strings.Join(order, ", "))
+	}
+	var runs []failoverRun
+	for r := 1; r <= *rounds; r++ {
+		for _, b := range bins {
+			run := failoverRun{round: r, bin: b, res: map[string]map[string]*result{}}
+			t0 := time.Now()
+			for _, algo := range algos {
+				logf("round %d, %s, %s", r, b.label, algo)
+				c, err := startCluster(b.path, algo, *cf.nodes, strings.Fields(*cf.extra), logf)
+				if err != nil {
+					return err
+				}
+				res, err := measure(c, *kills)
+				c.stop()
+				if err != nil {
+					return fmt.Errorf("round %d, %s, %s: %w", r, b.label, algo, err)
+				}
+				run.res[algo] = res
+			}
+			runs = append(runs, run)
+			if side {
+				pr("\n## Round %d, %s (%.0f s, load average after %s)\n\n", r, b.label, time.Since(t0).Seconds(), loadavg())
+			} else {
+				pr("\nfailover with %d electord processes, %s, %s/%s, GOMAXPROCS=%d\n\n", *cf.nodes, config, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
+			}
+			pr("| algorithm | event | runs | p50 ms | p99 ms | max ms | failed |\n")
+			pr("|---|---|---:|---:|---:|---:|---:|\n")
+			for _, algo := range algos {
+				for _, ev := range events {
+					x := run.res[algo][ev]
+					pr("| %s | %s | %d | %s | %s | %s | %d |\n", algo, ev, len(x.s), ms(x.s.pct(0.5)), ms(x.s.pct(0.99)), ms(x.s.pct(1)), x.failed)
+				}
+			}
 		}
 	}
-	fmt.Printf("\nfailover with %d electord processes, default config, %s/%s, GOMAXPROCS=%d\n\n", *nodes, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
-	fmt.Println("| algorithm | event | runs | p50 ms | p99 ms | max ms | failed |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
-	for _, r := range rows {
-		fmt.Printf("| %s | %s | %d | %s | %s | %s | %d |\n", r.algo, r.op, len(r.s), ms(r.s.pct(0.5)), ms(r.s.pct(0.99)), ms(r.s.pct(1)), r.failed)
+	if side {
+		summarize(pr, bins, algos, runs)
 	}
 	return nil
+}
+
+// summarize prints, per binary, each event's p50 and p99 round by round with
+// their median across rounds and the pooled figures, then (with two or more
+// binaries) every binary against the first.
+func summarize(pr func(string, ...any), bins []binary, algos []string, runs []failoverRun) {
+	type stat struct {
+		p50, p99 []time.Duration // one per round
+		all      samples
+		failed   int
+	}
+	stats := map[string]*stat{} // label/algo/event
+	key := func(l, a, e string) string { return l + "/" + a + "/" + e }
+	for _, r := range runs {
+		for _, a := range algos {
+			for _, e := range events {
+				k := key(r.bin.label, a, e)
+				if stats[k] == nil {
+					stats[k] = &stat{}
+				}
+				x, st := r.res[a][e], stats[k]
+				st.p50 = append(st.p50, x.s.pct(0.5))
+				st.p99 = append(st.p99, x.s.pct(0.99))
+				st.all = append(st.all, x.s...)
+				st.failed += x.failed
+			}
+		}
+	}
+	list := func(ds []time.Duration) string {
+		var s []string
+		for _, d := range ds {
+			s = append(s, ms(d))
+		}
+		return strings.Join(s, ", ")
+	}
+	spread := func(ds []time.Duration) string {
+		return ms(slices.Max(ds) - slices.Min(ds))
+	}
+	for _, b := range bins {
+		pr("\n## %s: every round (medians across rounds; spread = max − min of the rounds)\n\n", b.label)
+		pr("| algorithm | event | samples | p50 ms by round | p50 median | p50 spread | p99 ms by round | p99 median | p99 spread | all samples p50 / p99 | max ms | failed |\n")
+		pr("|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
+		for _, a := range algos {
+			for _, e := range events {
+				st := stats[key(b.label, a, e)]
+				pr("| %s | %s | %d | %s | **%s** | %s | %s | **%s** | %s | %s / %s | %s | %d |\n", a, e, len(st.all),
+					list(st.p50), ms(median(st.p50)), spread(st.p50),
+					list(st.p99), ms(median(st.p99)), spread(st.p99),
+					ms(st.all.pct(0.5)), ms(st.all.pct(0.99)), ms(st.all.pct(1)), st.failed)
+			}
+		}
+	}
+	if len(bins) < 2 {
+		return
+	}
+	base := bins[0]
+	for _, b := range bins[1:] {
+		pr("\n## %s against %s (medians across rounds)\n\n", b.label, base.label)
+		pr("A difference is beyond noise only if it is larger than the spread of both binaries' own rounds; the ranges column says whether the round-by-round ranges of the two overlap.\n\n")
+		pr("| algorithm | event | p50 %[1]s | p50 %[2]s | %[2]s − %[1]s | p50 ranges | p99 %[1]s | p99 %[2]s | %[2]s − %[1]s | p99 ranges |\n", base.label, b.label)
+		pr("|---|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+		for _, a := range algos {
+			for _, e := range events {
+				x, y := stats[key(base.label, a, e)], stats[key(b.label, a, e)]
+				pr("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a, e,
+					ms(median(x.p50)), ms(median(y.p50)), signed(median(y.p50)-median(x.p50)), overlap(x.p50, y.p50, b.label),
+					ms(median(x.p99)), ms(median(y.p99)), signed(median(y.p99)-median(x.p99)), overlap(x.p99, y.p99, b.label))
+			}
+		}
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	c := slices.Clone(ds)
+	slices.Sort(c)
+	n := len(c)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
+
+func signed(d time.Duration) string {
+	switch r := ms(d.Abs()); {
+	case r == "0.0":
+		return r
+	case d > 0:
+		return "+" + r
+	default:
+		return "−" + r
+	}
+}
+
+// overlap says whether the round-by-round ranges of binaries a and b
+// overlap, and if not whether b's lies below or above a's.
+func overlap(a, b []time.Duration, lb string) string {
+	switch {
+	case slices.Max(b) < slices.Min(a):
+		return "apart: " + lb + " lower"
+	case slices.Min(b) > slices.Max(a):
+		return "apart: " + lb + " higher"
+	}
+	return "overlap"
 }
 
 type result struct {
