@@ -10,6 +10,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/electord/electord/internal/peerservers/lftest"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // The request header block must be valid stateless HPACK: a fresh decoder
@@ -70,7 +72,7 @@ func TestGRPCTimeout(t *testing.T) {
 func TestRawLoad(t *testing.T) {
 	for _, kind := range []string{lftest.KindGRPC, lftest.KindLF} {
 		for _, size := range []int{64, 100 << 10} {
-			addr, srv, err := lftest.Start(kind, lftest.RegisterEcho, lftest.Options{})
+			addr, srv, err := lftest.Start(kind, echo.Register, lftest.Options{})
 			if err != nil {
 				t.Fatalf("%s: %v", kind, err)
 			}

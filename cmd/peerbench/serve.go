@@ -17,9 +17,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/internal/peerservers/lftest"
 	pb "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/transport"
-	"github.com/electord/electord/internal/peerservers/lftest"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // selfID is the node id of the benchmark server's Peer service; the
@@ -27,7 +29,7 @@ import (
 const selfID election.NodeID = 1
 
 // echoMethod is the Echo call the client makes (BytesValue → BytesValue).
-const echoMethod = lftest.MethodEcho
+const echoMethod = echo.MethodEcho
 
 // hbReceiver answers every Heartbeat at once, as a healthy leader would:
 // HeartbeatResp from the server to the sender, same term and leader. Other
@@ -96,7 +98,7 @@ func serve(args []string) error {
 		return err
 	}
 	register := func(r grpc.ServiceRegistrar) {
-		lftest.RegisterEcho(r)
+		echo.Register(r)
 		pb.RegisterPeerServer(r, transport.NewPeerService(selfID, hbReceiver{}))
 	}
 	serveErr := make(chan error, 1)

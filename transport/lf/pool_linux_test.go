@@ -23,8 +23,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/peerservers/ctltest"
+	"github.com/electord/electord/internal/peerservers/echo"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // ---- helpers ----
@@ -33,15 +34,15 @@ type testServer struct {
 	*Server
 	addr    string
 	served  chan error
-	svc     *ctltest.Ctl
+	svc     *echo.Server
 	stopped bool
 }
 
 func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 	t.Helper()
 	reg := engine.NewRegistry()
-	sv := ctltest.New()
-	reg.RegisterService(&ctltest.Desc, sv)
+	sv := echo.New()
+	reg.RegisterService(&echo.Desc, sv)
 	s, err := New(reg, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +109,8 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 }
 
 func call(ctx context.Context, cc *grpc.ClientConn, p []byte) ([]byte, error) {
-	out := new(wrapperspb.BytesValue)
-	err := cc.Invoke(ctx, ctltest.Method, &wrapperspb.BytesValue{Value: p}, out)
-	return out.Value, err
+	got, err := ctltest.Call(ctx, cc, string(p))
+	return []byte(got), err
 }
 
 // eventually polls cond until it holds or the deadline passes.
@@ -126,7 +126,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // waitEntered waits for n handlers to signal they are running.
-func waitEntered(t *testing.T, sv *ctltest.Ctl, n int, d time.Duration) {
+func waitEntered(t *testing.T, sv *echo.Server, n int, d time.Duration) {
 	t.Helper()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -201,7 +201,7 @@ func TestEcho(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("fail call: %v", err)
 	}
-	if err := cc.Invoke(ctx, "/lftest.Ctl/Nope", &wrapperspb.BytesValue{}, new(wrapperspb.BytesValue)); status.Code(err) != codes.Unimplemented {
+	if err := cc.Invoke(ctx, "/"+echo.ServiceName+"/Nope", &wrapperspb.BytesValue{}, new(wrapperspb.BytesValue)); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("unknown method: %v", err)
 	}
 	st := ts.Stats()
@@ -429,7 +429,7 @@ func TestStopCancelsCalls(t *testing.T) {
 			t.Fatal("client call did not end after Stop")
 		}
 	}
-	if n := ts.svc.CtxErrs.Load(); n != 2 {
+	if n := ts.svc.Canceled(); n != 2 {
 		t.Errorf("%d handlers saw their context cancelled, want 2", n)
 	}
 }
@@ -554,7 +554,7 @@ func TestProcessingPanicClosesConn(t *testing.T) {
 
 func TestUnixListener(t *testing.T) {
 	reg := engine.NewRegistry()
-	reg.RegisterService(&ctltest.Desc, ctltest.New())
+	reg.RegisterService(&echo.Desc, echo.New())
 	s, err := New(reg, Config{Workers: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/rawsys"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // Ownership states of a handle. A handle is armed while it waits in epoll

@@ -1,7 +1,7 @@
 // Package ctltest holds what the tests of the pool (transport/lf) and of
-// the control servers (perconn and hsha) share: a tiny echo service, client
-// helpers, leak checks, and the scenarios both controls must pass. It is for
-// tests only.
+// the control servers (perconn and hsha) share: client helpers for the
+// echo service, leak checks, and the scenarios both controls must pass. It
+// is for tests only.
 package ctltest
 
 import (
@@ -11,7 +11,6 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,83 +18,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // WaitFor bounds every wait of these tests.
 const WaitFor = 10 * time.Second
-
-// Ctl is the service the tests register: lftest.Ctl/Call echoes its
-// BytesValue, except:
-//
-//	"block"  signals Entered, then waits for Release (or its context);
-//	"ctx"    signals Entered, then waits for its context to end;
-//	"panic"  panics;
-//	"fail"   returns FailedPrecondition.
-//
-// CtxErrs counts the calls that ended because their context did.
-type Ctl struct {
-	Entered chan struct{}
-	Release chan struct{}
-	CtxErrs atomic.Int64
-}
-
-// New returns a Ctl.
-func New() *Ctl { return &Ctl{Entered: make(chan struct{}, 1024), Release: make(chan struct{})} }
-
-// Method is the full name of the one method.
-const Method = "/lftest.Ctl/Call"
-
-// Call implements the service.
-func (s *Ctl) Call(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
-	switch string(in.GetValue()) {
-	case "panic":
-		panic("lftest: handler panic")
-	case "fail":
-		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
-	case "block":
-		s.Entered <- struct{}{}
-		select {
-		case <-s.Release:
-		case <-ctx.Done():
-			s.CtxErrs.Add(1)
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-	case "ctx":
-		s.Entered <- struct{}{}
-		<-ctx.Done()
-		s.CtxErrs.Add(1)
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	return wrapperspb.Bytes(in.GetValue()), nil
-}
-
-type ctlService interface {
-	Call(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
-}
-
-// Desc describes the service for RegisterService.
-var Desc = grpc.ServiceDesc{
-	ServiceName: "lftest.Ctl",
-	HandlerType: (*ctlService)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Call",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.BytesValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			if ic == nil {
-				return srv.(ctlService).Call(ctx, in)
-			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: Method}
-			return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-				return srv.(ctlService).Call(ctx, req.(*wrapperspb.BytesValue))
-			})
-		},
-	}},
-	Metadata: "lftest.proto",
-}
 
 // Dial returns a client of addr; opts are added to the defaults.
 func Dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
@@ -108,11 +39,32 @@ func Dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	return cc
 }
 
-// Call calls lftest.Ctl/Call with v and returns the echo.
+// Call calls the echo service on cc and returns the echo. Four values ask
+// for something else:
+//
+//	"block"  Block: signals Entered, then waits for Release (or its context);
+//	"ctx"    Sleep for an hour: signals Entered, then waits for its context;
+//	"panic"  Panic: the handler panics;
+//	"fail"   Fail: FailedPrecondition.
 func Call(ctx context.Context, cc *grpc.ClientConn, v string) (string, error) {
-	out := new(wrapperspb.BytesValue)
-	err := cc.Invoke(ctx, Method, wrapperspb.Bytes([]byte(v)), out)
-	return string(out.GetValue()), err
+	var err error
+	switch v {
+	case "ctx":
+		err = cc.Invoke(ctx, echo.MethodSleep, durationpb.New(time.Hour), new(emptypb.Empty))
+	case "panic":
+		err = cc.Invoke(ctx, echo.MethodPanic, new(emptypb.Empty), new(emptypb.Empty))
+	case "fail":
+		err = cc.Invoke(ctx, echo.MethodFail, wrapperspb.String("FailedPrecondition:asked to fail"), new(emptypb.Empty))
+	default:
+		method := echo.MethodEcho
+		if v == "block" {
+			method = echo.MethodBlock
+		}
+		out := new(wrapperspb.BytesValue)
+		err = cc.Invoke(ctx, method, wrapperspb.Bytes([]byte(v)), out)
+		return string(out.GetValue()), err
+	}
+	return "", err
 }
 
 // WaitGoroutines polls until at most n goroutines run, failing at the
@@ -149,14 +101,14 @@ type Server interface {
 	Stop()
 }
 
-// Start serves a fresh server of ctl on a loopback port.
-type Start func(t *testing.T, ctl *Ctl) (srv Server, addr string, served <-chan error)
+// Start serves a fresh server of svc (from echo.New) on a loopback port.
+type Start func(t *testing.T, svc *echo.Server) (srv Server, addr string, served <-chan error)
 
 // GracefulStopLetsInFlightCallFinish: GracefulStop waits for a blocked
 // call, which then succeeds; Serve returns nil; later calls fail.
 func GracefulStopLetsInFlightCallFinish(t *testing.T, start Start) {
 	before := runtime.NumGoroutine()
-	ctl := New()
+	ctl := echo.New()
 	srv, addr, served := start(t, ctl)
 	cc := Dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
@@ -219,7 +171,7 @@ func GracefulStopLetsInFlightCallFinish(t *testing.T, start Start) {
 // a later Serve returns errStopped.
 func StopCancelsBlockedCall(t *testing.T, start Start, errStopped error) {
 	before := runtime.NumGoroutine()
-	ctl := New()
+	ctl := echo.New()
 	srv, addr, served := start(t, ctl)
 	cc := Dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/rawsys"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // Defaults for Config.

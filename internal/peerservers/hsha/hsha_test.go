@@ -15,20 +15,21 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/peerservers/ctltest"
+	"github.com/electord/electord/internal/peerservers/echo"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // start serves a fresh Server on a loopback port.
-func start(t *testing.T, ctl *ctltest.Ctl) (*Server, string, <-chan error) {
+func start(t *testing.T, ctl *echo.Server) (*Server, string, <-chan error) {
 	t.Helper()
 	return startWith(t, ctl, Config{})
 }
 
-func startWith(t *testing.T, ctl *ctltest.Ctl, cfg Config, opts ...func(*Server)) (*Server, string, <-chan error) {
+func startWith(t *testing.T, ctl *echo.Server, cfg Config, opts ...func(*Server)) (*Server, string, <-chan error) {
 	t.Helper()
 	reg := engine.NewRegistry()
-	reg.RegisterService(&ctltest.Desc, ctl)
+	reg.RegisterService(&echo.Desc, ctl)
 	srv := New(reg, cfg)
 	for _, o := range opts {
 		o(srv)
@@ -38,13 +39,13 @@ func startWith(t *testing.T, ctl *ctltest.Ctl, cfg Config, opts ...func(*Server)
 }
 
 // startCtl is start as the shared scenarios want it.
-func startCtl(t *testing.T, ctl *ctltest.Ctl) (ctltest.Server, string, <-chan error) {
+func startCtl(t *testing.T, ctl *echo.Server) (ctltest.Server, string, <-chan error) {
 	return start(t, ctl)
 }
 
 func TestConcurrentCallsFromSeveralConns(t *testing.T) {
 	before := runtime.NumGoroutine()
-	srv, addr, served := start(t, ctltest.New())
+	srv, addr, served := start(t, echo.New())
 	const conns, perConn, callsEach = 4, 4, 25
 	ccs := ctltest.ConcurrentEchoes(t, addr, conns, perConn, callsEach)
 	st := srv.Stats()
@@ -91,7 +92,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 func TestQueueFullRejectsAndRecovers(t *testing.T) {
 	before := runtime.NumGoroutine()
-	ctl := ctltest.New()
+	ctl := echo.New()
 	srv, addr, served := startWith(t, ctl, Config{Workers: 1, QueueCap: 1})
 	ccA, ccB := ctltest.Dial(t, addr), ctltest.Dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), ctltest.WaitFor)
@@ -168,7 +169,7 @@ func TestDefaultsAndUnixListener(t *testing.T) {
 
 	before := runtime.NumGoroutine()
 	reg := engine.NewRegistry()
-	reg.RegisterService(&ctltest.Desc, ctltest.New())
+	reg.RegisterService(&echo.Desc, echo.New())
 	srv = New(reg, Config{Workers: 2, QueueCap: 8})
 	lis, err := net.Listen("unix", t.TempDir()+"/hsha.sock")
 	if err != nil {
@@ -197,7 +198,7 @@ func TestDefaultsAndUnixListener(t *testing.T) {
 // EPOLLOUT.
 func TestLargeMessagesSmallClientBuffer(t *testing.T) {
 	before := runtime.NumGoroutine()
-	srv, addr, served := startWith(t, ctltest.New(), Config{}, func(s *Server) { s.sndBuf = 4096 })
+	srv, addr, served := startWith(t, echo.New(), Config{}, func(s *Server) { s.sndBuf = 4096 })
 	cc := ctltest.DialSmallRcvBuf(t, addr)
 	ctltest.LargeEchoes(t, cc)
 	st := srv.Stats()

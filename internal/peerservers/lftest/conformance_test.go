@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // The conformance tests run every server kind against the stock grpc-go
@@ -29,7 +31,7 @@ func TestEchoSizes(t *testing.T) {
 		s := start(t, kind, Options{})
 		cc, d := dial(t, s.addr)
 		for i, n := range sizes {
-			if err := echo(callCtx(t), cc, pattern(n, uint32(i))); err != nil {
+			if err := echoCall(callCtx(t), cc, pattern(n, uint32(i))); err != nil {
 				t.Errorf("Echo(%d bytes): %v", n, err)
 			}
 		}
@@ -55,7 +57,7 @@ func TestConcurrentCallsOneConn(t *testing.T) {
 				if i%8 == 0 {
 					n = 70<<10 + i // some calls need several windows of flow control
 				}
-				if err := echo(ctx, cc, pattern(n, uint32(i))); err != nil {
+				if err := echoCall(ctx, cc, pattern(n, uint32(i))); err != nil {
 					errs <- fmt.Errorf("call %d (%d bytes): %w", i, n, err)
 				}
 			})
@@ -84,7 +86,7 @@ func TestManyConnections(t *testing.T) {
 		for i, cc := range ccs {
 			wg.Go(func() {
 				for j := range callsPerConn {
-					if err := echo(ctx, cc, pattern(1+j*100, uint32(i*callsPerConn+j))); err != nil {
+					if err := echoCall(ctx, cc, pattern(1+j*100, uint32(i*callsPerConn+j))); err != nil {
 						errs <- fmt.Errorf("conn %d call %d: %w", i, j, err)
 						return
 					}
@@ -104,7 +106,7 @@ func TestManyConnections(t *testing.T) {
 
 func TestUnimplemented(t *testing.T) {
 	methods := []string{
-		"/" + EchoServiceName + "/NoSuchMethod",
+		"/" + echo.ServiceName + "/NoSuchMethod",
 		"/electord.lftest.NoSuchService/Echo",
 		"/NoSuchService/",
 	}
@@ -135,7 +137,7 @@ func TestDeadlineExceeded(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		t0 := time.Now()
-		err := cc.Invoke(ctx, MethodSleep, durationpb.New(5*time.Second), new(emptypb.Empty))
+		err := cc.Invoke(ctx, echo.MethodSleep, durationpb.New(5*time.Second), new(emptypb.Empty))
 		if got := status.Code(err); got != codes.DeadlineExceeded {
 			t.Fatalf("Sleep(5s) with a 100ms deadline: got %v (%v), want DeadlineExceeded", got, err)
 		}
@@ -176,7 +178,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		s := start(t, kind, Options{})
 		cc, d := dial(t, s.addr)
 		for _, c := range cases {
-			err := cc.Invoke(callCtx(t), MethodFail, wrapperspb.String(fmt.Sprintf("%d:%s", c.code, c.msg)), new(emptypb.Empty))
+			err := cc.Invoke(callCtx(t), echo.MethodFail, wrapperspb.String(fmt.Sprintf("%d:%s", c.code, c.msg)), new(emptypb.Empty))
 			st := status.Convert(err)
 			if st.Code() != c.code || st.Message() != c.msg {
 				t.Errorf("Fail(%v, %q): got code %v message %q", c.code, c.msg, st.Code(), st.Message())
@@ -192,7 +194,7 @@ func TestPanic(t *testing.T) {
 		cc, d := dial(t, s.addr)
 		// More panics than workers: a worker lost to a panic would show.
 		for i := range 5 {
-			err := cc.Invoke(callCtx(t), MethodPanic, new(emptypb.Empty), new(emptypb.Empty))
+			err := cc.Invoke(callCtx(t), echo.MethodPanic, new(emptypb.Empty), new(emptypb.Empty))
 			// Code only: the message is the server's own wording.
 			if got := status.Code(err); got != codes.Internal {
 				t.Fatalf("Panic #%d: got %v (%v), want Internal", i, got, err)
@@ -221,7 +223,7 @@ func TestMetadata(t *testing.T) {
 			"not-echoed", "nope",
 		)
 		var header, trailer metadata.MD
-		err := cc.Invoke(ctx, MethodMetadata, new(emptypb.Empty), new(emptypb.Empty), grpc.Header(&header), grpc.Trailer(&trailer))
+		err := cc.Invoke(ctx, echo.MethodMetadata, new(emptypb.Empty), new(emptypb.Empty), grpc.Header(&header), grpc.Trailer(&trailer))
 		if err != nil {
 			t.Fatalf("Metadata: %v", err)
 		}
@@ -239,7 +241,7 @@ func TestMetadata(t *testing.T) {
 			big[k] = []string{fmt.Sprintf("%x", big[k][0])}
 		}
 		var bigHeader, bigTrailer metadata.MD
-		err = cc.Invoke(metadata.NewOutgoingContext(callCtx(t), big), MethodMetadata, new(emptypb.Empty), new(emptypb.Empty),
+		err = cc.Invoke(metadata.NewOutgoingContext(callCtx(t), big), echo.MethodMetadata, new(emptypb.Empty), new(emptypb.Empty),
 			grpc.Header(&bigHeader), grpc.Trailer(&bigTrailer))
 		if err != nil {
 			t.Fatalf("Metadata with 12 KiB of values: %v", err)
@@ -286,7 +288,7 @@ func TestMaxRecvMsgSize(t *testing.T) {
 		// A BytesValue of n bytes encodes to n + 1 (tag) + 3 (length) bytes.
 		mustEcho(t, cc, limit-4)
 		for _, n := range []int{limit - 3, limit, 3 * limit} {
-			err := cc.Invoke(callCtx(t), MethodEcho, wrapperspb.Bytes(pattern(n, 1)), new(wrapperspb.BytesValue))
+			err := cc.Invoke(callCtx(t), echo.MethodEcho, wrapperspb.Bytes(pattern(n, 1)), new(wrapperspb.BytesValue))
 			// Code only: the message is the server's own wording.
 			if got := status.Code(err); got != codes.ResourceExhausted {
 				t.Errorf("Echo(%d bytes) over a %d-byte limit: got %v (%v), want ResourceExhausted", n, limit, got, err)
@@ -309,7 +311,7 @@ func TestGracefulStop(t *testing.T) {
 		inflight := make(chan error, 1)
 		ctx := callCtx(t)
 		go func() {
-			inflight <- cc.Invoke(ctx, MethodSleep, durationpb.New(300*time.Millisecond), new(emptypb.Empty))
+			inflight <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(300*time.Millisecond), new(emptypb.Empty))
 		}()
 		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
 
@@ -340,12 +342,12 @@ func TestGracefulStop(t *testing.T) {
 		}
 
 		// New calls fail, on the old client and on a new one.
-		err := cc.Invoke(callCtx(t), MethodEcho, wrapperspb.Bytes([]byte("late")), new(wrapperspb.BytesValue))
+		err := cc.Invoke(callCtx(t), echo.MethodEcho, wrapperspb.Bytes([]byte("late")), new(wrapperspb.BytesValue))
 		if got := status.Code(err); got != codes.Unavailable {
 			t.Errorf("call after GracefulStop on the old client: got %v (%v), want Unavailable", got, err)
 		}
 		cc2, _ := dial(t, s.addr)
-		err = cc2.Invoke(callCtx(t), MethodEcho, wrapperspb.Bytes([]byte("late")), new(wrapperspb.BytesValue))
+		err = cc2.Invoke(callCtx(t), echo.MethodEcho, wrapperspb.Bytes([]byte("late")), new(wrapperspb.BytesValue))
 		if got := status.Code(err); got != codes.Unavailable {
 			t.Errorf("call after GracefulStop on a new client: got %v (%v), want Unavailable", got, err)
 		}
@@ -360,7 +362,7 @@ func TestStopEndsCalls(t *testing.T) {
 		inflight := make(chan error, 1)
 		ctx := callCtx(t)
 		go func() {
-			inflight <- cc.Invoke(ctx, MethodSleep, durationpb.New(time.Minute), new(emptypb.Empty))
+			inflight <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(time.Minute), new(emptypb.Empty))
 		}()
 		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
 		s.stop(t)
@@ -406,7 +408,7 @@ func TestClientCancel(t *testing.T) {
 			sleep = time.Second
 		}
 		res := make(chan error, 1)
-		go func() { res <- cc.Invoke(ctx, MethodSleep, durationpb.New(sleep), new(emptypb.Empty)) }()
+		go func() { res <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(sleep), new(emptypb.Empty)) }()
 		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
 		cancel()
 		select {

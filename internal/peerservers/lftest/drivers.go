@@ -3,8 +3,8 @@ package lftest
 import (
 	"google.golang.org/grpc"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/peerservers/perconn"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 func init() {

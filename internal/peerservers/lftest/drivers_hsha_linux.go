@@ -3,8 +3,8 @@ package lftest
 import (
 	"google.golang.org/grpc"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/peerservers/hsha"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // hsha is Linux only (raw epoll); elsewhere Start reports ErrNotBuilt for it.

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // eventually is how long a test waits for something that should happen
@@ -39,7 +41,7 @@ type server struct {
 	kind string
 	addr string
 	srv  Server
-	echo *EchoServer
+	echo *echo.Server
 	// serveDone receives Serve's result once.
 	serveDone chan error
 }
@@ -48,7 +50,7 @@ type server struct {
 // the test ends (failing the test if Stop hangs).
 func start(t *testing.T, kind string, opts Options) *server {
 	t.Helper()
-	s := &server{kind: kind, echo: new(EchoServer), serveDone: make(chan error, 1)}
+	s := &server{kind: kind, echo: new(echo.Server), serveDone: make(chan error, 1)}
 	user := opts.ServeDone
 	opts.ServeDone = func(err error) {
 		s.serveDone <- err
@@ -56,7 +58,7 @@ func start(t *testing.T, kind string, opts Options) *server {
 			user(err)
 		}
 	}
-	addr, srv, err := Start(kind, func(r grpc.ServiceRegistrar) { RegisterEchoServer(r, s.echo) }, opts)
+	addr, srv, err := Start(kind, func(r grpc.ServiceRegistrar) { echo.RegisterServer(r, s.echo) }, opts)
 	if errors.Is(err, ErrNotBuilt) {
 		t.Skipf("%s: %v", kind, err)
 	}
@@ -139,9 +141,9 @@ func callCtx(t *testing.T) context.Context {
 }
 
 // echo calls Echo and checks that the reply is the request.
-func echo(ctx context.Context, cc grpc.ClientConnInterface, payload []byte) error {
+func echoCall(ctx context.Context, cc grpc.ClientConnInterface, payload []byte) error {
 	out := new(wrapperspb.BytesValue)
-	if err := cc.Invoke(ctx, MethodEcho, wrapperspb.Bytes(payload), out); err != nil {
+	if err := cc.Invoke(ctx, echo.MethodEcho, wrapperspb.Bytes(payload), out); err != nil {
 		return err
 	}
 	if !bytes.Equal(out.GetValue(), payload) {
@@ -163,7 +165,7 @@ func (e *mismatchError) Error() string {
 // mustEcho fails the test unless an Echo call of n bytes works.
 func mustEcho(t *testing.T, cc grpc.ClientConnInterface, n int) {
 	t.Helper()
-	if err := echo(callCtx(t), cc, pattern(n, 7)); err != nil {
+	if err := echoCall(callCtx(t), cc, pattern(n, 7)); err != nil {
 		t.Fatalf("Echo(%d bytes): %v", n, err)
 	}
 }

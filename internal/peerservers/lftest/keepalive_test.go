@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // pingCounter watches the frames on a client connection and counts the
@@ -170,8 +172,8 @@ func TestKeepalive(t *testing.T) {
 }
 
 func runKeepalive(kind string) (res keepaliveResult) {
-	echo := new(EchoServer)
-	addr, srv, err := Start(kind, func(r grpc.ServiceRegistrar) { RegisterEchoServer(r, echo) },
+	svc := new(echo.Server)
+	addr, srv, err := Start(kind, func(r grpc.ServiceRegistrar) { echo.RegisterServer(r, svc) },
 		Options{KeepaliveEnforcement: &keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}})
 	if errors.Is(err, ErrNotBuilt) {
 		return keepaliveResult{skip: err.Error()}
@@ -259,5 +261,5 @@ func runKeepalive(kind string) (res keepaliveResult) {
 
 // echo0 is one small Echo call.
 func echo0(ctx context.Context, cc grpc.ClientConnInterface) error {
-	return echo(ctx, cc, []byte("keepalive"))
+	return echoCall(ctx, cc, []byte("keepalive"))
 }

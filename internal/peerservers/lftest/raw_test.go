@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // These tests speak HTTP/2 byte by byte, with x/net/http2's Framer over a
@@ -137,7 +139,7 @@ func TestBadPeers(t *testing.T) {
 		cc, d := dial(t, s.addr)
 		mustEcho(t, cc, 1)
 		base := snapshot()
-		hdr := headersFrame(t, 1, MethodEcho)
+		hdr := headersFrame(t, 1, echo.MethodEcho)
 
 		// Each peer gets its connection closed by the server.
 		closed := []struct {
@@ -152,7 +154,7 @@ func TestBadPeers(t *testing.T) {
 			{name: "short preface then EOF", bytes: []byte("PRI * HTTP/2.0\r\n"), eof: true},
 			{name: "SETTINGS of bad length", bytes: cat(preface, rawFrame(5, http2.FrameSettings, 0, 0, make([]byte, 5)))},
 			{name: "DATA on stream 0", bytes: cat(preface, rawFrame(5, http2.FrameData, 0, 0, make([]byte, 5)))},
-			{name: "HEADERS on an even stream", bytes: cat(preface, headersFrame(t, 2, MethodEcho))},
+			{name: "HEADERS on an even stream", bytes: cat(preface, headersFrame(t, 2, echo.MethodEcho))},
 			{name: "frame over max size", bytes: cat(preface, rawFrame(1<<24-1, http2.FrameData, 0, 1, make([]byte, 1024)))},
 			{name: "half a HEADERS frame then EOF", bytes: cat(preface, hdr[:len(hdr)/2]), eof: true},
 			{name: "half a frame header then EOF", bytes: cat(preface, hdr[:4]), eof: true},

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/electord/electord/internal/peerservers/echo"
 )
 
 // rawClient makes gRPC calls frame by frame, to send what the grpc-go
@@ -225,11 +227,11 @@ func TestRawCallFraming(t *testing.T) {
 		send func(t *testing.T, fr *http2.Framer)
 	}{
 		{"plain", func(t *testing.T, fr *http2.Framer) {
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
 			must(t, fr.WriteData(1, true, grpcFrame(t, payload)))
 		}},
 		{"CONTINUATION frames", func(t *testing.T, fr *http2.Framer) {
-			hb := headerBlock(t, MethodEcho, hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("p", 100)})
+			hb := headerBlock(t, echo.MethodEcho, hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("p", 100)})
 			a, b := len(hb)/3, 2*len(hb)/3
 			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb[:a]}))
 			must(t, fr.WriteContinuation(1, false, hb[a:b]))
@@ -237,28 +239,28 @@ func TestRawCallFraming(t *testing.T) {
 			must(t, fr.WriteData(1, true, grpcFrame(t, payload)))
 		}},
 		{"padding and priority", func(t *testing.T, fr *http2.Framer) {
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true,
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true,
 				PadLength: 17, Priority: http2.PriorityParam{StreamDep: 0, Weight: 200}}))
 			msg := grpcFrame(t, payload)
 			must(t, fr.WriteDataPadded(1, false, msg[:100], make([]byte, 33)))
 			must(t, fr.WriteDataPadded(1, true, msg[100:], make([]byte, 255)))
 		}},
 		{"one-byte DATA frames and an empty END_STREAM", func(t *testing.T, fr *http2.Framer) {
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
 			for _, b := range grpcFrame(t, payload) {
 				must(t, fr.WriteData(1, false, []byte{b}))
 			}
 			must(t, fr.WriteData(1, true, nil))
 		}},
 		{"application/grpc+proto and grpc-timeout", func(t *testing.T, fr *http2.Framer) {
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: headerBlock(t, MethodEcho,
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: headerBlock(t, echo.MethodEcho,
 				hpack.HeaderField{Name: "content-type", Value: "application/grpc+proto"},
 				hpack.HeaderField{Name: "grpc-timeout", Value: "5S"},
 				hpack.HeaderField{Name: "user-agent", Value: "lftest-raw/1"})}))
 			must(t, fr.WriteData(1, true, grpcFrame(t, payload)))
 		}},
 		{"PRIORITY and unknown frames between", func(t *testing.T, fr *http2.Framer) {
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
 			must(t, fr.WritePriority(1, http2.PriorityParam{StreamDep: 0, Weight: 10}))
 			must(t, fr.WriteRawFrame(0xfa, 0, 1, []byte("ignore me")))
 			must(t, fr.WriteData(1, true, grpcFrame(t, payload)))
@@ -278,11 +280,11 @@ func TestRawCallFraming(t *testing.T) {
 			fr := rc.fr
 			p3, p5 := pattern(20000, 5), pattern(10, 6)
 			m3 := grpcFrame(t, p3)
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
 			must(t, fr.WriteData(3, false, m3[:7000]))
 			must(t, fr.WriteData(1, false, grpcFrame(t, payload)[:50])) // never finished
-			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
+			must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
 			must(t, fr.WriteData(5, true, grpcFrame(t, p5)))
 			must(t, fr.WriteRSTStream(1, http2.ErrCodeCancel))
 			must(t, fr.WriteData(3, true, m3[7000:]))
@@ -319,7 +321,7 @@ func TestRawFlowControl(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				rc := newRawClient(t, s.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.initial})
 				payload := pattern(c.size, 11)
-				must(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodEcho), EndHeaders: true}))
+				must(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodEcho), EndHeaders: true}))
 				// The request fits in the server's initial windows (64 KiB)
 				// except in the connection case, which sends it in pieces
 				// as the server grants.
@@ -411,7 +413,7 @@ func TestRawGoAway(t *testing.T) {
 		m, err := proto.Marshal(durationpb.New(500 * time.Millisecond))
 		must(t, err)
 		msg := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(m)))
-		must(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, MethodSleep), EndHeaders: true}))
+		must(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(t, echo.MethodSleep), EndHeaders: true}))
 		must(t, rc.fr.WriteData(1, true, append(msg, m...)))
 		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
 

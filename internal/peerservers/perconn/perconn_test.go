@@ -4,28 +4,29 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/internal/peerservers/ctltest"
+	"github.com/electord/electord/internal/peerservers/echo"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // start serves a fresh Server on a loopback port.
-func start(t *testing.T, ctl *ctltest.Ctl) (*Server, string, <-chan error) {
+func start(t *testing.T, ctl *echo.Server) (*Server, string, <-chan error) {
 	t.Helper()
 	reg := engine.NewRegistry()
-	reg.RegisterService(&ctltest.Desc, ctl)
+	reg.RegisterService(&echo.Desc, ctl)
 	srv := New(reg, engine.Limits{})
 	addr, served := ctltest.Serve(t, srv)
 	return srv, addr, served
 }
 
 // startCtl is start as the shared scenarios want it.
-func startCtl(t *testing.T, ctl *ctltest.Ctl) (ctltest.Server, string, <-chan error) {
+func startCtl(t *testing.T, ctl *echo.Server) (ctltest.Server, string, <-chan error) {
 	return start(t, ctl)
 }
 
 func TestConcurrentCallsFromSeveralConns(t *testing.T) {
 	before := runtime.NumGoroutine()
-	srv, addr, served := start(t, ctltest.New())
+	srv, addr, served := start(t, echo.New())
 	const conns, perConn, callsEach = 4, 4, 25
 	ccs := ctltest.ConcurrentEchoes(t, addr, conns, perConn, callsEach)
 	st := srv.Stats()
@@ -58,7 +59,7 @@ func TestStopCancelsBlockedCall(t *testing.T) {
 // tiny receive buffer, so the server's writes outrun the socket.
 func TestLargeMessagesSmallClientBuffer(t *testing.T) {
 	before := runtime.NumGoroutine()
-	srv, addr, served := start(t, ctltest.New())
+	srv, addr, served := start(t, echo.New())
 	cc := ctltest.DialSmallRcvBuf(t, addr)
 	ctltest.LargeEchoes(t, cc)
 	t.Logf("Stats() after large echoes: %+v", srv.Stats())

@@ -1,9 +1,9 @@
-// Package lftest holds shared fixtures for the lf engine and its drivers: a
-// small Echo service written as a plain grpc.ServiceDesc (no generated code,
-// only well-known protobuf types), and Start, which runs any of the server
-// kinds (stock grpc-go, or an engine driver) on a loopback port. The
-// conformance tests of this package and the benchmarks elsewhere use both.
-package lftest
+// Package echo is the one test service of the peer servers: a small Echo
+// service written as a plain grpc.ServiceDesc (no generated code, only
+// well-known protobuf types). peerbench measures its Echo method; the
+// conformance tests (lftest), the pool's tests (transport/lf) and the
+// comparison servers' tests (through ctltest) drive the others.
+package echo
 
 import (
 	"context"
@@ -22,64 +22,82 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// EchoServiceName is the full name of the Echo service.
-const EchoServiceName = "electord.lftest.Echo"
+// ServiceName is the full name of the Echo service.
+const ServiceName = "electord.lftest.Echo"
 
 // Full method names of the Echo service, for grpc.ClientConn.Invoke.
 const (
 	// MethodEcho takes a wrapperspb.BytesValue and returns the same bytes.
-	MethodEcho = "/" + EchoServiceName + "/Echo"
+	MethodEcho = "/" + ServiceName + "/Echo"
 	// MethodSleep takes a durationpb.Duration and returns emptypb.Empty after
 	// that long, or the context's error (as a status) if the call ends first.
-	MethodSleep = "/" + EchoServiceName + "/Sleep"
+	MethodSleep = "/" + ServiceName + "/Sleep"
 	// MethodFail takes a wrapperspb.StringValue "Code:message" (Code as
 	// codes.Code.String spells it, e.g. "NotFound", or a number) and returns
 	// that status.
-	MethodFail = "/" + EchoServiceName + "/Fail"
+	MethodFail = "/" + ServiceName + "/Fail"
 	// MethodMetadata takes emptypb.Empty and echoes every incoming metadata
 	// key that starts with "x-" into both the response header and trailer.
-	MethodMetadata = "/" + EchoServiceName + "/Metadata"
+	MethodMetadata = "/" + ServiceName + "/Metadata"
 	// MethodPanic takes emptypb.Empty and panics.
-	MethodPanic = "/" + EchoServiceName + "/Panic"
+	MethodPanic = "/" + ServiceName + "/Panic"
+	// MethodBlock takes a wrapperspb.BytesValue, signals Entered, waits for
+	// Release to close (or for its context to end) and returns the same
+	// bytes.
+	MethodBlock = "/" + ServiceName + "/Block"
 )
 
 // PanicValue is what the Panic method panics with.
-const PanicValue = "lftest: Panic method called"
+const PanicValue = "echo: Panic method called"
 
-// EchoServer implements the Echo service. Its zero value is ready to use; it
-// counts what it did so tests can observe the server side.
-type EchoServer struct {
+// Server implements the Echo service. Its zero value is ready to use; it
+// counts what it did so tests can observe the server side. Block needs the
+// channels New makes.
+type Server struct {
+	// Entered, if not nil, gets a value when a Sleep or Block handler
+	// starts.
+	Entered chan struct{}
+	// Release, closed, lets every Block handler return; while it is nil or
+	// open they wait (or end with their context).
+	Release chan struct{}
+
 	calls    atomic.Int64
 	sleeping atomic.Int64
 	sleeps   atomic.Int64
 	canceled atomic.Int64
 }
 
+// New returns a Server with Entered (room for 1024 signals) and Release.
+func New() *Server {
+	return &Server{Entered: make(chan struct{}, 1024), Release: make(chan struct{})}
+}
+
 // Calls returns how many handlers have been entered.
-func (e *EchoServer) Calls() int64 { return e.calls.Load() }
+func (e *Server) Calls() int64 { return e.calls.Load() }
 
 // Sleeping returns how many Sleep handlers are running now.
-func (e *EchoServer) Sleeping() int64 { return e.sleeping.Load() }
+func (e *Server) Sleeping() int64 { return e.sleeping.Load() }
 
 // Sleeps returns how many Sleep handlers have been entered.
-func (e *EchoServer) Sleeps() int64 { return e.sleeps.Load() }
+func (e *Server) Sleeps() int64 { return e.sleeps.Load() }
 
-// Canceled returns how many Sleep handlers ended because their context
-// ended before the duration passed.
-func (e *EchoServer) Canceled() int64 { return e.canceled.Load() }
+// Canceled returns how many Sleep and Block handlers ended because their
+// context ended first.
+func (e *Server) Canceled() int64 { return e.canceled.Load() }
 
 // Echo returns its argument.
-func (e *EchoServer) Echo(_ context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+func (e *Server) Echo(_ context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
 	return wrapperspb.Bytes(in.GetValue()), nil
 }
 
 // Sleep waits for the duration or for ctx to end.
-func (e *EchoServer) Sleep(ctx context.Context, in *durationpb.Duration) (*emptypb.Empty, error) {
+func (e *Server) Sleep(ctx context.Context, in *durationpb.Duration) (*emptypb.Empty, error) {
 	if err := in.CheckValid(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	e.sleeps.Add(1)
 	e.sleeping.Add(1)
+	e.entered()
 	defer e.sleeping.Add(-1)
 	t := time.NewTimer(in.AsDuration())
 	defer t.Stop()
@@ -92,11 +110,29 @@ func (e *EchoServer) Sleep(ctx context.Context, in *durationpb.Duration) (*empty
 	}
 }
 
+// Block waits for Release or for ctx to end.
+func (e *Server) Block(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+	e.entered()
+	select {
+	case <-e.Release:
+		return wrapperspb.Bytes(in.GetValue()), nil
+	case <-ctx.Done():
+		e.canceled.Add(1)
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (e *Server) entered() {
+	if e.Entered != nil {
+		e.Entered <- struct{}{}
+	}
+}
+
 // Fail returns the status that in describes ("Code:message").
-func (e *EchoServer) Fail(_ context.Context, in *wrapperspb.StringValue) (*emptypb.Empty, error) {
+func (e *Server) Fail(_ context.Context, in *wrapperspb.StringValue) (*emptypb.Empty, error) {
 	name, msg, ok := strings.Cut(in.GetValue(), ":")
 	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "lftest: Fail wants \"Code:message\", got %q", in.GetValue())
+		return nil, status.Errorf(codes.InvalidArgument, "echo: Fail wants \"Code:message\", got %q", in.GetValue())
 	}
 	c, err := ParseCode(name)
 	if err != nil {
@@ -106,7 +142,7 @@ func (e *EchoServer) Fail(_ context.Context, in *wrapperspb.StringValue) (*empty
 }
 
 // Metadata echoes the incoming "x-" metadata into header and trailer.
-func (e *EchoServer) Metadata(ctx context.Context, _ *emptypb.Empty) (*emptypb.Empty, error) {
+func (e *Server) Metadata(ctx context.Context, _ *emptypb.Empty) (*emptypb.Empty, error) {
 	in, _ := metadata.FromIncomingContext(ctx)
 	out := metadata.MD{}
 	for k, vs := range in {
@@ -115,16 +151,16 @@ func (e *EchoServer) Metadata(ctx context.Context, _ *emptypb.Empty) (*emptypb.E
 		}
 	}
 	if err := grpc.SetHeader(ctx, out); err != nil {
-		return nil, status.Errorf(codes.Internal, "lftest: SetHeader: %v", err)
+		return nil, status.Errorf(codes.Internal, "echo: SetHeader: %v", err)
 	}
 	if err := grpc.SetTrailer(ctx, out); err != nil {
-		return nil, status.Errorf(codes.Internal, "lftest: SetTrailer: %v", err)
+		return nil, status.Errorf(codes.Internal, "echo: SetTrailer: %v", err)
 	}
 	return &emptypb.Empty{}, nil
 }
 
 // Panic panics.
-func (e *EchoServer) Panic(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
+func (e *Server) Panic(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
 	panic(PanicValue)
 }
 
@@ -139,19 +175,20 @@ func ParseCode(s string) (codes.Code, error) {
 	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 		return codes.Code(n), nil
 	}
-	return 0, fmt.Errorf("lftest: unknown status code %q", s)
+	return 0, fmt.Errorf("echo: unknown status code %q", s)
 }
 
-// echoService is the HandlerType of EchoServiceDesc.
+// echoService is the HandlerType of Desc.
 type echoService interface {
 	Echo(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
 	Sleep(context.Context, *durationpb.Duration) (*emptypb.Empty, error)
 	Fail(context.Context, *wrapperspb.StringValue) (*emptypb.Empty, error)
 	Metadata(context.Context, *emptypb.Empty) (*emptypb.Empty, error)
 	Panic(context.Context, *emptypb.Empty) (*emptypb.Empty, error)
+	Block(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
 }
 
-var _ echoService = (*EchoServer)(nil)
+var _ echoService = (*Server)(nil)
 
 // unary builds a grpc.MethodHandler the way generated code does: decode the
 // request, then call the method directly or through the interceptor.
@@ -162,7 +199,7 @@ func unary[Req any, PReq interface{ *Req }](fullMethod string, call func(echoSer
 			return nil, err
 		}
 		svc := srv.(echoService)
-		if es, ok := srv.(*EchoServer); ok {
+		if es, ok := srv.(*Server); ok {
 			es.calls.Add(1)
 		}
 		if interceptor == nil {
@@ -175,9 +212,9 @@ func unary[Req any, PReq interface{ *Req }](fullMethod string, call func(echoSer
 	}
 }
 
-// EchoServiceDesc describes the Echo service. All its methods are unary.
-var EchoServiceDesc = grpc.ServiceDesc{
-	ServiceName: EchoServiceName,
+// Desc describes the Echo service. All its methods are unary.
+var Desc = grpc.ServiceDesc{
+	ServiceName: ServiceName,
 	HandlerType: (*echoService)(nil),
 	Methods: []grpc.MethodDesc{
 		{MethodName: "Echo", Handler: unary(MethodEcho, func(s echoService, ctx context.Context, in *wrapperspb.BytesValue) (any, error) {
@@ -195,14 +232,17 @@ var EchoServiceDesc = grpc.ServiceDesc{
 		{MethodName: "Panic", Handler: unary(MethodPanic, func(s echoService, ctx context.Context, in *emptypb.Empty) (any, error) {
 			return s.Panic(ctx, in)
 		})},
+		{MethodName: "Block", Handler: unary(MethodBlock, func(s echoService, ctx context.Context, in *wrapperspb.BytesValue) (any, error) {
+			return s.Block(ctx, in)
+		})},
 	},
-	Metadata: "lftest/echo.go",
+	Metadata: "echo/echo.go",
 }
 
-// RegisterEcho registers a fresh EchoServer on r.
-func RegisterEcho(r grpc.ServiceRegistrar) { RegisterEchoServer(r, new(EchoServer)) }
+// Register registers a fresh Server on r.
+func Register(r grpc.ServiceRegistrar) { RegisterServer(r, new(Server)) }
 
-// RegisterEchoServer registers s on r, so the caller can watch its counters.
-func RegisterEchoServer(r grpc.ServiceRegistrar, s *EchoServer) {
-	r.RegisterService(&EchoServiceDesc, s)
+// RegisterServer registers s on r, so the caller can watch its counters.
+func RegisterServer(r grpc.ServiceRegistrar, s *Server) {
+	r.RegisterService(&Desc, s)
 }
