@@ -70,14 +70,8 @@ type GRPCConfig struct {
 // the transport's goroutines, never from inside Send/SetPeer/RemovePeer and
 // never under a transport lock.
 type GRPC struct {
-	cfg  GRPCConfig
-	ctx  context.Context // canceled by Close
-	stop context.CancelFunc
-
-	mu     sync.RWMutex
-	peers  map[election.NodeID]*grpcPeer
-	closed bool
-	wg     sync.WaitGroup // peer goroutines and failure reports
+	cfg GRPCConfig
+	q   *sendQueues
 
 	sent    [election.LastMsgType + 1]atomic.Uint64
 	failed  [election.LastMsgType + 1]atomic.Uint64
@@ -87,11 +81,10 @@ type GRPC struct {
 
 var _ Transport = (*GRPC)(nil)
 
-type grpcPeer struct {
-	id    election.NodeID
-	queue chan election.Message
-	ctx   context.Context // canceled by RemovePeer or Close
-	stop  context.CancelFunc
+// grpcLink is one peer's connection: dialed on its first message, replaced
+// when the peer's address changes.
+type grpcLink struct {
+	t *GRPC
 
 	mu     sync.Mutex
 	addr   string
@@ -119,8 +112,10 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.ReconnectBackoff <= 0 {
 		cfg.ReconnectBackoff = DefaultReconnectBackoff
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	return &GRPC{cfg: cfg, ctx: ctx, stop: stop, peers: make(map[election.NodeID]*grpcPeer)}, nil
+	t := &GRPC{cfg: cfg}
+	t.q = newSendQueues(cfg.Receiver, cfg.QueueLen,
+		func(_ election.NodeID, addr string) link { return &grpcLink{t: t, addr: addr} }, t.countFailed)
+	return t, nil
 }
 
 // ClientStats is a snapshot of a GRPC transport's counters.
@@ -168,35 +163,7 @@ func (t *GRPC) countFailed(m election.Message) {
 // queue is full, Receiver.Failed(m, ErrUnknownPeer/ErrQueueFull) is called
 // from a new goroutine. After Close, m is dropped (counted as failed, no
 // Failed call). Safe for concurrent use; never blocks on the network.
-func (t *GRPC) Send(m election.Message) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if t.closed {
-		t.countFailed(m)
-		return
-	}
-	p := t.peers[m.To]
-	if p == nil {
-		t.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
-		return
-	}
-	select {
-	case p.queue <- m:
-	default:
-		t.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
-	}
-}
-
-// failAsync reports a failure from a new goroutine. t.mu must be held (read
-// or write) and t.closed false, so that wg.Add never races with Close's Wait.
-func (t *GRPC) failAsync(m election.Message, err error) {
-	t.countFailed(m)
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		t.cfg.Receiver.Failed(m, err)
-	}()
-}
+func (t *GRPC) Send(m election.Message) { t.q.send(m) }
 
 // SetPeer records the address of id. A new peer gets its queue and sending
 // goroutine now and its connection on its first message; an address change
@@ -204,113 +171,54 @@ func (t *GRPC) failAsync(m election.Message, err error) {
 // message dials the new address, keeping the queue and its order. addr is a
 // host:port (dialed as "passthrough:///addr", without a resolver) or any
 // gRPC target with a scheme. Ignored after Close. Safe for concurrent use.
-func (t *GRPC) SetPeer(id election.NodeID, addr string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return
-	}
-	if p := t.peers[id]; p != nil {
-		p.mu.Lock()
-		var old *grpc.ClientConn
-		if p.addr != addr {
-			old, p.addr, p.conn, p.client = p.conn, addr, nil, nil
-		}
-		p.mu.Unlock()
-		if old != nil {
-			// Close does not call back into the transport and does not block
-			// on the network.
-			_ = old.Close()
-		}
-		return
-	}
-	ctx, stop := context.WithCancel(t.ctx)
-	p := &grpcPeer{id: id, addr: addr, queue: make(chan election.Message, t.cfg.QueueLen), ctx: ctx, stop: stop}
-	t.peers[id] = p
-	t.wg.Add(1)
-	go t.run(p)
-}
+func (t *GRPC) SetPeer(id election.NodeID, addr string) { t.q.setPeer(id, addr) }
 
 // RemovePeer forgets id and closes its connection. Messages still queued for
 // it are reported through Receiver.Failed with ErrUnknownPeer; one in flight
 // fails (canceled). Safe for concurrent use.
-func (t *GRPC) RemovePeer(id election.NodeID) {
-	t.mu.Lock()
-	p := t.peers[id]
-	delete(t.peers, id)
-	t.mu.Unlock()
-	if p != nil {
-		p.stop()
-	}
-}
+func (t *GRPC) RemovePeer(id election.NodeID) { t.q.removePeer(id) }
 
 // Close stops every peer goroutine, closes every connection and waits for
 // the transport's goroutines to end. Messages still queued are dropped
 // without a Failed call. Safe to call more than once and concurrently.
 func (t *GRPC) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	peers := t.peers
-	t.peers = make(map[election.NodeID]*grpcPeer)
-	t.mu.Unlock()
-	t.stop()
-	for _, p := range peers {
-		p.stop()
-	}
-	t.wg.Wait()
+	t.q.close()
 	return nil
 }
 
-// run is the goroutine of one peer: it sends the queued messages in order.
-func (t *GRPC) run(p *grpcPeer) {
-	defer t.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		conn := p.conn
-		p.conn, p.client = nil, nil
-		p.mu.Unlock()
-		if conn != nil {
-			_ = conn.Close()
-		}
-		// Drain: report for RemovePeer, drop silently for Close.
-		report := t.ctx.Err() == nil
-		for {
-			select {
-			case m := <-p.queue:
-				t.countFailed(m)
-				if report {
-					t.cfg.Receiver.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
-				}
-			default:
-				return
-			}
-		}
-	}()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case m := <-p.queue:
-			if p.ctx.Err() != nil {
-				t.countFailed(m)
-				if t.ctx.Err() == nil {
-					t.cfg.Receiver.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
-				}
-				return
-			}
-			t.send(p, m)
-		}
+func (l *grpcLink) setAddr(addr string) {
+	l.mu.Lock()
+	var old *grpc.ClientConn
+	if l.addr != addr {
+		old, l.addr, l.conn, l.client = l.conn, addr, nil, nil
+	}
+	l.mu.Unlock()
+	if old != nil {
+		// Close does not call back into the transport and does not block
+		// on the network.
+		_ = old.Close()
 	}
 }
 
-// client returns the peer's client, dialing (lazily, without I/O) if needed.
-func (t *GRPC) client(p *grpcPeer) (pb.PeerClient, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.client != nil {
-		return p.client, nil
+func (l *grpcLink) close() {
+	l.mu.Lock()
+	conn := l.conn
+	l.conn, l.client = nil, nil
+	l.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
 	}
-	target := p.addr
+}
+
+// dial returns the peer's client, dialing (lazily, without I/O) if needed.
+func (l *grpcLink) dial() (pb.PeerClient, error) {
+	t := l.t
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.client != nil {
+		return l.client, nil
+	}
+	target := l.addr
 	if !strings.Contains(target, ":///") && !strings.HasPrefix(target, "unix:") {
 		target = "passthrough:///" + target
 	}
@@ -333,17 +241,18 @@ func (t *GRPC) client(p *grpcPeer) (pb.PeerClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.conn, p.client = conn, pb.NewPeerClient(conn)
-	return p.client, nil
+	l.conn, l.client = conn, pb.NewPeerClient(conn)
+	return l.client, nil
 }
 
 // send makes the RPC for m and reports the outcome.
-func (t *GRPC) send(p *grpcPeer, m election.Message) {
+func (l *grpcLink) send(ctx context.Context, m election.Message) {
+	t := l.t
 	fail := func(err error) {
 		t.countFailed(m)
 		t.cfg.Receiver.Failed(m, err)
 	}
-	c, err := t.client(p)
+	c, err := l.dial()
 	if err != nil {
 		fail(err)
 		return
@@ -353,7 +262,7 @@ func (t *GRPC) send(p *grpcPeer, m election.Message) {
 		fail(err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, t.cfg.SendTimeout)
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.SendTimeout)
 	defer cancel()
 	var reply *pb.HeartbeatReply
 	switch x := x.(type) {

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -66,10 +65,9 @@ func NewNetwork() *Network {
 // destination of messages to id (the old one can still send until closed).
 // Safe for concurrent use.
 func (n *Network) Join(id election.NodeID, r Receiver) *Memory {
-	ctx, stop := context.WithCancel(context.Background())
-	t := &Memory{net: n, self: id, recv: r, ctx: ctx, stop: stop,
-		peers: make(map[election.NodeID]*memPeer)}
+	t := &Memory{net: n, self: id, recv: r}
 	n.mu.Lock()
+	t.q = newSendQueues(r, n.queueLen, func(election.NodeID, string) link { return memLink{t} }, nil)
 	n.nodes[id] = t
 	n.mu.Unlock()
 	return t
@@ -142,97 +140,42 @@ func pair(a, b election.NodeID) [2]election.NodeID {
 	return [2]election.NodeID{a, b}
 }
 
-// Memory is one node's Transport on a Network. Like GRPC, it needs SetPeer
-// before it sends to a peer (the address is recorded but not used: messages
-// are routed by id), sends each peer's messages in order from a bounded
-// queue served by one goroutine, and calls its Receiver's methods only from
-// its goroutines. All methods are safe for concurrent use.
+// Memory is one node's Transport on a Network. Like GRPC, with the same
+// per-peer send queues, it needs SetPeer before it sends to a peer (the
+// address is not used: messages are routed by id), sends each peer's
+// messages in order from a bounded queue served by one goroutine, and calls
+// its Receiver's methods only from its goroutines. All methods are safe for
+// concurrent use.
 type Memory struct {
 	net  *Network
 	self election.NodeID
 	recv Receiver
-	ctx  context.Context
-	stop context.CancelFunc
-
-	mu     sync.RWMutex
-	peers  map[election.NodeID]*memPeer
-	closed bool
-	wg     sync.WaitGroup
+	q    *sendQueues
 }
 
 var _ Transport = (*Memory)(nil)
 
-type memPeer struct {
-	id    election.NodeID
-	addr  string
-	queue chan election.Message
-	ctx   context.Context
-	stop  context.CancelFunc
-}
+// memLink carries one peer's messages over the Network, routed by id.
+type memLink struct{ t *Memory }
+
+func (memLink) setAddr(string) {} // messages are routed by id
+func (memLink) close()         {}
+
+func (l memLink) send(ctx context.Context, m election.Message) { l.t.deliver(ctx, m) }
 
 // Send queues m for m.To and returns at once; failures come back through
 // Receiver.Failed from another goroutine (see Network for the errors). After
 // Close, m is dropped without a Failed call. Safe for concurrent use.
-func (t *Memory) Send(m election.Message) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if t.closed {
-		return
-	}
-	p := t.peers[m.To]
-	if p == nil {
-		t.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
-		return
-	}
-	select {
-	case p.queue <- m:
-	default:
-		t.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
-	}
-}
+func (t *Memory) Send(m election.Message) { t.q.send(m) }
 
-// failAsync: t.mu held and t.closed false (see GRPC.failAsync).
-func (t *Memory) failAsync(m election.Message, err error) {
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		t.recv.Failed(m, err)
-	}()
-}
-
-// SetPeer records id as a peer (addr is kept for inspection only) and starts
-// its delivery goroutine. Ignored after Close. Safe for concurrent use.
-func (t *Memory) SetPeer(id election.NodeID, addr string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return
-	}
-	if p := t.peers[id]; p != nil {
-		p.addr = addr
-		return
-	}
-	t.net.mu.RLock()
-	ql := t.net.queueLen
-	t.net.mu.RUnlock()
-	ctx, stop := context.WithCancel(t.ctx)
-	p := &memPeer{id: id, addr: addr, queue: make(chan election.Message, ql), ctx: ctx, stop: stop}
-	t.peers[id] = p
-	t.wg.Add(1)
-	go t.run(p)
-}
+// SetPeer records id as a peer and starts its delivery goroutine; the
+// address is not used (messages are routed by id). Ignored after Close.
+// Safe for concurrent use.
+func (t *Memory) SetPeer(id election.NodeID, addr string) { t.q.setPeer(id, addr) }
 
 // RemovePeer forgets id; messages still queued for it are reported with
 // ErrUnknownPeer. Safe for concurrent use.
-func (t *Memory) RemovePeer(id election.NodeID) {
-	t.mu.Lock()
-	p := t.peers[id]
-	delete(t.peers, id)
-	t.mu.Unlock()
-	if p != nil {
-		p.stop()
-	}
-}
+func (t *Memory) RemovePeer(id election.NodeID) { t.q.removePeer(id) }
 
 // Close detaches the node from the network (sends to it now fail like a
 // refused connection), stops its goroutines and waits for them. Queued
@@ -243,35 +186,8 @@ func (t *Memory) Close() error {
 		delete(t.net.nodes, t.self)
 	}
 	t.net.mu.Unlock()
-	t.mu.Lock()
-	t.closed = true
-	t.peers = make(map[election.NodeID]*memPeer)
-	t.mu.Unlock()
-	t.stop()
-	t.wg.Wait()
+	t.q.close()
 	return nil
-}
-
-func (t *Memory) run(p *memPeer) {
-	defer t.wg.Done()
-	for {
-		select {
-		case <-p.ctx.Done():
-			if t.ctx.Err() != nil {
-				return // closed: drop the rest
-			}
-			for {
-				select {
-				case m := <-p.queue:
-					t.recv.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
-				default:
-					return
-				}
-			}
-		case m := <-p.queue:
-			t.deliver(p.ctx, m)
-		}
-	}
 }
 
 // deliver carries one message like an RPC would and reports the outcome.
@@ -367,7 +283,7 @@ func (t *Memory) deliver(ctx context.Context, m election.Message) {
 // canceled reports m, in flight when its peer was removed, like a canceled
 // RPC; after Close nothing is reported.
 func (t *Memory) canceled(m election.Message) {
-	if t.ctx.Err() == nil {
+	if !t.q.isClosed() {
 		t.recv.Failed(m, status.Error(codes.Canceled, "transport(memory): peer removed"))
 	}
 }

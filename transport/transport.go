@@ -4,6 +4,7 @@ package transport
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/electord/electord/election"
 )
@@ -44,3 +45,42 @@ var (
 	ErrNotServing = errors.New("transport: node is not serving peers")
 	ErrOverloaded = errors.New("transport: node inbox is full")
 )
+
+// LateReceiver is a Receiver to give a transport before the node it feeds
+// exists (the node needs its transport to be built). Until Set it refuses
+// every message with ErrNotServing and drops failures; then it forwards
+// both. Safe for concurrent use.
+type LateReceiver struct {
+	mu sync.RWMutex
+	r  Receiver
+}
+
+var _ Receiver = (*LateReceiver)(nil)
+
+// Set makes r the receiver of everything that arrives from now on.
+func (l *LateReceiver) Set(r Receiver) {
+	l.mu.Lock()
+	l.r = r
+	l.mu.Unlock()
+}
+
+func (l *LateReceiver) get() Receiver {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.r
+}
+
+// Receive implements Receiver.
+func (l *LateReceiver) Receive(in Inbound) error {
+	if r := l.get(); r != nil {
+		return r.Receive(in)
+	}
+	return ErrNotServing
+}
+
+// Failed implements Receiver.
+func (l *LateReceiver) Failed(m election.Message, err error) {
+	if r := l.get(); r != nil {
+		r.Failed(m, err)
+	}
+}

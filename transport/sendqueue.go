@@ -1,0 +1,183 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/electord/electord/election"
+)
+
+// link is one peer's connection as seen by its send queue.
+type link interface {
+	// setAddr records the peer's new address (SetPeer on a known peer).
+	// Called under the queues' lock: it must not block or call back.
+	setAddr(addr string)
+	// send carries m to the peer and reports the outcome to the Receiver.
+	// The peer's goroutine calls it for one message at a time, in order;
+	// ctx is canceled when the peer is removed or the transport closed.
+	send(ctx context.Context, m election.Message)
+	// close releases the link; the peer's goroutine calls it as it ends.
+	close()
+}
+
+// sendQueues is the per-peer send queue of both transports (GRPC and
+// Memory): setPeer gives a peer a bounded queue and one goroutine that hands
+// its messages, in order, to the peer's link. The failures it finds itself
+// are reported to the Receiver from one of its goroutines, never from inside
+// a method and never under its lock: ErrUnknownPeer for a peer without an
+// address or a message still queued when its peer was removed, ErrQueueFull
+// for a full queue. After close, messages are dropped without a report.
+// All methods are safe for concurrent use.
+type sendQueues struct {
+	recv     Receiver
+	queueLen int
+	newLink  func(id election.NodeID, addr string) link
+	// lost, if set, counts every message that failed here or was dropped.
+	lost func(election.Message)
+
+	ctx  context.Context // canceled by close
+	stop context.CancelFunc
+
+	mu     sync.RWMutex
+	peers  map[election.NodeID]*peerQueue
+	closed bool
+	wg     sync.WaitGroup // peer goroutines and failure reports
+}
+
+type peerQueue struct {
+	id    election.NodeID
+	queue chan election.Message
+	link  link
+	ctx   context.Context // canceled by removePeer or close
+	stop  context.CancelFunc
+}
+
+func newSendQueues(recv Receiver, queueLen int, newLink func(election.NodeID, string) link, lost func(election.Message)) *sendQueues {
+	ctx, stop := context.WithCancel(context.Background())
+	return &sendQueues{recv: recv, queueLen: queueLen, newLink: newLink, lost: lost, ctx: ctx, stop: stop,
+		peers: make(map[election.NodeID]*peerQueue)}
+}
+
+// isClosed reports whether close was called.
+func (q *sendQueues) isClosed() bool { return q.ctx.Err() != nil }
+
+func (q *sendQueues) count(m election.Message) {
+	if q.lost != nil {
+		q.lost(m)
+	}
+}
+
+// send queues m for m.To and returns at once.
+func (q *sendQueues) send(m election.Message) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		q.count(m)
+		return
+	}
+	p := q.peers[m.To]
+	if p == nil {
+		q.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
+		return
+	}
+	select {
+	case p.queue <- m:
+	default:
+		q.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
+	}
+}
+
+// failAsync reports a failure from a new goroutine. q.mu must be held (read
+// or write) and q.closed false, so that wg.Add never races with close's Wait.
+func (q *sendQueues) failAsync(m election.Message, err error) {
+	q.count(m)
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		q.recv.Failed(m, err)
+	}()
+}
+
+// setPeer records id's address: a new peer gets its link, queue and
+// goroutine; a known one its new address. Ignored after close.
+func (q *sendQueues) setPeer(id election.NodeID, addr string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	if p := q.peers[id]; p != nil {
+		p.link.setAddr(addr)
+		return
+	}
+	ctx, stop := context.WithCancel(q.ctx)
+	p := &peerQueue{id: id, queue: make(chan election.Message, q.queueLen), link: q.newLink(id, addr), ctx: ctx, stop: stop}
+	q.peers[id] = p
+	q.wg.Add(1)
+	go q.run(p)
+}
+
+// removePeer forgets id: a message in flight sees its context canceled, and
+// those still queued are reported with ErrUnknownPeer.
+func (q *sendQueues) removePeer(id election.NodeID) {
+	q.mu.Lock()
+	p := q.peers[id]
+	delete(q.peers, id)
+	q.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// close stops every peer goroutine and waits for them and for the failure
+// reports under way. Safe to call more than once.
+func (q *sendQueues) close() {
+	q.mu.Lock()
+	q.closed = true
+	peers := q.peers
+	q.peers = make(map[election.NodeID]*peerQueue)
+	q.mu.Unlock()
+	q.stop()
+	for _, p := range peers {
+		p.stop()
+	}
+	q.wg.Wait()
+}
+
+// run is the goroutine of one peer: it sends the queued messages in order.
+func (q *sendQueues) run(p *peerQueue) {
+	defer q.wg.Done()
+	defer func() {
+		p.link.close()
+		for {
+			select {
+			case m := <-p.queue:
+				q.removed(p, m)
+			default:
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case m := <-p.queue:
+			if p.ctx.Err() != nil {
+				q.removed(p, m)
+				return
+			}
+			p.link.send(p.ctx, m)
+		}
+	}
+}
+
+// removed reports m, still queued when its peer went: with ErrUnknownPeer
+// after removePeer, silently after close.
+func (q *sendQueues) removed(p *peerQueue, m election.Message) {
+	q.count(m)
+	if !q.isClosed() {
+		q.recv.Failed(m, fmt.Errorf("%w %d (removed)", ErrUnknownPeer, p.id))
+	}
+}
