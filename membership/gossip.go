@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ type Membership struct {
 	bound    string // bound host:port
 	deadTime time.Duration
 	q        *eventQueue
+	// stopRetry is closed by Shutdown: it stops RetryJoin.
+	stopRetry chan struct{}
 
 	metaMu  sync.Mutex
 	meta    Meta
@@ -71,6 +74,7 @@ func New(cfg Config) (*Membership, error) {
 		meta:      cfg.Self,
 		members:   make(map[string]*member),
 		conflicts: make(map[string]time.Time),
+		stopRetry: make(chan struct{}),
 	}
 	m.cfg.Join = slices.Clone(cfg.Join)
 
@@ -261,7 +265,7 @@ func (m *Membership) Members() []Meta {
 		}
 	}
 	m.mu.Unlock()
-	slices.SortFunc(out, func(a, b Meta) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Meta) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -330,20 +334,11 @@ func (m *Membership) Shutdown() error {
 		return nil
 	}
 	m.shutdown = true
+	close(m.stopRetry)
 	err := m.list.Shutdown()
 	m.q.close()
 	if err != nil {
 		return fmt.Errorf("membership: shutdown: %w", err)
 	}
 	return nil
-}
-
-func cmpID[T ~uint64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
