@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/electord/electord/election/algorithms"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
@@ -70,7 +71,7 @@ func Register(fs *pflag.FlagSet) {
 	fs.Bool("id-from-hostname", false, "take the id from a StatefulSet hostname: <name>-<ordinal> gives id ordinal+1")
 	fs.String("name", "", "node name shown to users (default node-<id>)")
 	fs.Int64("priority", 0, "election priority: the higher wins; ties go to the higher id")
-	fs.String("algorithm", "bully", "election algorithm: ring or bully")
+	fs.String("algorithm", algorithms.Default, "election algorithm: "+strings.Join(algorithms.Names(), " or "))
 	fs.String("peer-addr", "127.0.0.1:7071", "host:port for peer gRPC (election messages)")
 	fs.String("gossip-addr", "127.0.0.1:7946", "host:port for gossip (UDP and TCP)")
 	fs.String("api-addr", "127.0.0.1:7070", "host:port for the client gRPC API (electctl, client library)")
@@ -168,8 +169,8 @@ func (c Config) Validate() error {
 	if c.ID == 0 {
 		bad("id", "must be set to a non-zero node id")
 	}
-	if c.Algorithm != "ring" && c.Algorithm != "bully" {
-		bad("algorithm", "must be ring or bully, got %q", c.Algorithm)
+	if err := algorithms.Check(c.Algorithm); err != nil {
+		bad("algorithm", "%v", err)
 	}
 	addrs := map[string]string{}
 	for _, a := range []struct{ key, val string }{{"peer-addr", c.PeerAddr}, {"gossip-addr", c.GossipAddr}, {"api-addr", c.APIAddr}, {"http-addr", c.HTTPAddr}} {

@@ -25,13 +25,13 @@ type Config struct {
 	// and to the wait before a first election, so nodes do not all start at
 	// once. Default LeaderTimeoutTicks.
 	JitterTicks int
-	// AnswerTimeoutTicks: bully waits this long for an Answer. Default 2.
+	// AnswerTimeoutTicks (bully only): wait this long for an Answer. Default 2.
 	AnswerTimeoutTicks int
 	// ElectionTimeoutTicks: bully waits this long for a Coordinator after an
 	// Answer; a quorum proposal waits this long for acks; the ring adds
 	// HopTicks per member to it. Default 10.
 	ElectionTimeoutTicks int
-	// HopTicks: the ring's allowance for one hop. Default 1.
+	// HopTicks (ring only): the allowance for one hop. Default 1.
 	HopTicks int
 	// Quorum is the cluster size in quorum mode; 0 turns quorum mode off.
 	Quorum int
@@ -54,6 +54,14 @@ type Config struct {
 	// Rand returns a number in [0, n). Injected so runs are reproducible;
 	// nil uses a deterministic generator seeded by ID.
 	Rand func(n int) int
+}
+
+// Majority is the number of nodes a quorum needs, or 0 outside quorum mode.
+func (c Config) Majority() int {
+	if c.Quorum == 0 {
+		return 0
+	}
+	return c.Quorum/2 + 1
 }
 
 // withDefaults returns a copy with zero fields filled in.

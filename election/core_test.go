@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/algorithms"
 	"github.com/electord/electord/election/bully"
 	"github.com/electord/electord/election/ring"
 )
@@ -67,17 +68,13 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	}
 }
 
-func newNode(t *testing.T, algo string, id election.NodeID, peers ...election.NodeID) *election.Core {
+func newNode(t *testing.T, algo string, id election.NodeID, peers ...election.NodeID) election.StateMachine {
 	t.Helper()
 	cfg := election.Config{ID: id}
 	for _, p := range peers {
 		cfg.Peers = append(cfg.Peers, election.Member{ID: p})
 	}
-	mk := ring.New
-	if algo == "bully" {
-		mk = bully.New
-	}
-	c, err := mk(cfg)
+	c, err := algorithms.New(algo, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

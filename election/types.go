@@ -222,7 +222,10 @@ type Status struct {
 	Term       Term
 	Members    int
 	Excluded   bool
-	Rejected   uint64
+	// Bootstrapping: a first start still waiting to see BootstrapExpect
+	// members before it campaigns on its own.
+	Bootstrapping bool
+	Rejected      uint64
 }
 
 // StateMachine is the contract every strategy meets. None of its methods

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/election/algorithms"
 )
 
 func newDevCmd() *cobra.Command {
@@ -45,7 +47,7 @@ change as it happens. Try, in a second terminal:
 	}
 	f := cmd.Flags()
 	f.IntVar(&opts.Nodes, "nodes", 5, "how many nodes")
-	f.StringVar(&opts.Algorithm, "algorithm", "bully", "ring or bully")
+	f.StringVar(&opts.Algorithm, "algorithm", algorithms.Default, strings.Join(algorithms.Names(), " or "))
 	f.IntVar(&opts.Quorum, "quorum", 0, "quorum mode with this cluster size (0 = off)")
 	f.BoolVar(&opts.Preempt, "preempt", false, "let a higher-ranked node depose a healthy leader")
 	f.IntVar(&opts.BasePort, "base-port", 7070, "node i gets api port base+10(i-1), peer +1, gossip +2, http +3 (0: any free ports)")

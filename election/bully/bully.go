@@ -1,5 +1,5 @@
-// Package bully is the Garcia-Molina bully election as a pure state machine
-// on top of election.Core.
+// Package bully is the Garcia-Molina bully election as a pure
+// election.Algorithm.
 //
 // On suspecting the leader a node sends Election to every live member that
 // outranks it. If any answers within the answer timeout it waits for a
@@ -9,12 +9,17 @@
 package bully
 
 import (
+	"fmt"
+
 	"github.com/electord/electord/election"
 )
 
+// Name is the algorithm's name in configuration.
+const Name = "bully"
+
 // New returns a bully node.
-func New(cfg election.Config) (*election.Core, error) {
-	return election.NewCore(cfg, &Bully{})
+func New(cfg election.Config) (election.StateMachine, error) {
+	return election.New(cfg, &Bully{})
 }
 
 type phase uint8
@@ -25,7 +30,9 @@ const (
 	awaitLeader       // answered; waiting for the Coordinator
 )
 
-// Bully is the bully election procedure (election.Algorithm).
+// Bully is the bully election procedure: an election.Algorithm and a
+// MessageChecker. MsgAnswer and Config.AnswerTimeoutTicks are the bully's
+// alone.
 type Bully struct {
 	phase       phase
 	term        election.Term // the current attempt
@@ -34,51 +41,71 @@ type Bully struct {
 }
 
 // Name implements election.Algorithm.
-func (b *Bully) Name() string { return "bully" }
+func (b *Bully) Name() string { return Name }
+
+var _ election.MessageChecker = (*Bully)(nil)
+
+// CheckMessage implements election.MessageChecker: an Election's initiator
+// owns its term, and it carries none of the ring's fields (a ring node in a
+// bully cluster, or a forgery).
+func (b *Bully) CheckMessage(_ election.Host, m election.Message) string {
+	if m.Type != election.MsgElection {
+		return ""
+	}
+	if m.Initiator == 0 || !m.Term.OwnedBy(m.Initiator) {
+		return fmt.Sprintf("initiator %d does not own term %v", m.Initiator, m.Term)
+	}
+	if len(m.Candidates) > 0 || m.MaxTerm != 0 || m.InitiatorRank != (election.Rank{}) {
+		return "carries ring fields (candidates, max term or initiator rank) in a bully cluster"
+	}
+	return ""
+}
 
 // Reset implements election.Algorithm.
 func (b *Bully) Reset() { b.phase = idle }
 
 // Campaign implements election.Algorithm.
-func (b *Bully) Campaign(c *election.Core) {
-	if c.Excluded() {
+func (b *Bully) Campaign(h election.Host) {
+	self := h.Self()
+	if st := h.Standing(); st.Excluded {
 		// Resigning: let the highest other member run the election.
-		ring := c.Ring()
+		ring := h.Ring()
 		for i := len(ring) - 1; i >= 0; i-- {
-			if ring[i].ID != c.ID() {
-				c.Send(election.Message{Type: election.MsgTimeoutNow, To: ring[i].ID, Term: c.LeaderTerm(), Elect: true})
+			if ring[i].ID != self.ID {
+				h.Send(election.Message{Type: election.MsgTimeoutNow, To: ring[i].ID, Term: st.LeaderTerm, Elect: true})
 				return
 			}
 		}
 		return
 	}
-	t := c.NewAttempt()
+	t := h.NewAttempt()
+	resigned := h.Standing().Resigned
 	b.term, b.elapsed, b.outstanding = t, 0, 0
-	ring := c.Ring()
-	for i := len(ring) - 1; i >= 0 && c.Self().Less(ring[i]); i-- {
-		if ring[i].ID == c.Resigned() {
+	ring := h.Ring()
+	for i := len(ring) - 1; i >= 0 && self.Less(ring[i]); i-- {
+		if ring[i].ID == resigned {
 			continue // it resigned and will not answer
 		}
-		c.Send(election.Message{Type: election.MsgElection, To: ring[i].ID, Term: t, Initiator: c.ID(), FromRank: c.Self()})
+		h.Send(election.Message{Type: election.MsgElection, To: ring[i].ID, Term: t, Initiator: self.ID, FromRank: self})
 		b.outstanding++
 	}
 	if b.outstanding == 0 {
-		b.win(c)
+		b.win(h)
 		return
 	}
 	b.phase = awaitAnswer
 }
 
-func (b *Bully) win(c *election.Core) {
+func (b *Bully) win(h election.Host) {
 	b.phase = idle
-	c.Win(b.term)
+	h.Win(b.term)
 }
 
 // Step implements election.Algorithm.
-func (b *Bully) Step(c *election.Core, m election.Message) {
+func (b *Bully) Step(h election.Host, m election.Message) {
 	switch m.Type {
 	case election.MsgElection:
-		b.stepElection(c, m)
+		b.stepElection(h, m)
 	case election.MsgAnswer:
 		if b.phase == awaitAnswer && m.Term == b.term {
 			b.phase, b.elapsed = awaitLeader, 0
@@ -86,66 +113,64 @@ func (b *Bully) Step(c *election.Core, m election.Message) {
 	}
 }
 
-func (b *Bully) stepElection(c *election.Core, m election.Message) {
-	from, known := c.RankOf(m.From)
+func (b *Bully) stepElection(h election.Host, m election.Message) {
+	from, known := h.RankOf(m.From)
 	if !known {
 		from = m.FromRank
 	}
-	if !from.Less(c.Self()) || c.Excluded() {
+	st := h.Standing()
+	if !from.Less(h.Self()) || st.Excluded {
 		return // only a lower node is answered; a resigning node stays silent
 	}
 	answer := election.Message{Type: election.MsgAnswer, To: m.From, Term: m.Term}
 	switch {
-	case c.Role() == election.RoleLeader:
-		c.Send(answer)
-		if m.Term > c.LeaderTerm() {
-			c.Reassert()
+	case st.Role == election.RoleLeader:
+		h.Send(answer)
+		if m.Term > st.LeaderTerm {
+			h.Reassert()
 		}
-	case c.LeaderFresh() || (c.Role() == election.RoleFollower && m.Term.Epoch() <= c.LeaderTerm().Epoch()):
+	case st.LeaderFresh || (st.Role == election.RoleFollower && m.Term.Epoch() <= st.LeaderTerm.Epoch()):
 		// Our leader answered us just now, or the election is from the round
 		// that made it: answer, and tell the sender who leads instead of
 		// starting over. If the sender cannot reach that leader it times
 		// out and tries again; by then we will have noticed too.
-		c.Send(answer)
-		c.Send(election.Message{Type: election.MsgCoordinator, To: m.From, Term: c.LeaderTerm(), Leader: c.Leader(), Confirmed: true})
+		h.Send(answer)
+		h.Send(election.Message{Type: election.MsgCoordinator, To: m.From, Term: st.LeaderTerm, Leader: st.Leader, Confirmed: true})
 	default:
-		c.Send(answer)
+		h.Send(answer)
 		// A first start still waiting for the cluster to form answers (it
 		// is alive and higher) but leaves the campaign to nodes that see
 		// enough members: its own view may miss higher nodes.
-		if b.phase == idle && !c.Proposing() && !c.Bootstrapping() {
-			b.Campaign(c)
+		if b.phase == idle && !st.Proposing && !h.Bootstrapping() {
+			b.Campaign(h)
 		}
 	}
 }
 
-// Coordinated implements election.Algorithm.
-func (b *Bully) Coordinated(*election.Core, election.Message, bool) {}
-
 // Tick implements election.Algorithm.
-func (b *Bully) Tick(c *election.Core) {
+func (b *Bully) Tick(h election.Host) {
 	if b.phase == idle {
 		return
 	}
 	b.elapsed++
-	cfg := c.Config()
+	cfg := h.Config()
 	switch {
 	case b.phase == awaitAnswer && b.elapsed > cfg.AnswerTimeoutTicks:
-		b.win(c)
+		b.win(h)
 	case b.phase == awaitLeader && b.elapsed > cfg.ElectionTimeoutTicks:
 		b.phase = idle
-		b.Campaign(c)
+		b.Campaign(h)
 	}
 }
 
 // SendFailed implements election.Algorithm: when every Election of this
 // attempt failed, no one higher is alive, so win without waiting.
-func (b *Bully) SendFailed(c *election.Core, m election.Message) {
+func (b *Bully) SendFailed(h election.Host, m election.Message) {
 	if m.Type != election.MsgElection || b.phase != awaitAnswer || m.Term != b.term {
 		return
 	}
 	b.outstanding--
 	if b.outstanding == 0 {
-		b.win(c)
+		b.win(h)
 	}
 }

@@ -1,5 +1,5 @@
 // Package ring is the Chang-Roberts ring election, with the candidate list of
-// the reference demo, as a pure state machine on top of election.Core.
+// the reference demo, as a pure election.Algorithm.
 //
 // The ring is the live members sorted by rank. An Election travels to each
 // node's live successor and every node adds itself; when it returns to its
@@ -11,12 +11,17 @@
 package ring
 
 import (
+	"fmt"
+
 	"github.com/electord/electord/election"
 )
 
+// Name is the algorithm's name in configuration.
+const Name = "ring"
+
 // New returns a ring node.
-func New(cfg election.Config) (*election.Core, error) {
-	return election.NewCore(cfg, &Ring{})
+func New(cfg election.Config) (election.StateMachine, error) {
+	return election.New(cfg, &Ring{})
 }
 
 // round identifies an election: newer epoch first, then higher initiator.
@@ -32,7 +37,12 @@ func (a round) less(b round) bool {
 	return a.initiator.Less(b.initiator)
 }
 
-// Ring is the ring election procedure (election.Algorithm).
+// Ring is the ring election procedure: an election.Algorithm, a
+// CoordinatorObserver (it passes announcements on) and a MessageChecker.
+//
+// The ring alone uses these Message fields: Initiator, InitiatorRank,
+// Candidates and MaxTerm (and Leader on an Election, the incumbent that
+// forwarded it); and Config.HopTicks.
 type Ring struct {
 	active  bool          // taking part in an election
 	current round         // the election taken part in
@@ -42,66 +52,92 @@ type Ring struct {
 }
 
 // Name implements election.Algorithm.
-func (r *Ring) Name() string { return "ring" }
+func (r *Ring) Name() string { return Name }
 
 // Reset implements election.Algorithm.
 func (r *Ring) Reset() { r.active, r.own = false, false }
 
-func (r *Ring) timeout(c *election.Core) int {
-	cfg := c.Config()
-	return cfg.ElectionTimeoutTicks + 2*len(c.Ring())*cfg.HopTicks
+func (r *Ring) timeout(h election.Host) int {
+	cfg := h.Config()
+	return cfg.ElectionTimeoutTicks + 2*len(h.Ring())*cfg.HopTicks
+}
+
+var (
+	_ election.CoordinatorObserver = (*Ring)(nil)
+	_ election.MessageChecker      = (*Ring)(nil)
+)
+
+// CheckMessage implements election.MessageChecker: an Election's initiator
+// owns its term, and each candidate's rank is the one membership knows.
+func (r *Ring) CheckMessage(h election.Host, m election.Message) string {
+	if m.Type != election.MsgElection {
+		return ""
+	}
+	if m.Initiator == 0 || !m.Term.OwnedBy(m.Initiator) {
+		return fmt.Sprintf("initiator %d does not own term %v", m.Initiator, m.Term)
+	}
+	for _, c := range m.Candidates {
+		if known, ok := h.RankOf(c.ID); ok && known != c {
+			return fmt.Sprintf("candidate %d claims rank %v, membership says %v", c.ID, c, known)
+		}
+	}
+	return ""
 }
 
 // Campaign implements election.Algorithm.
-func (r *Ring) Campaign(c *election.Core) {
-	t := c.NewAttempt()
+func (r *Ring) Campaign(h election.Host) {
+	t := h.NewAttempt()
+	self := h.Self()
 	r.active, r.own, r.term, r.elapsed = true, true, t, 0
-	r.current = round{epoch: t.Epoch(), initiator: c.Self()}
-	m := election.Message{Type: election.MsgElection, Term: t, Initiator: c.ID(), InitiatorRank: c.Self(), MaxTerm: c.Term()}
-	if !c.Excluded() {
-		m.Candidates = []election.Rank{c.Self()}
+	r.current = round{epoch: t.Epoch(), initiator: self}
+	st := h.Standing()
+	m := election.Message{Type: election.MsgElection, Term: t, Initiator: self.ID, InitiatorRank: self, MaxTerm: st.Term}
+	if !st.Excluded {
+		m.Candidates = []election.Rank{self}
 	}
-	r.forward(c, m, c.Self())
+	r.forward(h, m, self)
 }
 
 // forward sends m to the live successor of after; if that is this node, the
 // message has come round.
-func (r *Ring) forward(c *election.Core, m election.Message, after election.Rank) {
-	next := c.Successor(after)
-	if next.ID == c.ID() {
-		r.arrived(c, m)
+func (r *Ring) forward(h election.Host, m election.Message, after election.Rank) {
+	next := h.Successor(after)
+	if next.ID == h.Self().ID {
+		r.arrived(h, m)
 		return
 	}
-	m.To, m.FromRank = next.ID, c.Self()
-	c.Send(m)
+	m.To, m.FromRank = next.ID, h.Self()
+	h.Send(m)
 }
 
 // arrived handles an Election or Coordinator that reached this node with no
 // one else to go to.
-func (r *Ring) arrived(c *election.Core, m election.Message) {
-	if m.Type == election.MsgElection && m.Initiator == c.ID() {
-		r.complete(c, m)
+func (r *Ring) arrived(h election.Host, m election.Message) {
+	if m.Type == election.MsgElection && m.Initiator == h.Self().ID {
+		r.complete(h, m)
 	}
 	// Anything else has gone as far as it can; timeouts recover.
 }
 
 // Step implements election.Algorithm.
-func (r *Ring) Step(c *election.Core, m election.Message) {
+func (r *Ring) Step(h election.Host, m election.Message) {
 	if m.Type != election.MsgElection {
 		return // the ring has no Answer
 	}
-	if m.Initiator == c.ID() {
+	self := h.Self()
+	if m.Initiator == self.ID {
 		if r.active && r.own && m.Term == r.term {
-			r.complete(c, m)
+			r.complete(h, m)
 		}
 		return // an election of ours that was abandoned
 	}
-	if c.Bootstrapping() {
+	if h.Bootstrapping() {
 		// A first start that has not seen the whole cluster yet may not know
 		// its true successor: forwarding could route the election past
 		// members it has not heard of. Drop it; the initiator retries.
 		return
 	}
+	st := h.Standing()
 	in := round{epoch: m.Term.Epoch(), initiator: m.InitiatorRank}
 	if r.active && in.less(r.current) {
 		return // suppressed: this node sides with a stronger election
@@ -110,24 +146,25 @@ func (r *Ring) Step(c *election.Core, m election.Message) {
 		return // already forwarded (a duplicate)
 	}
 	r.active, r.own, r.current, r.elapsed = true, false, in, 0
-	if !c.Excluded() {
-		m.Candidates = append(append([]election.Rank(nil), m.Candidates...), c.Self())
+	if !st.Excluded {
+		m.Candidates = append(append([]election.Rank(nil), m.Candidates...), self)
 	}
-	if m.MaxTerm < c.Term() {
-		m.MaxTerm = c.Term()
+	if m.MaxTerm < st.Term {
+		m.MaxTerm = st.Term
 	}
-	if c.Role() == election.RoleLeader {
-		m.Leader = c.ID() // the incumbent marks itself
+	if st.Role == election.RoleLeader {
+		m.Leader = self.ID // the incumbent marks itself
 	}
-	r.forward(c, m, c.Self())
+	r.forward(h, m, self)
 }
 
 // complete picks the winner of an election that came round.
-func (r *Ring) complete(c *election.Core, m election.Message) {
+func (r *Ring) complete(h election.Host, m election.Message) {
 	r.active, r.own = false, false
 	cands := m.Candidates
-	if len(cands) == 0 || (c.Majority() > 0 && len(cands) < c.Majority()) {
-		c.NoLeader() // too few reachable: try again later
+	cfg := h.Config()
+	if len(cands) == 0 || (cfg.Majority() > 0 && len(cands) < cfg.Majority()) {
+		h.NoLeader() // too few reachable: try again later
 		return
 	}
 	winner := cands[0]
@@ -136,55 +173,54 @@ func (r *Ring) complete(c *election.Core, m election.Message) {
 			winner = cand
 		}
 	}
-	if m.Leader != 0 && !c.Config().Preempt {
+	if m.Leader != 0 && !cfg.Preempt {
 		for _, cand := range cands {
 			if cand.ID == m.Leader {
 				winner = cand // sticky: the incumbent stays
 			}
 		}
 	}
-	seen := max(m.MaxTerm, c.Term())
+	seen := max(m.MaxTerm, h.Standing().Term)
 	t := election.NextTerm(seen, winner.ID)
-	coord := election.Message{Type: election.MsgCoordinator, Term: t, Leader: winner.ID, Initiator: c.ID(), Confirmed: true}
-	if winner.ID == c.ID() {
-		c.BecomeLeader(t)
-	} else {
-		c.Follow(winner.ID, t)
-	}
-	r.forward(c, coord, c.Self())
+	self := h.Self()
+	coord := election.Message{Type: election.MsgCoordinator, Term: t, Leader: winner.ID, Initiator: self.ID, Confirmed: true}
+	h.Adopt(winner.ID, t)
+	r.forward(h, coord, self)
 }
 
-// Coordinated implements election.Algorithm: pass an accepted announcement on
-// around the ring, stopping before its initiator.
-func (r *Ring) Coordinated(c *election.Core, m election.Message, accepted bool) {
-	if !accepted || m.Initiator == 0 || m.Initiator == c.ID() {
+// Coordinated implements election.CoordinatorObserver: pass an accepted
+// announcement on around the ring, stopping before its initiator.
+func (r *Ring) Coordinated(h election.Host, m election.Message, accepted bool) {
+	self := h.Self()
+	if !accepted || m.Initiator == 0 || m.Initiator == self.ID {
 		return
 	}
-	next := c.Successor(c.Self())
-	if next.ID == m.Initiator || next.ID == c.ID() {
+	next := h.Successor(self)
+	if next.ID == m.Initiator || next.ID == self.ID {
 		return
 	}
-	m.To, m.FromRank = next.ID, c.Self()
-	c.Send(m)
+	m.To, m.FromRank = next.ID, self
+	h.Send(m)
 }
 
 // Tick implements election.Algorithm.
-func (r *Ring) Tick(c *election.Core) {
+func (r *Ring) Tick(h election.Host) {
 	if !r.active {
 		return
 	}
 	r.elapsed++
-	if r.elapsed <= r.timeout(c) {
+	if r.elapsed <= r.timeout(h) {
 		return
 	}
 	r.active = false
-	if c.Role() != election.RoleFollower && c.Role() != election.RoleLeader && !c.Excluded() && !c.Bootstrapping() {
-		r.Campaign(c) // the round was lost: start a new one
+	st := h.Standing()
+	if st.Role != election.RoleFollower && st.Role != election.RoleLeader && !st.Excluded && !h.Bootstrapping() {
+		r.Campaign(h) // the round was lost: start a new one
 	}
 }
 
 // SendFailed implements election.Algorithm: skip the dead successor.
-func (r *Ring) SendFailed(c *election.Core, m election.Message) {
+func (r *Ring) SendFailed(h election.Host, m election.Message) {
 	if m.Type != election.MsgElection && m.Type != election.MsgCoordinator {
 		return
 	}
@@ -193,21 +229,21 @@ func (r *Ring) SendFailed(c *election.Core, m election.Message) {
 	}
 	// Skip the dead successor. If membership already removed it, this
 	// node's own successor is the one after it.
-	from := c.Self()
-	if dead, ok := c.RankOf(m.To); ok {
+	from := h.Self()
+	if dead, ok := h.RankOf(m.To); ok {
 		from = dead
 	}
-	next := c.Successor(from)
+	next := h.Successor(from)
 	if next.ID == m.To {
-		next = c.Successor(next)
+		next = h.Successor(next)
 	}
 	if m.Type == election.MsgCoordinator && next.ID == m.Initiator {
 		return
 	}
-	if next.ID == c.ID() {
-		r.arrived(c, m)
+	if next.ID == h.Self().ID {
+		r.arrived(h, m)
 		return
 	}
 	m.To = next.ID
-	c.Send(m)
+	h.Send(m)
 }

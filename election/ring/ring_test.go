@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/ring"
 	"github.com/electord/electord/election/electiontest"
+	"github.com/electord/electord/election/ring"
 )
 
 // TestTranscripts replays testdata/*.txt; -rewrite regenerates them.

@@ -31,7 +31,7 @@ func MeasureElection(algo string, n int, quorum bool, initiators ...election.Nod
 		return ElectionCost{}, err
 	}
 	for _, id := range initiators {
-		if err := s.Do(id, func(c *election.Core) error { c.Campaign(); return nil }); err != nil {
+		if err := s.Do(id, func(c election.StateMachine) error { c.Campaign(); return nil }); err != nil {
 			return ElectionCost{}, err
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -125,8 +126,10 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 				}
 			}
 		}
-		for id, at := range restartAt {
-			if s.Now() >= at {
+		// In id order: map order would make a seed's schedule differ from
+		// run to run (each restart draws from the random sources).
+		for _, id := range slices.Sorted(maps.Keys(restartAt)) {
+			if at := restartAt[id]; s.Now() >= at {
 				delete(restartAt, id)
 				if err := s.Restart(id); err != nil {
 					return sc, err

@@ -17,7 +17,7 @@ func TestBullyResignOfTheTopNodeDoesNotWaitForAnAnswer(t *testing.T) {
 	if ok, err := s.RunUntil(300, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
 		t.Fatalf("no leader: %v %s", err, s.Describe())
 	}
-	if err := s.Do(5, (*election.Core).Resign); err != nil {
+	if err := s.Do(5, election.StateMachine.Resign); err != nil {
 		t.Fatal(err)
 	}
 	start := s.Now()

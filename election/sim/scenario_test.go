@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/algorithms"
 )
 
 var (
@@ -29,7 +30,8 @@ func raceEnabled() bool {
 	return false
 }
 
-var algorithms = []string{"ring", "bully"}
+// every registered algorithm
+var allAlgorithms = algorithms.Names()
 
 // harness wraps a Sim with assertions whose failures carry the seed, the
 // state of every node and the tail of the message trace.
@@ -147,7 +149,7 @@ func (h *harness) groupAgreed(ids ...election.NodeID) (election.NodeID, election
 		}
 		leader, term = st.Leader, st.LeaderTerm
 	}
-	if leader == 0 || !slices.Contains(ids, leader) || !h.Up(leader) || h.Node(leader).Role() != election.RoleLeader {
+	if leader == 0 || !slices.Contains(ids, leader) || !h.Up(leader) || h.Node(leader).Status().Role != election.RoleLeader {
 		return 0, 0, false
 	}
 	return leader, term, true
@@ -156,7 +158,7 @@ func (h *harness) groupAgreed(ids ...election.NodeID) (election.NodeID, election
 // leaderless reports whether no node in ids leads or believes in a leader.
 func (h *harness) leaderless(ids ...election.NodeID) bool {
 	for _, id := range ids {
-		if h.Up(id) && (h.Node(id).Role() == election.RoleLeader || h.Node(id).Leader() != 0) {
+		if h.Up(id) && (h.Node(id).Status().Role == election.RoleLeader || h.Node(id).Status().Leader != 0) {
 			return false
 		}
 	}
@@ -174,7 +176,7 @@ func (h *harness) run(ticks int) {
 	}
 }
 
-func (h *harness) do(id election.NodeID, f func(*election.Core) error) error {
+func (h *harness) do(id election.NodeID, f func(election.StateMachine) error) error {
 	return h.Do(id, f)
 }
 
@@ -246,11 +248,11 @@ var scenarios = []scenario{
 			}
 			return true
 		}
-		if err := h.do(1, func(c *election.Core) error { c.Campaign(); return nil }); err != nil {
+		if err := h.do(1, func(c election.StateMachine) error { c.Campaign(); return nil }); err != nil {
 			h.fatalf("Campaign on 1: %v", err)
 		}
 		h.Hook = nil
-		if first == nil || h.Node(1).Role() != election.RoleElecting || len(h.Leaders()) != 0 {
+		if first == nil || h.Node(1).Status().Role != election.RoleElecting || len(h.Leaders()) != 0 {
 			h.fatalf("no election underway after Campaign on 1 (first Election %v, leaders %v)", first, h.Leaders())
 		}
 		h.Crash(5)
@@ -289,7 +291,7 @@ var scenarios = []scenario{
 			}
 			return true
 		}
-		if err := h.do(1, func(c *election.Core) error { c.Campaign(); return nil }); err != nil {
+		if err := h.do(1, func(c election.StateMachine) error { c.Campaign(); return nil }); err != nil {
 			h.fatalf("Campaign on 1: %v", err)
 		}
 		h.until(L1Bound(5), "5 taking part in 1's election", func() bool { return touched })
@@ -303,7 +305,7 @@ var scenarios = []scenario{
 		h.Crash(5)
 		h.ResetCounts()
 		for _, id := range ids(4) {
-			if err := h.do(id, func(c *election.Core) error { c.Campaign(); return nil }); err != nil {
+			if err := h.do(id, func(c election.StateMachine) error { c.Campaign(); return nil }); err != nil {
 				h.fatalf("Campaign on %d: %v", id, err)
 			}
 		}
@@ -367,13 +369,13 @@ var scenarios = []scenario{
 	{name: "resign", opts: Options{N: 5}, run: func(h *harness) {
 		before := h.agreeOn(L1Bound(5), 5, "cold start")
 		h.run(20) // let the announcement settle (see TestScenarioBugs for resigning at once)
-		if err := h.do(3, (*election.Core).Resign); !errors.Is(err, election.ErrNotLeader) {
+		if err := h.do(3, election.StateMachine.Resign); !errors.Is(err, election.ErrNotLeader) {
 			h.fatalf("Resign on follower 3: %v, want ErrNotLeader", err)
 		}
-		if err := h.do(5, (*election.Core).Resign); err != nil {
+		if err := h.do(5, election.StateMachine.Resign); err != nil {
 			h.fatalf("Resign on leader 5: %v", err)
 		}
-		if h.Node(5).Role() == election.RoleLeader {
+		if h.Node(5).Status().Role == election.RoleLeader {
 			h.fatalf("5 still leads right after Resign")
 		}
 		start := h.Now()
@@ -393,17 +395,17 @@ var scenarios = []scenario{
 	{name: "transfer", opts: Options{N: 5}, run: func(h *harness) {
 		before := h.agreeOn(L1Bound(5), 5, "cold start")
 		h.run(20)
-		if err := h.do(5, func(c *election.Core) error { return c.Transfer(99) }); !errors.Is(err, election.ErrUnknownNode) {
+		if err := h.do(5, func(c election.StateMachine) error { return c.Transfer(99) }); !errors.Is(err, election.ErrUnknownNode) {
 			h.fatalf("Transfer(99): %v, want ErrUnknownNode", err)
 		}
-		if err := h.do(3, func(c *election.Core) error { return c.Transfer(2) }); !errors.Is(err, election.ErrNotLeader) {
+		if err := h.do(3, func(c election.StateMachine) error { return c.Transfer(2) }); !errors.Is(err, election.ErrNotLeader) {
 			h.fatalf("Transfer on follower 3: %v, want ErrNotLeader", err)
 		}
 		if l, term, ok := h.Agreed(); !ok || l != 5 || term != before {
 			h.fatalf("failed transfers changed the leadership")
 		}
 		h.ResetCounts()
-		if err := h.do(5, func(c *election.Core) error { return c.Transfer(2) }); err != nil {
+		if err := h.do(5, func(c election.StateMachine) error { return c.Transfer(2) }); err != nil {
 			h.fatalf("Transfer(2): %v", err)
 		}
 		start := h.Now()
@@ -549,7 +551,7 @@ var scenarios = []scenario{
 func TestScenarios(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			for _, algo := range algorithms {
+			for _, algo := range allAlgorithms {
 				t.Run(algo, func(t *testing.T) {
 					seeds := *scenarioSeeds
 					if sc.opts.N > 50 {
@@ -567,7 +569,7 @@ func TestScenarios(t *testing.T) {
 }
 
 func TestCheckerSelfTest(t *testing.T) {
-	for _, algo := range algorithms {
+	for _, algo := range allAlgorithms {
 		t.Run(algo, func(t *testing.T) {
 			s, err := New(Options{N: 3, Algorithm: algo, Seed: 1})
 			if err != nil {
@@ -617,7 +619,7 @@ var staleSelfScenarios = []struct {
 			// at t=16 and leads 3.5 again; as incumbent it then marks the ring
 			// Election 6.1 and wins 7.5. 4 never leads.
 			before := h.agreeOn(L1Bound(5), 5, "cold start")
-			if err := h.do(5, (*election.Core).Resign); err != nil {
+			if err := h.do(5, election.StateMachine.Resign); err != nil {
 				h.fatalf("Resign on leader 5: %v", err)
 			}
 			term := h.agreeOn(L1Bound(5), 4, "after 5 resigned at once")
@@ -629,15 +631,15 @@ var staleSelfScenarios = []struct {
 		scenario: scenario{name: "resign-stale-self-coordinator", opts: Options{N: 5}, run: func(h *harness) {
 			old := h.agreeOn(L1Bound(5), 5, "cold start")
 			h.run(20)
-			if err := h.do(5, (*election.Core).Resign); err != nil {
+			if err := h.do(5, election.StateMachine.Resign); err != nil {
 				h.fatalf("Resign on leader 5: %v", err)
 			}
 			// A late duplicate of the announcement of 5's old term.
 			stale := election.Message{Type: election.MsgCoordinator, From: 2, To: 5, Term: old, Leader: 5, Confirmed: true}
-			if err := h.do(5, func(c *election.Core) error { return c.Step(stale) }); err != nil {
+			if err := h.do(5, func(c election.StateMachine) error { return c.Step(stale) }); err != nil {
 				h.fatalf("Step(stale Coordinator): %v", err)
 			}
-			if h.Node(5).Role() == election.RoleLeader {
+			if h.Node(5).Status().Role == election.RoleLeader {
 				h.fatalf("resigned 5 leads its old term %v again after a stale Coordinator", old)
 			}
 			h.agreeOn(L1Bound(5), 4, "after 5 resigned and saw a stale Coordinator")
@@ -646,14 +648,14 @@ var staleSelfScenarios = []struct {
 		scenario: scenario{name: "transfer-stale-self-coordinator", opts: Options{N: 5}, run: func(h *harness) {
 			old := h.agreeOn(L1Bound(5), 5, "cold start")
 			h.run(20)
-			if err := h.do(5, func(c *election.Core) error { return c.Transfer(2) }); err != nil {
+			if err := h.do(5, func(c election.StateMachine) error { return c.Transfer(2) }); err != nil {
 				h.fatalf("Transfer(2): %v", err)
 			}
 			stale := election.Message{Type: election.MsgCoordinator, From: 3, To: 5, Term: old, Leader: 5, Confirmed: true}
-			if err := h.do(5, func(c *election.Core) error { return c.Step(stale) }); err != nil {
+			if err := h.do(5, func(c election.StateMachine) error { return c.Step(stale) }); err != nil {
 				h.fatalf("Step(stale Coordinator): %v", err)
 			}
-			if h.Node(5).Role() == election.RoleLeader {
+			if h.Node(5).Status().Role == election.RoleLeader {
 				h.fatalf("5 leads its old term %v again after handing over to 2", old)
 			}
 			h.agreeOn(L1Bound(5), 2, "after transfer and a stale Coordinator")
@@ -668,10 +670,10 @@ var staleSelfScenarios = []struct {
 				return ok && l == 3 && h.leaderless(minority...)
 			})
 			stale := election.Message{Type: election.MsgCoordinator, From: 4, To: 5, Term: old, Leader: 5, Confirmed: true}
-			if err := h.do(5, func(c *election.Core) error { return c.Step(stale) }); err != nil {
+			if err := h.do(5, func(c election.StateMachine) error { return c.Step(stale) }); err != nil {
 				h.fatalf("Step(stale Coordinator): %v", err)
 			}
-			if h.Node(5).Role() == election.RoleLeader {
+			if h.Node(5).Status().Role == election.RoleLeader {
 				h.fatalf("minority node 5 leads %v again without a majority, while 3 leads the majority", old)
 			}
 		}}},
@@ -680,7 +682,7 @@ var staleSelfScenarios = []struct {
 func TestStaleSelfAnnouncement(t *testing.T) {
 	for _, bs := range staleSelfScenarios {
 		t.Run(bs.name, func(t *testing.T) {
-			for _, algo := range algorithms {
+			for _, algo := range allAlgorithms {
 				t.Run(algo, func(t *testing.T) {
 					opts := bs.opts
 					opts.Algorithm, opts.Seed = algo, 2

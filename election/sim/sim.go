@@ -9,26 +9,20 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/bully"
-	"github.com/electord/electord/election/ring"
+	"github.com/electord/electord/election/algorithms"
 )
-
-// Factory builds a state machine.
-type Factory func(election.Config) (*election.Core, error)
-
-// Factories by algorithm name.
-var Factories = map[string]Factory{"ring": ring.New, "bully": bully.New}
 
 // Options configure a simulation.
 type Options struct {
 	N         int
-	Algorithm string // "ring" or "bully"
+	Algorithm string // a name registered in election/algorithms
 	Quorum    bool   // quorum mode with cluster size N
 	Preempt   bool
 	Seed      uint64
@@ -50,7 +44,8 @@ type envelope struct {
 
 type node struct {
 	id   election.NodeID
-	sm   *election.Core
+	sm   election.StateMachine
+	cfg  election.Config // as last started
 	up   bool
 	view map[election.NodeID]bool // whom this node's membership holds alive
 }
@@ -88,8 +83,8 @@ type Change struct {
 
 // New builds a cluster where every node knows every other.
 func New(opts Options) (*Sim, error) {
-	if _, ok := Factories[opts.Algorithm]; !ok {
-		return nil, fmt.Errorf("sim: unknown algorithm %q", opts.Algorithm)
+	if err := algorithms.Check(opts.Algorithm); err != nil {
+		return nil, fmt.Errorf("sim: algorithm: %w", err)
 	}
 	if opts.N < 1 {
 		return nil, fmt.Errorf("sim: N must be at least 1")
@@ -144,22 +139,25 @@ func (s *Sim) start(n *node) error {
 			cfg.Peers = append(cfg.Peers, s.member(id))
 		}
 	}
-	slices.SortFunc(cfg.Peers, func(a, b election.Member) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(cfg.Peers, func(a, b election.Member) int { return cmp.Compare(a.ID, b.ID) })
 	r := rand.New(rand.NewPCG(s.rng.Uint64(), uint64(n.id)))
 	cfg.Rand = func(k int) int { return r.IntN(k) }
 	if s.opts.Tune != nil {
 		s.opts.Tune(&cfg)
 	}
-	sm, err := Factories[s.opts.Algorithm](cfg)
+	sm, err := algorithms.New(s.opts.Algorithm, cfg)
 	if err != nil {
 		return err
 	}
-	n.sm, n.up = sm, true
+	n.sm, n.cfg, n.up = sm, cfg, true
 	return nil
 }
 
 // Node returns the state machine of node id (1-based).
-func (s *Sim) Node(id election.NodeID) *election.Core { return s.nodes[id-1].sm }
+func (s *Sim) Node(id election.NodeID) election.StateMachine { return s.nodes[id-1].sm }
+
+// Config is the configuration node id (1-based) was last started with.
+func (s *Sim) Config(id election.NodeID) election.Config { return s.nodes[id-1].cfg }
 
 // N is the cluster size.
 func (s *Sim) N() int { return len(s.nodes) }
@@ -272,7 +270,7 @@ func (s *Sim) Inject(id election.NodeID, ev election.Event) {
 }
 
 // Do runs f on node id's state machine (Resign, Transfer, Campaign...).
-func (s *Sim) Do(id election.NodeID, f func(sm *election.Core) error) error {
+func (s *Sim) Do(id election.NodeID, f func(sm election.StateMachine) error) error {
 	n := s.nodes[id-1]
 	if !n.up {
 		return fmt.Errorf("sim: node %d is down", id)
@@ -452,7 +450,7 @@ func (s *Sim) Agreed() (election.NodeID, election.Term, bool) {
 		}
 		leader, term = st.Leader, st.LeaderTerm
 	}
-	if leader == 0 || !s.nodes[leader-1].up || s.nodes[leader-1].sm.Role() != election.RoleLeader {
+	if leader == 0 || !s.nodes[leader-1].up || s.nodes[leader-1].sm.Status().Role != election.RoleLeader {
 		return 0, 0, false
 	}
 	return leader, term, true
@@ -462,7 +460,7 @@ func (s *Sim) Agreed() (election.NodeID, election.Term, bool) {
 func (s *Sim) Leaders() []election.NodeID {
 	var ids []election.NodeID
 	for _, n := range s.nodes {
-		if n.up && n.sm.Role() == election.RoleLeader {
+		if n.up && n.sm.Status().Role == election.RoleLeader {
 			ids = append(ids, n.id)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // that follower into a rival candidate: the transfer target leads, and no
 // Election is sent. (Found in CI: node 5 took over from a transfer to 2.)
 func TestTransferWithUnevenDelays(t *testing.T) {
-	for _, algo := range algorithms {
+	for _, algo := range allAlgorithms {
 		t.Run(algo, func(t *testing.T) {
 			for seed := uint64(1); seed <= 30; seed++ {
 				// A round trip takes up to 8 ticks; the leader timeout is well
@@ -23,7 +23,7 @@ func TestTransferWithUnevenDelays(t *testing.T) {
 				h.MaxDelay = 3
 				h.run(20)
 				h.ResetCounts()
-				if err := h.do(5, func(c *election.Core) error { return c.Transfer(2) }); err != nil {
+				if err := h.do(5, func(c election.StateMachine) error { return c.Transfer(2) }); err != nil {
 					h.fatalf("Transfer(2): %v", err)
 				}
 				h.agreeOn(40, 2, "after transfer to 2")
@@ -43,17 +43,17 @@ func TestTransferWithUnevenDelays(t *testing.T) {
 // (membership has not noticed). The old leader acknowledges heartbeats for
 // one leader timeout only, so the others still elect a new leader soon.
 func TestTransferToACrashedNode(t *testing.T) {
-	for _, algo := range algorithms {
+	for _, algo := range allAlgorithms {
 		t.Run(algo, func(t *testing.T) {
 			for seed := uint64(1); seed <= 10; seed++ {
 				h := newHarness(t, Options{N: 5, Algorithm: algo, Seed: seed})
 				h.agreeOn(L1Bound(5), 5, "cold start")
 				h.Crash(2)
-				if err := h.do(5, func(c *election.Core) error { return c.Transfer(2) }); err != nil {
+				if err := h.do(5, func(c election.StateMachine) error { return c.Transfer(2) }); err != nil {
 					h.fatalf("Transfer(2): %v", err)
 				}
 				start := h.Now()
-				lt := h.Node(1).Config().LeaderTimeoutTicks
+				lt := h.Config(1).LeaderTimeoutTicks
 				// The ack window, then a jittered leader timeout, then an election.
 				h.agreeOn(4*lt+L1Bound(5), 4, "after a transfer to a crashed node")
 				h.t.Logf("%s seed %d: node 4 leads %d ticks after the failed transfer", algo, seed, h.Now()-start)

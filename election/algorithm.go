@@ -1,0 +1,112 @@
+package election
+
+// Algorithm is the part of a strategy that differs between ring and bully:
+// how an election runs. The core calls it from its own methods only, so it
+// inherits the core's contract: never called concurrently. It acts on the
+// node only through the Host it is handed.
+//
+// To add an algorithm: write a package with a type that implements
+// Algorithm (and, if it needs them, CoordinatorObserver and MessageChecker),
+// a constructor that returns New(cfg, &YourAlgorithm{}), and register it in
+// election/algorithms. Nothing else names the algorithms.
+type Algorithm interface {
+	// Name is the name users configure ("ring", "bully").
+	Name() string
+	// Campaign starts an election attempt. If the host's Standing says
+	// Excluded, this node is resigning and must run the election without
+	// itself.
+	Campaign(h Host)
+	// Step handles the messages that belong to the election procedure:
+	// MsgElection and MsgAnswer. The core has already raised the term.
+	Step(h Host, m Message)
+	// Tick advances the algorithm's own timers; called once per tick, after
+	// the core's own tick.
+	Tick(h Host)
+	// SendFailed is told of a message the transport could not deliver.
+	SendFailed(h Host, m Message)
+	// Reset drops any election in progress (a leadership was settled).
+	Reset()
+}
+
+// CoordinatorObserver is an optional Algorithm feature: it is told of every
+// valid Coordinator after the core handled it; accepted says whether the
+// core took it. The ring passes announcements on around the ring.
+type CoordinatorObserver interface {
+	Coordinated(h Host, m Message, accepted bool)
+}
+
+// MessageChecker is an optional Algorithm feature: it checks the fields of
+// MsgElection and MsgAnswer that only the algorithm knows, before the core
+// takes any notice of the message. A non-empty reason refuses the message
+// (it is counted and wrapped in ErrInvalidMessage).
+type MessageChecker interface {
+	CheckMessage(h Host, m Message) (reason string)
+}
+
+// Standing is what an algorithm may know of this node's position.
+type Standing struct {
+	// Role, Leader and LeaderTerm are the leadership this node believes in.
+	Role       Role
+	Leader     NodeID
+	LeaderTerm Term
+	// Term is the highest term this node has seen.
+	Term Term
+	// LeaderFresh: this node follows a leader that answered within half a
+	// leader timeout.
+	LeaderFresh bool
+	// Proposing: this node won in quorum mode and waits for a majority to
+	// acknowledge it.
+	Proposing bool
+	// Excluded: this node resigned or handed over and must not stand in the
+	// current round.
+	Excluded bool
+	// Resigned is the node that just resigned and handed this node the
+	// election (0 if none); it does not stand in this round.
+	Resigned NodeID
+}
+
+// Host is what an algorithm may see of its node and do to it. The core
+// implements it; an algorithm gets it as an argument on every call and must
+// not keep it past the call.
+type Host interface {
+	// Config is the node's configuration, defaults filled in.
+	Config() Config
+	// Self is this node's rank.
+	Self() Rank
+	// Standing is this node's position now.
+	Standing() Standing
+	// Ring is the live members and this node sorted by rank, lowest first.
+	// The slice is shared: do not modify it.
+	Ring() []Rank
+	// Successor is the live member ranked next above r, wrapping to the
+	// lowest. It may be this node.
+	Successor(r Rank) Rank
+	// RankOf is a live member's rank, or false when it is not a live member.
+	RankOf(id NodeID) (Rank, bool)
+	// Bootstrapping reports whether this node is a first start that has not
+	// yet seen BootstrapExpect members nor known a leader, and so must not
+	// campaign on its own. Asking latches: once the node sees enough members
+	// when it asks, it never waits again.
+	Bootstrapping() bool
+
+	// Send queues a message; From is filled in.
+	Send(m Message)
+	// NewAttempt starts an election attempt at a term above any seen, which
+	// this node owns, and returns it. The node is electing from now on.
+	NewAttempt() Term
+	// Win: this node won the election at term t (which it owns). Outside
+	// quorum mode it leads at once and announces itself; in quorum mode it
+	// proposes and leads once a majority acknowledged.
+	Win(t Term)
+	// Adopt settles the leadership the algorithm chose: this node leads at t
+	// if leader is this node (t must be its own), else it follows leader.
+	// Nothing is announced: the algorithm sends what it must.
+	Adopt(leader NodeID, t Term)
+	// NoLeader makes this node leaderless after a failed round (too few
+	// candidates, a lost proposal): it campaigns again after a leader
+	// timeout plus jitter, so a minority does not spin through terms.
+	NoLeader()
+	// Reassert has a sitting leader announce itself again at a new term,
+	// above every term seen (a lower node ran an election while it leads).
+	Reassert()
+}

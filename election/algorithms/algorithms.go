@@ -1,0 +1,64 @@
+// Package algorithms is the one list of election algorithms electord knows:
+// their names and constructors. Configuration, the instance loop, the
+// simulator and the dev cluster read it; adding an algorithm is a new
+// package and one line here.
+package algorithms
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/bully"
+	"github.com/electord/electord/election/ring"
+)
+
+// Factory builds one node's state machine.
+type Factory func(election.Config) (election.StateMachine, error)
+
+// registered is in the order users see the names; the first is the default.
+var registered = []struct {
+	name string
+	new  Factory
+}{
+	{bully.Name, bully.New},
+	{ring.Name, ring.New},
+}
+
+// Default is the algorithm used when none is configured.
+var Default = registered[0].name
+
+// Names lists the registered algorithms, the default first.
+func Names() []string {
+	out := make([]string, len(registered))
+	for i, r := range registered {
+		out[i] = r.name
+	}
+	return out
+}
+
+// Check returns an error naming the known algorithms unless name is one.
+func Check(name string) error {
+	if _, ok := lookup(name); !ok {
+		return fmt.Errorf("must be one of %s, got %q", strings.Join(Names(), ", "), name)
+	}
+	return nil
+}
+
+// New builds a state machine that elects with the named algorithm.
+func New(name string, cfg election.Config) (election.StateMachine, error) {
+	f, ok := lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("algorithm: %w", Check(name))
+	}
+	return f(cfg)
+}
+
+func lookup(name string) (Factory, bool) {
+	for _, r := range registered {
+		if r.name == name {
+			return r.new, true
+		}
+	}
+	return nil, false
+}
