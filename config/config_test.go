@@ -90,7 +90,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		want string
 	}{
 		{func(c *Config) { c.ID = 0 }, "id: must be set"},
-		{func(c *Config) { c.Algorithm = "raft" }, `algorithm: must be ring or bully, got "raft"`},
+		{func(c *Config) { c.Algorithm = "raft" }, `algorithm: must be one of bully, ring, got "raft"`},
 		{func(c *Config) { c.HeartbeatTimeout = c.HeartbeatInterval }, "heartbeat-timeout: must exceed heartbeat-interval"},
 		{func(c *Config) { c.PeerAddr = "nohost" }, "peer-addr:"},
 		{func(c *Config) { c.APIAddr = c.PeerAddr }, "api-addr: 127.0.0.1:7071 is already used by peer-addr"},
