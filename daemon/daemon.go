@@ -32,7 +32,6 @@ type Daemon struct {
 	PeerAddr, GossipAddr, APIAddr, HTTPAddr string
 
 	log     *slog.Logger
-	recv    *lateReceiver
 	tr      *transport.GRPC
 	peerSrv peerServer
 	apiSrv  *grpc.Server
@@ -47,6 +46,21 @@ type Options struct {
 	Logger *slog.Logger
 	// Exit is what `electctl kill --exit` calls; nil does nothing.
 	Exit func()
+	// Peers, if set, sits between the node and its peers in both
+	// directions. For tests: see daemontest.Faults.
+	Peers PeerHook
+}
+
+// PeerHook sits between a node and its peers. Tests inject faults with it
+// (package daemontest); a daemon without one sends and receives directly.
+type PeerHook interface {
+	// Receiver wraps the node's receiver. Every message from a peer goes
+	// through what it returns: the requests the peer server serves and the
+	// heartbeat replies the transport gets back, and so do send failures.
+	Receiver(node transport.Receiver) transport.Receiver
+	// Transport wraps the transport the node sends through. A send it
+	// refuses is reported to node, the receiver Receiver was given.
+	Transport(tr transport.Transport, node transport.Receiver) transport.Transport
 }
 
 // Start validates cfg, binds every port, and starts the node. An invalid
@@ -94,19 +108,20 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		closeAll()
 		return nil, err
 	}
-	self := membership.Meta{ID: election.NodeID(cfg.ID), Name: cfg.Name, Priority: cfg.Priority,
+	self := node.Meta{ID: election.NodeID(cfg.ID), Name: cfg.Name, Priority: cfg.Priority,
 		PeerAddr: d.PeerAddr, APIAddr: d.APIAddr, HTTPAddr: d.HTTPAddr}
 
 	// Gossip binds its port on first start; a revived node keeps that port.
 	gossipBind := cfg.GossipAddr
 	newMembership := func() (node.Membership, error) {
-		m, err := membership.New(membership.Config{Self: self, BindAddr: gossipBind, AdvertiseAddr: advertiseHost(cfg),
-			Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log})
+		m, err := membership.New(membership.Config{Self: membership.Meta(self), BindAddr: gossipBind,
+			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log})
 		if err != nil {
 			return nil, err
 		}
 		gossipBind, d.GossipAddr = m.BoundAddr(), m.LocalAddr()
-		return startRejoin(m, cfg.Join, log), nil
+		m.RetryJoin()
+		return adaptGossip(m), nil
 	}
 
 	// Bind gossip now, so the address is known when Start returns (dev
@@ -124,27 +139,38 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		return newMembership()
 	}
 
-	var nd *node.Node
-	recv := &lateReceiver{}
+	// The transport exists before the node it feeds. Every message from a
+	// peer (served requests, heartbeat replies) reaches the node through
+	// recv, and so does every send failure.
+	late := &transport.LateReceiver{}
+	var recv transport.Receiver = late
+	if opts.Peers != nil {
+		recv = opts.Peers.Receiver(late)
+	}
 	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: self.ID, Receiver: recv})
 	if err != nil {
+		first.Shutdown()
 		closeAll()
 		return nil, err
 	}
-	nd, err = node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
+	var send transport.Transport = tr
+	if opts.Peers != nil {
+		send = opts.Peers.Transport(tr, late)
+	}
+	nd, err := node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Quorum: cfg.Quorum, Preempt: cfg.Preempt, BootstrapExpect: cfg.BootstrapExpect, Store: store, NewMembership: fresh,
-		Transport: faultyTransport{tr, recv}, Exit: opts.Exit, Logger: log})
+		Transport: send, Exit: opts.Exit, Logger: log})
 	if err != nil {
 		tr.Close()
 		first.Shutdown()
 		closeAll()
 		return nil, err
 	}
-	recv.set(nd)
-	d.Node, d.tr, d.recv = nd, tr, recv
+	late.Set(nd)
+	d.Node, d.tr = nd, tr
 
-	d.peerSrv = newPeerServer(cfg, transport.NewPeerService(self.ID, nd), log)
+	d.peerSrv = newPeerServer(cfg, transport.NewPeerService(self.ID, recv), log)
 	d.apiSrv = api.NewGRPCServer(backend{nd})
 	d.httpSrv = api.NewHTTPServer(backend{nd})
 
@@ -192,65 +218,6 @@ func stopGRPC(s peerServer) {
 	}
 }
 
-// rejoin keeps a node connected to its seeds, like Consul's retry_join: it
-// retries until a seed answers (a seed may start after this node), and then
-// every rejoinEvery it joins again if no seed is a live member (a partition
-// healed after gossip gave up on the other side).
-type rejoin struct {
-	*membership.Membership
-	stop chan struct{}
-	once sync.Once
-}
-
-const (
-	retryJoinEvery = 500 * time.Millisecond
-	rejoinEvery    = 15 * time.Second
-)
-
-func startRejoin(m *membership.Membership, seeds []string, log *slog.Logger) *rejoin {
-	r := &rejoin{Membership: m, stop: make(chan struct{})}
-	if len(seeds) == 0 {
-		return r
-	}
-	try := func() bool {
-		n, err := m.Join(seeds)
-		if err != nil || n == 0 {
-			log.Debug("no gossip seed answered yet", "join", seeds, "err", err)
-			return false
-		}
-		return true
-	}
-	joined := try()
-	if !joined {
-		log.Warn("no gossip seed answered yet; retrying every "+retryJoinEvery.String(), "join", seeds)
-	}
-	go func() {
-		for {
-			wait := rejoinEvery
-			if !joined {
-				wait = retryJoinEvery
-			}
-			select {
-			case <-r.stop:
-				return
-			case <-time.After(wait):
-			}
-			if !joined || len(m.Members()) <= 1 {
-				if joined = try(); joined {
-					log.Info("joined gossip through a seed", "join", seeds)
-				}
-			}
-		}
-	}()
-	return r
-}
-
-// Shutdown stops the retries, then gossip.
-func (r *rejoin) Shutdown() error {
-	r.once.Do(func() { close(r.stop) })
-	return r.Membership.Shutdown()
-}
-
 // advertise is the address peers should dial for a bound listener.
 func advertise(cfg config.Config, a net.Addr) string {
 	tcp := a.(*net.TCPAddr)
@@ -276,79 +243,6 @@ func advertiseHost(cfg config.Config) string {
 		}
 	}
 	return "127.0.0.1"
-}
-
-// Block is a fault hook for tests: peer messages to and from ids are
-// refused from now on, as if the network between this node and them were
-// cut (sends fail as unavailable; their messages are refused). Gossip is not
-// affected. Unblock lifts it.
-func (d *Daemon) Block(ids ...election.NodeID) {
-	d.recv.mu.Lock()
-	defer d.recv.mu.Unlock()
-	if d.recv.blocked == nil {
-		d.recv.blocked = map[election.NodeID]bool{}
-	}
-	for _, id := range ids {
-		d.recv.blocked[id] = true
-	}
-}
-
-// Unblock lifts every Block.
-func (d *Daemon) Unblock() {
-	d.recv.mu.Lock()
-	d.recv.blocked = nil
-	d.recv.mu.Unlock()
-}
-
-// errBlocked is the failure a blocked send reports.
-var errBlocked = errors.New("daemon: peer blocked by a fault hook")
-
-// faultyTransport drops sends to blocked peers (see Block).
-type faultyTransport struct {
-	transport.Transport
-	recv *lateReceiver
-}
-
-func (f faultyTransport) Send(m election.Message) {
-	if f.recv.isBlocked(m.To) {
-		go f.recv.Failed(m, errBlocked)
-		return
-	}
-	f.Transport.Send(m)
-}
-
-// lateReceiver lets the transport exist before the node it feeds, and
-// refuses blocked peers.
-type lateReceiver struct {
-	mu      sync.RWMutex
-	r       transport.Receiver
-	blocked map[election.NodeID]bool
-}
-
-func (l *lateReceiver) isBlocked(id election.NodeID) bool {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.blocked[id]
-}
-
-func (l *lateReceiver) set(r transport.Receiver) { l.mu.Lock(); l.r = r; l.mu.Unlock() }
-
-func (l *lateReceiver) get() transport.Receiver { l.mu.RLock(); defer l.mu.RUnlock(); return l.r }
-
-func (l *lateReceiver) Receive(in transport.Inbound) error {
-	if l.isBlocked(in.Msg.From) {
-		return transport.ErrNotServing
-	}
-	if r := l.get(); r != nil {
-		return r.Receive(in)
-	}
-	return transport.ErrNotServing
-}
-
-func (l *lateReceiver) Failed(m election.Message, err error) {
-	if r := l.get(); r != nil {
-		r.Failed(m, err)
-	}
 }
 
 // backend adapts *node.Node to api.Backend.

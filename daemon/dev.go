@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/electord/electord/config"
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/algorithms"
 	"github.com/electord/electord/node"
 )
 
@@ -33,6 +35,9 @@ type DevOptions struct {
 	LogLevel string
 	// Tune may change each node's config before it starts (tests).
 	Tune func(*config.Config)
+	// Peers, if set, gives node id its Options.Peers (tests: see
+	// daemontest.Network).
+	Peers func(id election.NodeID) PeerHook
 	// Out receives the addresses and every leader change; nil discards.
 	Out io.Writer
 }
@@ -84,7 +89,7 @@ func DevConfig(i int, opts DevOptions, dataDir string, join []string) config.Con
 // StartDev starts a local cluster: node 1 first, the others joining it.
 func StartDev(opts DevOptions) (*Cluster, error) {
 	if opts.Algorithm == "" {
-		opts.Algorithm = "bully"
+		opts.Algorithm = algorithms.Default
 	}
 	c := &Cluster{out: opts.Out, start: time.Now(), views: map[uint64]node.LeaderInfo{}}
 	if c.out == nil {
@@ -104,7 +109,11 @@ func StartDev(opts DevOptions) (*Cluster, error) {
 	var join []string
 	for i := 1; i <= opts.Nodes; i++ {
 		cfg := DevConfig(i, opts, dir, join)
-		d, err := Start(cfg, Options{Logger: log.With("dev-node", i)})
+		o := Options{Logger: log.With("dev-node", i)}
+		if opts.Peers != nil {
+			o.Peers = opts.Peers(election.NodeID(cfg.ID))
+		}
+		d, err := Start(cfg, o)
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("node %d: %w", i, err)

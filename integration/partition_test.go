@@ -11,32 +11,18 @@ import (
 
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/daemontest"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 )
 
-// partition cuts peer traffic between the nodes of a and those of b, on
-// both sides (gossip still flows: the fault hook only blocks peer messages).
-func partition(a, b []*daemon.Daemon) {
-	ids := func(ds []*daemon.Daemon) []election.NodeID {
-		out := make([]election.NodeID, len(ds))
-		for i, d := range ds {
-			out[i] = election.NodeID(d.Config.ID)
-		}
-		return out
+// ids are the node ids of ds.
+func ids(ds []*daemon.Daemon) []election.NodeID {
+	out := make([]election.NodeID, len(ds))
+	for i, d := range ds {
+		out[i] = election.NodeID(d.Config.ID)
 	}
-	for _, d := range a {
-		d.Block(ids(b)...)
-	}
-	for _, d := range b {
-		d.Block(ids(a)...)
-	}
-}
-
-func heal(ds []*daemon.Daemon) {
-	for _, d := range ds {
-		d.Unblock()
-	}
+	return out
 }
 
 // TestQuorumPartitionedMinority: with quorum 5, cutting {4,5} from {1,2,3}
@@ -44,14 +30,16 @@ func heal(ds []*daemon.Daemon) {
 // the heal all five agree again.
 func TestQuorumPartitionedMinority(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg, Quorum: 5})
+		// The fault hooks cut peer traffic only; gossip still flows.
+		var faults daemontest.Network
+		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg, Quorum: 5, Peers: faults.Hook})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election with quorum 5")
 		if l0.ID != 5 {
 			t.Fatalf("quorum 5: the cluster agreed on node %d (term %v), want node 5", l0.ID, l0.Term)
 		}
 		majority, minority := only(c.Nodes, 1, 2, 3), only(c.Nodes, 4, 5)
 		tl := recordTimelines(t, c.Nodes)
-		partition(majority, minority)
+		faults.Partition(ids(majority), ids(minority))
 		cut := time.Now()
 
 		eventually(t, 5*time.Second, "the minority {4,5} has no leader and the majority {1,2,3} agrees on node 3", func() (bool, string) {
@@ -112,7 +100,7 @@ func TestQuorumPartitionedMinority(t *testing.T) {
 				start3.Sub(cut), end5.Sub(cut), tl.describe(5, cut), tl.describe(3, cut))
 		}
 
-		heal(c.Nodes)
+		faults.Heal()
 		lh := waitAgreement(t, c.Nodes, 10*time.Second, "all five agree after the heal")
 		if lh.Term < lm.Term {
 			t.Errorf("after the heal the cluster agrees on node %d in term %v, below the majority's term %v", lh.ID, lh.Term, lm.Term)
@@ -125,13 +113,14 @@ func TestQuorumPartitionedMinority(t *testing.T) {
 // same partition have a leader, in different terms; the heal merges them.
 func TestNoQuorumPartition(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg})
+		var faults daemontest.Network
+		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg, Peers: faults.Hook})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 		if l0.ID != 5 {
 			t.Fatalf("the cluster agreed on node %d (term %v), want node 5", l0.ID, l0.Term)
 		}
 		majority, minority := only(c.Nodes, 1, 2, 3), only(c.Nodes, 4, 5)
-		partition(majority, minority)
+		faults.Partition(ids(majority), ids(minority))
 
 		var lmaj, lmin = l0, l0
 		eventually(t, 5*time.Second, "both sides have a leader, in different terms", func() (bool, string) {
@@ -143,7 +132,7 @@ func TestNoQuorumPartition(t *testing.T) {
 		})
 		t.Logf("partitioned: majority led by node %d in term %v, minority by node %d in term %v", lmaj.ID, lmaj.Term, lmin.ID, lmin.Term)
 
-		heal(c.Nodes)
+		faults.Heal()
 		lh := waitAgreement(t, c.Nodes, 10*time.Second, "all five agree after the heal")
 		if hi := max(lmaj.Term, lmin.Term); lh.Term < hi {
 			t.Errorf("after the heal the cluster agrees on node %d in term %v, below the partition's highest term %v", lh.ID, lh.Term, hi)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,25 +12,14 @@ import (
 	"time"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/bully"
-	"github.com/electord/electord/election/ring"
-	"github.com/electord/electord/membership"
+	"github.com/electord/electord/election/algorithms"
 	"github.com/electord/electord/transport"
 )
 
-// Membership is what the loop needs from gossip. Events must never block
-// the sender for long and must not lose events.
-type Membership interface {
-	Events() <-chan membership.Event
-	Members() []membership.Meta
-	Leave(timeout time.Duration) error
-	Shutdown() error
-}
-
 // Config configures a node's loop. Durations are turned into ticks.
 type Config struct {
-	Self      membership.Meta
-	Algorithm string // "ring" or "bully"
+	Self      Meta
+	Algorithm string // a name registered in election/algorithms
 	// Tick is the loop's clock period. Default 10ms.
 	Tick time.Duration
 	// HeartbeatInterval: followers heartbeat the leader this often. Default 50ms.
@@ -98,11 +88,8 @@ func (c *Config) electionConfig(term election.Term) election.Config {
 	}
 }
 
-// Factories builds a state machine for each algorithm.
-var Factories = map[string]func(election.Config) (*election.Core, error){"ring": ring.New, "bully": bully.New}
-
 type memberRec struct {
-	membership.Meta
+	Meta
 	alive bool
 }
 
@@ -119,9 +106,9 @@ type Node struct {
 	serving  atomic.Bool // answers peers (false while killed)
 
 	// Owned by the loop goroutine.
-	sm      *election.Core
+	sm      election.StateMachine
 	mem     Membership
-	events  <-chan membership.Event
+	events  <-chan MemberEvent
 	members map[election.NodeID]*memberRec
 	killed  bool
 	dirty   bool // membership or killed changed since the last publish
@@ -149,8 +136,8 @@ type Counters struct {
 // New builds a node from its persisted term. It does not start anything.
 func New(cfg Config) (*Node, error) {
 	cfg.defaults()
-	if _, ok := Factories[cfg.Algorithm]; !ok {
-		return nil, fmt.Errorf("algorithm: must be ring or bully, got %q", cfg.Algorithm)
+	if err := algorithms.Check(cfg.Algorithm); err != nil {
+		return nil, fmt.Errorf("algorithm: %w", err)
 	}
 	if cfg.NewMembership == nil || cfg.Transport == nil {
 		return nil, errors.New("node: NewMembership and Transport are required")
@@ -179,7 +166,7 @@ func (n *Node) startMachine() error {
 	if err != nil {
 		return err
 	}
-	sm, err := Factories[n.cfg.Algorithm](n.cfg.electionConfig(term))
+	sm, err := algorithms.New(n.cfg.Algorithm, n.cfg.electionConfig(term))
 	if err != nil {
 		return err
 	}
@@ -305,13 +292,13 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 	n.publish()
 }
 
-func (n *Node) membershipEvent(ev membership.Event) {
+func (n *Node) membershipEvent(ev MemberEvent) {
 	id := ev.Member.ID
-	if id == n.cfg.Self.ID && ev.Type != membership.Conflict {
+	if id == n.cfg.Self.ID && ev.Type != MemberConflict {
 		return
 	}
 	switch ev.Type {
-	case membership.Join, membership.Update:
+	case MemberJoin, MemberUpdate:
 		rec := n.members[id]
 		if rec == nil {
 			rec = &memberRec{}
@@ -322,18 +309,18 @@ func (n *Node) membershipEvent(ev membership.Event) {
 		if !n.killed {
 			n.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: id, Priority: ev.Member.Priority}})
 		}
-	case membership.Leave, membership.Dead:
+	case MemberLeave, MemberDead:
 		if rec := n.members[id]; rec != nil {
 			rec.alive = false
 		}
 		typ := election.EventDead
-		if ev.Type == membership.Leave {
+		if ev.Type == MemberLeave {
 			typ = election.EventLeave
 		}
 		if !n.killed {
 			n.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
 		}
-	case membership.Conflict:
+	case MemberConflict:
 		n.counters.Conflicts.Add(1)
 		n.log.Error("membership conflict: a node id (or its term slot) is claimed twice; the newcomer is not elected",
 			"id", uint64(id), "detail", ev.Detail)
@@ -391,7 +378,7 @@ func (n *Node) publish() {
 	for _, rec := range n.members {
 		members = append(members, n.memberInfo(rec.Meta, rec.alive, li))
 	}
-	slices.SortFunc(members, func(a, b MemberInfo) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(members, func(a, b MemberInfo) int { return cmp.Compare(a.ID, b.ID) })
 	n.mu.Lock()
 	changed := n.leader.ID != li.ID || n.leader.Term != li.Term || n.leader.State != li.State
 	n.leader = li
@@ -402,7 +389,7 @@ func (n *Node) publish() {
 	}
 }
 
-func (n *Node) memberInfo(m membership.Meta, alive bool, li LeaderInfo) MemberInfo {
+func (n *Node) memberInfo(m Meta, alive bool, li LeaderInfo) MemberInfo {
 	mi := MemberInfo{ID: m.ID, Name: m.Name, Priority: m.Priority, PeerAddr: m.PeerAddr, APIAddr: m.APIAddr, HTTPAddr: m.HTTPAddr,
 		Alive: alive, Algorithm: n.cfg.Algorithm}
 	switch {

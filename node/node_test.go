@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/membership"
 	"github.com/electord/electord/transport"
 )
 
@@ -23,61 +22,37 @@ type gossipHub struct {
 
 type fakeGossip struct {
 	hub    *gossipHub
-	self   membership.Meta
-	events chan membership.Event
+	self   Meta
+	events chan MemberEvent
 	left   bool
 }
 
-func (h *gossipHub) join(self membership.Meta) *fakeGossip {
+func (h *gossipHub) join(self Meta) *fakeGossip {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	g := &fakeGossip{hub: h, self: self, events: make(chan membership.Event, 1024)}
+	g := &fakeGossip{hub: h, self: self, events: make(chan MemberEvent, 1024)}
 	for _, o := range h.members {
-		o.events <- membership.Event{Type: membership.Join, Member: self}
-		g.events <- membership.Event{Type: membership.Join, Member: o.self}
+		o.events <- MemberEvent{Type: MemberJoin, Member: self}
+		g.events <- MemberEvent{Type: MemberJoin, Member: o.self}
 	}
 	h.members[self.ID] = g
 	return g
 }
 
-func (g *fakeGossip) Events() <-chan membership.Event { return g.events }
-func (g *fakeGossip) Members() []membership.Meta      { return nil }
-func (g *fakeGossip) Leave(time.Duration) error       { g.left = true; return nil }
+func (g *fakeGossip) Events() <-chan MemberEvent { return g.events }
+func (g *fakeGossip) Leave(time.Duration) error  { g.left = true; return nil }
 func (g *fakeGossip) Shutdown() error {
 	g.hub.mu.Lock()
 	defer g.hub.mu.Unlock()
 	delete(g.hub.members, g.self.ID)
-	typ := membership.Dead
+	typ := MemberDead
 	if g.left {
-		typ = membership.Leave
+		typ = MemberLeave
 	}
 	for _, o := range g.hub.members {
-		o.events <- membership.Event{Type: typ, Member: g.self}
+		o.events <- MemberEvent{Type: typ, Member: g.self}
 	}
 	return nil
-}
-
-type late struct {
-	mu sync.Mutex
-	r  transport.Receiver
-}
-
-func (l *late) Receive(in transport.Inbound) error {
-	l.mu.Lock()
-	r := l.r
-	l.mu.Unlock()
-	if r == nil {
-		return transport.ErrNotServing
-	}
-	return r.Receive(in)
-}
-func (l *late) Failed(m election.Message, err error) {
-	l.mu.Lock()
-	r := l.r
-	l.mu.Unlock()
-	if r != nil {
-		r.Failed(m, err)
-	}
 }
 
 type cluster struct {
@@ -113,17 +88,15 @@ func (c *cluster) start(id election.NodeID) *Node {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	self := membership.Meta{ID: id, Name: fmt.Sprintf("n%d", id), PeerAddr: fmt.Sprintf("mem:%d", id), APIAddr: fmt.Sprintf("api:%d", id)}
-	l := &late{}
+	self := Meta{ID: id, Name: fmt.Sprintf("n%d", id), PeerAddr: fmt.Sprintf("mem:%d", id), APIAddr: fmt.Sprintf("api:%d", id)}
+	l := &transport.LateReceiver{}
 	tr := c.net.Join(id, l)
 	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr,
 		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	l.mu.Lock()
-	l.r = nd
-	l.mu.Unlock()
+	l.Set(nd)
 	ctx, cancel := context.WithCancel(context.Background())
 	go nd.Run(ctx)
 	c.nodes[id], c.cancel[id] = nd, cancel
@@ -288,7 +261,7 @@ func TestSlowSubscriberNeverBlocksTheNode(t *testing.T) {
 }
 
 func TestInboxFullIsRefusedNotBlocked(t *testing.T) {
-	n, err := New(Config{Self: membership.Meta{ID: 1}, Algorithm: "ring", InboxSize: 2,
+	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "ring", InboxSize: 2,
 		Transport: transport.NewNetwork().Join(1, nil), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
 	if err != nil {
 		t.Fatal(err)
