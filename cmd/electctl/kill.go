@@ -18,20 +18,9 @@ its process and API stay up, so "electctl revive ID" undoes it. With --exit
 the process exits instead (and cannot be revived). Any endpoint forwards
 the command to node ID.`,
 		Args: exactArgs(1, "a node ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			nid, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			var res client.CommandResult
-			if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				res, err = c.Kill(ctx, nid, exit)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.commandOutput(res)
-		},
+		RunE: g.onNode(func(c *client.Client, ctx context.Context, id client.NodeID) (client.CommandResult, error) {
+			return c.Kill(ctx, id, exit)
+		}),
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "make the node's process exit")
 	return cmd

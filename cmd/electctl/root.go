@@ -125,6 +125,33 @@ func (g *globals) call(cmd *cobra.Command, f func(context.Context, *client.Clien
 	return nil
 }
 
+// command runs one command (kill, revive, resign, transfer) through a
+// client and prints its result.
+func (g *globals) command(cmd *cobra.Command, f func(*client.Client, context.Context) (client.CommandResult, error)) error {
+	var res client.CommandResult
+	if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = f(c, ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	return g.commandOutput(res)
+}
+
+// onNode is the RunE of a command about node ID, its one argument (kill,
+// revive, transfer).
+func (g *globals) onNode(f func(*client.Client, context.Context, client.NodeID) (client.CommandResult, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		return g.command(cmd, func(c *client.Client, ctx context.Context) (client.CommandResult, error) {
+			return f(c, ctx, id)
+		})
+	}
+}
+
 // exactArgs is cobra.ExactArgs with a usage error.
 func exactArgs(n int, names string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
