@@ -263,18 +263,14 @@ func (c *core) Step(m Message) error {
 }
 
 func (c *core) validate(m Message) error {
+	if err := CheckMessage(m, c.cfg.ID); err != nil {
+		return err
+	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %v from %d: %s", ErrInvalidMessage, m.Type, m.From, fmt.Sprintf(format, a...))
 	}
-	switch {
-	case !m.Type.Valid():
-		return bad("unknown type")
-	case m.From == 0 || m.From == c.cfg.ID:
-		return bad("bad sender")
-	case m.To != c.cfg.ID:
-		return bad("addressed to %d, not %d", m.To, c.cfg.ID)
-	case m.Term == 0 && m.Type != MsgHeartbeatResp:
-		return bad("zero term")
+	if m.From == c.cfg.ID {
+		return bad("claims to come from this node")
 	}
 	if r, ok := c.members[m.From]; ok && m.FromRank != (Rank{}) && m.FromRank != r.Rank() {
 		return bad("claims rank %v, membership says %v", m.FromRank, r.Rank())

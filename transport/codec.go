@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -11,16 +10,13 @@ import (
 )
 
 // MaxCandidates is the most candidates a ring Election may carry on the wire.
-const MaxCandidates = 1 << 16
+const MaxCandidates = election.MaxCandidates
 
-// ErrInvalidMessage is wrapped by every wire validation error. The error text
-// names the message type and the offending field, e.g.
-// "transport: invalid message: Election.to: 7 is not this node (3)".
-var ErrInvalidMessage = errors.New("transport: invalid message")
-
-func invalid(t election.MsgType, field, format string, a ...any) error {
-	return fmt.Errorf("%w: %v.%s: %s", ErrInvalidMessage, t, field, fmt.Sprintf(format, a...))
-}
+// ErrInvalidMessage is wrapped by every validation error, on the wire and in
+// the state machine: it is election.ErrInvalidMessage. The error text names
+// the message type and the offending field, e.g.
+// "election: invalid message: Election.to: 7 is not this node (3)".
+var ErrInvalidMessage = election.ErrInvalidMessage
 
 // Encode converts m to its wire message: *pb.Election, *pb.Answer,
 // *pb.Coordinator, *pb.CoordinatorAck, *pb.Heartbeat, *pb.HeartbeatReply (for
@@ -82,7 +78,7 @@ func Decode(x proto.Message, self election.NodeID) (election.Message, error) {
 	if err != nil {
 		return election.Message{}, err
 	}
-	if err := Validate(m, self); err != nil {
+	if err := election.CheckMessage(m, self); err != nil {
 		return election.Message{}, err
 	}
 	return m, nil
@@ -95,7 +91,7 @@ func decode(x proto.Message) (election.Message, error) {
 			break
 		}
 		if n := len(x.GetCandidates()); n > MaxCandidates {
-			return election.Message{}, invalid(election.MsgElection, "candidates", "%d entries, limit %d", n, MaxCandidates)
+			return election.Message{}, fmt.Errorf("%w: Election.candidates: %d entries, limit %d", ErrInvalidMessage, n, MaxCandidates)
 		}
 		var cands []election.Rank
 		if len(x.GetCandidates()) > 0 {
@@ -159,47 +155,6 @@ func decode(x proto.Message) (election.Message, error) {
 			Elect: x.GetElect()}, nil
 	}
 	return election.Message{}, fmt.Errorf("%w: unexpected wire message %T", ErrInvalidMessage, x)
-}
-
-// Validate runs the wire checks on m as node self receives it: a known type,
-// from and to non-zero, to == self (skipped when self is 0), a non-zero term
-// (except MsgHeartbeatResp, which may report "no leadership known"), a
-// Coordinator naming a leader, and a ring candidate list of at most
-// MaxCandidates non-zero ids. The error wraps ErrInvalidMessage and names the
-// field. Semantic checks (rank claims against membership, term ownership, a
-// sender claiming to be the receiver) belong to the election core.
-//
-// Safe for concurrent use.
-func Validate(m election.Message, self election.NodeID) error {
-	t := m.Type
-	switch {
-	case !t.Valid():
-		return fmt.Errorf("%w: type: unknown (%d)", ErrInvalidMessage, uint8(t))
-	case m.From == 0:
-		return invalid(t, "from", "zero")
-	case m.To == 0:
-		return invalid(t, "to", "zero")
-	case self != 0 && m.To != self:
-		return invalid(t, "to", "%d is not this node (%d)", m.To, self)
-	case m.Term == 0 && t != election.MsgHeartbeatResp:
-		return invalid(t, "term", "zero")
-	}
-	switch t {
-	case election.MsgElection:
-		if n := len(m.Candidates); n > MaxCandidates {
-			return invalid(t, "candidates", "%d entries, limit %d", n, MaxCandidates)
-		}
-		for i, r := range m.Candidates {
-			if r.ID == 0 {
-				return invalid(t, fmt.Sprintf("candidates[%d].id", i), "zero")
-			}
-		}
-	case election.MsgCoordinator:
-		if m.Leader == 0 {
-			return invalid(t, "leader", "zero")
-		}
-	}
-	return nil
 }
 
 func rankToProto(r election.Rank) *pb.Rank {

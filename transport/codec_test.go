@@ -106,7 +106,7 @@ func TestValidate(t *testing.T) {
 		{"max candidates", election.Message{Type: election.MsgElection, From: 1, To: 2, Term: 3, Candidates: many[:MaxCandidates]}, ""},
 	}
 	for _, c := range cases {
-		err := Validate(c.m, 2)
+		err := election.CheckMessage(c.m, 2)
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
@@ -117,7 +117,7 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	// self 0 skips the recipient check.
-	if err := Validate(with(func(m *election.Message) { m.To = 7 }), 0); err != nil {
+	if err := election.CheckMessage(with(func(m *election.Message) { m.To = 7 }), 0); err != nil {
 		t.Errorf("self 0: %v", err)
 	}
 }
