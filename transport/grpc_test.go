@@ -26,10 +26,7 @@ func wantCode(t *testing.T, f failure, code codes.Code) {
 
 func TestGRPCEveryTypeThroughRealServer(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	addr, svc := startServer(t, 2, srvRecv)
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
-	tr.SetPeer(2, addr)
+	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
 
 	for _, m := range sampleMessages(1, 2) {
 		tr.Send(m)
@@ -73,10 +70,7 @@ func TestGRPCEveryTypeThroughRealServer(t *testing.T) {
 
 func TestGRPCKeepsPerPeerOrder(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	addr, _ := startServer(t, 2, srvRecv)
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
-	tr.SetPeer(2, addr)
+	_, _, _, tr := pairGRPC(t, srvRecv, GRPCConfig{})
 	const n = 200
 	for i := 1; i <= n; i++ {
 		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: election.Term(i)})
@@ -106,10 +100,7 @@ func TestGRPCClosedPortFailsFast(t *testing.T) {
 
 func TestGRPCReceiverRefusals(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	addr, svc := startServer(t, 2, srvRecv)
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
-	tr.SetPeer(2, addr)
+	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
 	m := election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: 1, Leader: 1}
 
 	srvRecv.setErr(ErrNotServing)
@@ -143,10 +134,7 @@ func TestGRPCReceiverRefusals(t *testing.T) {
 
 func TestGRPCMalformedRejected(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	addr, svc := startServer(t, 2, srvRecv)
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
-	tr.SetPeer(2, addr)
+	addr, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
 	tr.SetPeer(9, addr) // node 2 listens where 9 is believed to be
 
 	bad := []election.Message{
@@ -242,10 +230,7 @@ func TestGRPCServerSizeLimitConfigurable(t *testing.T) {
 func TestGRPCHeartbeatUnanswered(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
 	srvRecv.autoReply = false
-	addr, svc := startServer(t, 2, srvRecv)
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: 100 * time.Millisecond})
-	tr.SetPeer(2, addr)
+	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{SendTimeout: 100 * time.Millisecond})
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	in := srvRecv.next(t)
 	wantCode(t, cliRecv.nextFailure(t), codes.DeadlineExceeded)
@@ -259,10 +244,7 @@ func TestGRPCHeartbeatUnanswered(t *testing.T) {
 func TestGRPCHeartbeatReplyClosed(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
 	srvRecv.autoReply = false
-	addr, _ := startServer(t, 2, srvRecv)
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
-	tr.SetPeer(2, addr)
+	_, _, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	close(srvRecv.next(t).Reply)
 	wantCode(t, cliRecv.nextFailure(t), codes.Aborted)

@@ -144,6 +144,19 @@ func newGRPC(t *testing.T, cfg GRPCConfig) *GRPC {
 	return tr
 }
 
+// pairGRPC serves node 2 with srv and gives node 1 (its failures and
+// replies going to cli) a GRPC transport to it, configured by cfg beyond
+// Self and Receiver.
+func pairGRPC(t *testing.T, srv *fakeReceiver, cfg GRPCConfig, opts ...grpc.ServerOption) (addr string, svc *PeerService, cli *fakeReceiver, tr *GRPC) {
+	t.Helper()
+	addr, svc = startServer(t, 2, srv, opts...)
+	cli = newFakeReceiver(1)
+	cfg.Self, cfg.Receiver = 1, cli
+	tr = newGRPC(t, cfg)
+	tr.SetPeer(2, addr)
+	return addr, svc, cli, tr
+}
+
 // waitGoroutines waits until at most n goroutines run.
 func waitGoroutines(t *testing.T, n int) {
 	t.Helper()
