@@ -16,26 +16,37 @@ const algorithmsDoc = "../../docs/ALGORITHMS.md"
 // cases against theory, and that docs/ALGORITHMS.md shows exactly the counts
 // measured (-update-doc rewrites the table).
 func TestMessageComplexity(t *testing.T) {
+	table := measureCases(t, false, []int{3, 5, 8, 16, 32, 64, 128}, Theory,
+		"| case | n | theory | measured | Election | Answer | Coordinator | ticks to agree |",
+		func(c ElectionCost) int { return c.Ticks })
+	checkDocTable(t, "message-complexity", table)
+}
+
+// measureCases measures every canonical case at every n, asserts the count
+// against theory and that the highest node won, and returns the Markdown
+// table whose last column is last(cost).
+func measureCases(t *testing.T, quorum bool, ns []int, theory func(string, int) int, header string, last func(ElectionCost) int) string {
+	t.Helper()
 	var table strings.Builder
-	fmt.Fprintln(&table, "| case | n | theory | measured | Election | Answer | Coordinator | ticks to agree |")
+	fmt.Fprintln(&table, header)
 	fmt.Fprintln(&table, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range Cases {
-		for _, n := range []int{3, 5, 8, 16, 32, 64, 128} {
-			cost, err := MeasureElection(c.Algorithm, n, false, c.Initiators(n)...)
+		for _, n := range ns {
+			cost, err := MeasureElection(c.Algorithm, n, quorum, c.Initiators(n)...)
 			if err != nil {
-				t.Fatalf("%s n=%d: %v", c.Name, n, err)
+				t.Fatalf("%s n=%d quorum=%v: %v", c.Name, n, quorum, err)
 			}
-			if want := Theory(c.Name, n); cost.Total() != want {
-				t.Errorf("%s n=%d: %d messages (%+v), theory says %d", c.Name, n, cost.Total(), cost, want)
+			if want := theory(c.Name, n); cost.Total() != want {
+				t.Errorf("%s n=%d quorum=%v: %d messages (%+v), theory says %d", c.Name, n, quorum, cost.Total(), cost, want)
 			}
 			if int(cost.Leader) != n {
-				t.Errorf("%s n=%d: leader %d, want the highest, %d", c.Name, n, cost.Leader, n)
+				t.Errorf("%s n=%d quorum=%v: leader %d, want the highest, %d", c.Name, n, quorum, cost.Leader, n)
 			}
-			fmt.Fprintf(&table, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", c.Name, n, Theory(c.Name, n), cost.Total(),
-				cost.Elections, cost.Answers, cost.Coordinators, cost.Ticks)
+			fmt.Fprintf(&table, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", c.Name, n, theory(c.Name, n), cost.Total(),
+				cost.Elections, cost.Answers, cost.Coordinators, last(cost))
 		}
 	}
-	checkDocTable(t, "message-complexity", table.String())
+	return table.String()
 }
 
 // TheoryQuorum is the count in quorum mode. The bully's winner proposes,
@@ -57,26 +68,10 @@ func TheoryQuorum(algoCase string, n int) int {
 // confirmation round) to the same cases, for both algorithms, and that
 // docs/ALGORITHMS.md shows those counts.
 func TestMessageComplexityQuorum(t *testing.T) {
-	var table strings.Builder
-	fmt.Fprintln(&table, "| case | n | theory | measured | Election | Answer | Coordinator | CoordinatorAck |")
-	fmt.Fprintln(&table, "|---|---:|---:|---:|---:|---:|---:|---:|")
-	for _, c := range Cases {
-		for _, n := range []int{3, 5, 8} {
-			cost, err := MeasureElection(c.Algorithm, n, true, c.Initiators(n)...)
-			if err != nil {
-				t.Fatalf("%s n=%d quorum: %v", c.Name, n, err)
-			}
-			if want := TheoryQuorum(c.Name, n); cost.Total() != want {
-				t.Errorf("%s n=%d quorum: %d messages (%+v), theory says %d", c.Name, n, cost.Total(), cost, want)
-			}
-			if int(cost.Leader) != n {
-				t.Errorf("%s n=%d quorum: leader %d, want the highest, %d", c.Name, n, cost.Leader, n)
-			}
-			fmt.Fprintf(&table, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", c.Name, n, TheoryQuorum(c.Name, n), cost.Total(),
-				cost.Elections, cost.Answers, cost.Coordinators, cost.Acks)
-		}
-	}
-	checkDocTable(t, "message-complexity-quorum", table.String())
+	table := measureCases(t, true, []int{3, 5, 8}, TheoryQuorum,
+		"| case | n | theory | measured | Election | Answer | Coordinator | CoordinatorAck |",
+		func(c ElectionCost) int { return c.Acks })
+	checkDocTable(t, "message-complexity-quorum", table)
 }
 
 // checkDocTable compares the table between the markers
