@@ -111,7 +111,7 @@ type MsgType uint8
 const (
 	// MsgElection is the ring's circulating candidate list or the bully's election request.
 	MsgElection MsgType = iota + 1
-	// MsgAnswer is the bully's "I am alive and outrank you".
+	// MsgAnswer (bully only) is "I am alive and outrank you".
 	MsgAnswer
 	// MsgCoordinator announces a leader and its term.
 	MsgCoordinator
@@ -153,13 +153,14 @@ type Message struct {
 	// Leader: the announced or known leader (Coordinator, Heartbeat*); on a
 	// ring Election, the incumbent leader if it forwarded the message.
 	Leader NodeID
-	// Initiator: who started a ring election or sent a ring Coordinator around.
+	// Initiator: who started the election (both algorithms; its term is the
+	// initiator's own), or who sent a ring Coordinator around (ring only).
 	Initiator NodeID
-	// InitiatorRank: the ring initiator's rank (suppression compares it).
+	// InitiatorRank (ring only): the initiator's rank (suppression compares it).
 	InitiatorRank Rank
-	// Candidates: the ring's collected candidate list.
+	// Candidates (ring only): the collected candidate list.
 	Candidates []Rank
-	// MaxTerm: the highest term seen by the ring nodes the Election passed.
+	// MaxTerm (ring only): the highest term seen by the nodes the Election passed.
 	MaxTerm Term
 	// FromRank: the sender's rank as it claims it.
 	FromRank Rank
