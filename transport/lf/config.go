@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
@@ -16,65 +17,20 @@ var ErrUnsupported = errors.New("lf: the Leader/Followers pool needs Linux epoll
 // GracefulStop, or a second time.
 var ErrServerStopped = errors.New("lf: the server was stopped")
 
-// Order is the promotion order of waiting followers.
-type Order int
-
-const (
-	// LIFO promotes the follower that started waiting last: its stack and
-	// caches are the warmest. The default.
-	LIFO Order = iota
-	// FIFO promotes the follower that has waited longest.
-	FIFO
-)
-
-func (o Order) String() string {
-	switch o {
-	case LIFO:
-		return "LIFO"
-	case FIFO:
-		return "FIFO"
-	}
-	return "Order(?)"
-}
-
 // Defaults for Config.
 const (
 	DefaultReadBudget = 256 << 10
 	MinWorkers        = 2
-	MaxEventsPerWait  = 64
-	// DefaultEventsPerWait is the paper's one event per leadership. More
-	// per wait is cheaper under load (docs/BENCHMARKS.md) but a handler that
-	// blocks then also holds the rest of its batch, which other followers
-	// could have served: N blocked handlers no longer mean N-way service.
-	DefaultEventsPerWait = 1
 )
 
-// Config tunes a Server. The zero value is usable.
+// Config tunes a Server. The zero value is usable. The comparison variants
+// of the pool (FIFO promotion, LockOSThread, a blocking wait, more events
+// per wait) are not settings: they are reached through
+// internal/lfvariant, for peerbench and the tests.
 type Config struct {
 	// Workers is the pool size; 0 means runtime.GOMAXPROCS(0)*2. Values
 	// below MinWorkers are raised to MinWorkers.
 	Workers int
-	// Order is the promotion order of followers (LIFO by default).
-	Order Order
-	// LockOSThread wires each pool goroutine to its own OS thread.
-	LockOSThread bool
-	// BlockingWait makes the leader wait in a blocking epoll_wait. By
-	// default the leader parks on the epoll set's own readiness in the Go
-	// runtime's poller and then takes one event with a non-blocking
-	// epoll_wait: a leader blocked in a system call keeps the scheduler's
-	// P until sysmon takes it back, and on a small GOMAXPROCS the event it
-	// returns with can then wait up to a 10 ms time slice for a P (the
-	// p99.9 in docs/BENCHMARKS.md). Either way one leader at a time waits
-	// on the set and takes one event.
-	BlockingWait bool
-	// EventsPerWait is how many ready handles the leader may take from one
-	// epoll_wait (0 means DefaultEventsPerWait; 1 is the paper's one event
-	// per leadership). Each is disarmed (one-shot) and the leader, having
-	// promoted a follower, processes them all itself, one after another, as
-	// the selector-based production pool of the practice page does: fewer
-	// waits and promotions per event, less parallelism between the events
-	// of one batch. Measured in docs/BENCHMARKS.md.
-	EventsPerWait int
 	// Limits bound what one connection may ask (see engine.Limits).
 	Limits engine.Limits
 	// ReadBudget is the most bytes read from one connection per event
@@ -90,9 +46,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReadBudget < 0 {
 		return c, errors.New("lf: negative ReadBudget")
 	}
-	if c.Order != LIFO && c.Order != FIFO {
-		return c, errors.New("lf: unknown Order")
-	}
 	if c.Workers == 0 {
 		c.Workers = runtime.GOMAXPROCS(0) * 2
 	}
@@ -102,13 +55,35 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReadBudget == 0 {
 		c.ReadBudget = DefaultReadBudget
 	}
-	if c.EventsPerWait < 0 || c.EventsPerWait > MaxEventsPerWait {
-		return c, fmt.Errorf("lf: EventsPerWait %d is outside 0..%d", c.EventsPerWait, MaxEventsPerWait)
-	}
-	if c.EventsPerWait == 0 {
-		c.EventsPerWait = DefaultEventsPerWait
-	}
 	return c, nil
+}
+
+// New returns a Server that serves the services registered on reg. Register
+// every service before calling Serve. Off Linux it returns ErrUnsupported.
+func New(reg *engine.Registry, cfg Config) (*Server, error) {
+	return newServer(reg, cfg, lfvariant.Variant{})
+}
+
+// The comparison variants reach newServer through lfvariant.New.
+func init() {
+	lfvariant.New = func(reg *engine.Registry, workers int, lim engine.Limits, v lfvariant.Variant) (lfvariant.Server, error) {
+		s, err := newServer(reg, Config{Workers: workers, Limits: lim}, v)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// variantDefaults checks v and fills in its defaults.
+func variantDefaults(v lfvariant.Variant) (lfvariant.Variant, error) {
+	if v.EventsPerWait < 0 || v.EventsPerWait > lfvariant.MaxEventsPerWait {
+		return v, fmt.Errorf("lf: EventsPerWait %d is outside 0..%d", v.EventsPerWait, lfvariant.MaxEventsPerWait)
+	}
+	if v.EventsPerWait == 0 {
+		v.EventsPerWait = 1
+	}
+	return v, nil
 }
 
 // Stats is a snapshot of the pool's gauges and counters.
@@ -143,8 +118,4 @@ type Stats struct {
 	// Panics counts panics the pool recovered while processing a
 	// connection; each closed that connection.
 	Panics uint64
-
-	// EpollWaiters is the most pool goroutines ever seen inside
-	// epoll_wait at once. The pattern keeps it at 1.
-	EpollWaiters int
 }

@@ -5,6 +5,7 @@ package lf
 import (
 	"net"
 
+	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
@@ -12,8 +13,10 @@ import (
 // returns ErrUnsupported.
 type Server struct{}
 
-// New returns ErrUnsupported off Linux.
-func New(reg *engine.Registry, cfg Config) (*Server, error) { return nil, ErrUnsupported }
+// newServer returns ErrUnsupported off Linux.
+func newServer(*engine.Registry, Config, lfvariant.Variant) (*Server, error) {
+	return nil, ErrUnsupported
+}
 
 // Serve returns ErrUnsupported off Linux.
 func (s *Server) Serve(ln net.Listener) error { return ErrUnsupported }

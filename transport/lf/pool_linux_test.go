@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/internal/peerservers/ctltest"
 	"github.com/electord/electord/internal/peerservers/echo"
 	"github.com/electord/electord/transport/lf/engine"
@@ -40,10 +41,16 @@ type testServer struct {
 
 func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 	t.Helper()
+	return startVariant(t, cfg, lfvariant.Variant{}, hook)
+}
+
+// startVariant is start for a comparison variant of the pool.
+func startVariant(t *testing.T, cfg Config, v lfvariant.Variant, hook func(s *Server)) *testServer {
+	t.Helper()
 	reg := engine.NewRegistry()
 	sv := echo.New()
 	reg.RegisterService(&echo.Desc, sv)
-	s, err := New(reg, cfg)
+	s, err := newServer(reg, cfg, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,28 +226,46 @@ func TestSingleLeaderAndOwner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
+		v    lfvariant.Variant
 	}{
-		{"LIFO", Config{Workers: 6}},
-		{"FIFO", Config{Workers: 6, Order: FIFO}},
-		{"SixteenEventsPerWait", Config{Workers: 6, EventsPerWait: 16}},
-		{"LockOSThread-smallBudget", Config{Workers: 4, LockOSThread: true, ReadBudget: 4 << 10}},
+		{"LIFO", Config{Workers: 6}, lfvariant.Variant{}},
+		{"FIFO", Config{Workers: 6}, lfvariant.Variant{FIFO: true}},
+		{"SixteenEventsPerWait", Config{Workers: 6}, lfvariant.Variant{EventsPerWait: 16}},
+		{"LockOSThread-smallBudget", Config{Workers: 4, ReadBudget: 4 << 10}, lfvariant.Variant{LockOSThread: true}},
+		{"BlockingWait", Config{Workers: 4}, lfvariant.Variant{BlockingWait: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := start(t, tc.cfg, nil)
+			ts := startVariant(t, tc.cfg, tc.v, nil)
 			load(t, ts.addr, 12, 4, 30, []int{1, 100, 3000, 70 << 10})
 			st := ts.Stats()
-			if st.EpollWaiters != 1 {
-				t.Errorf("max goroutines in epoll_wait = %d, want 1", st.EpollWaiters)
-			}
-			if m := ts.maxInUse.Load(); m != 1 {
-				t.Errorf("max owners of one connection = %d, want 1", m)
-			}
+			checkInvariants(t, ts)
 			if st.Calls != 12*4*30 || st.Promotions == 0 || st.Events == 0 {
 				t.Errorf("stats %+v", st)
 			}
 			t.Logf("stats %+v", st)
 			ts.stop(t, false)
 		})
+	}
+}
+
+// noProbe says why a check or a test did not run.
+const noProbe = "the pool's probe is compiled in only with -race or -tags lfprobe"
+
+// checkInvariants checks, where the probe is compiled in, the two
+// invariants of the pattern: never more than one goroutine in epoll_wait,
+// never more than one owner of a connection.
+func checkInvariants(t *testing.T, ts *testServer) {
+	t.Helper()
+	inEpoll, inUse, ok := probeMax(ts.Server)
+	if !ok {
+		t.Log(noProbe)
+		return
+	}
+	if inEpoll != 1 {
+		t.Errorf("max goroutines in epoll_wait = %d, want 1", inEpoll)
+	}
+	if inUse != 1 {
+		t.Errorf("max owners of one connection = %d, want 1", inUse)
 	}
 }
 
@@ -271,9 +296,7 @@ func TestNoLostWakeups(t *testing.T) {
 	if n := okCalls.Load(); n != K*M {
 		t.Fatalf("%d of %d calls completed", n, K*M)
 	}
-	if st := ts.Stats(); st.EpollWaiters != 1 || ts.maxInUse.Load() != 1 {
-		t.Errorf("stats %+v maxInUse %d", st, ts.maxInUse.Load())
-	}
+	checkInvariants(t, ts)
 	ts.stop(t, false)
 }
 
@@ -525,11 +548,11 @@ func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.C
 func TestProcessingPanicClosesConn(t *testing.T) {
 	const N = 3
 	ts := start(t, Config{Workers: N}, func(s *Server) {
-		s.testHookFeed = func(p []byte) {
+		setFeedHook(t, s, func(p []byte) {
 			if bytes.Contains(p, []byte("boom!")) {
 				panic("lftest: processing panic")
 			}
-		}
+		})
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -607,21 +630,22 @@ func TestServeAfterStop(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c, err := Config{Workers: 1}.withDefaults()
-	if err != nil || c.Workers != MinWorkers || c.ReadBudget != DefaultReadBudget || c.Order != LIFO {
+	if err != nil || c.Workers != MinWorkers || c.ReadBudget != DefaultReadBudget {
 		t.Fatalf("%+v %v", c, err)
 	}
 	c, _ = Config{}.withDefaults()
 	if want := max(runtime.GOMAXPROCS(0)*2, MinWorkers); c.Workers != want {
 		t.Fatalf("default workers %d, want %d", c.Workers, want)
 	}
-	if _, err := (Config{Order: 7}).withDefaults(); err == nil {
-		t.Fatal("bad order accepted")
+	v, err := variantDefaults(lfvariant.Variant{})
+	if err != nil || v != (lfvariant.Variant{EventsPerWait: 1}) {
+		t.Fatalf("default variant %+v, %v; want LIFO, one event per wait", v, err)
 	}
-	if c.EventsPerWait != DefaultEventsPerWait {
-		t.Fatalf("default EventsPerWait %d, want %d", c.EventsPerWait, DefaultEventsPerWait)
-	}
-	if _, err := (Config{EventsPerWait: MaxEventsPerWait + 1}).withDefaults(); err == nil {
+	if _, err := variantDefaults(lfvariant.Variant{EventsPerWait: lfvariant.MaxEventsPerWait + 1}); err == nil {
 		t.Fatal("EventsPerWait over the maximum accepted")
+	}
+	if _, err := newServer(engine.NewRegistry(), Config{}, lfvariant.Variant{EventsPerWait: -1}); err == nil {
+		t.Fatal("negative EventsPerWait accepted")
 	}
 }
 
@@ -640,13 +664,13 @@ func TestAcceptBackoff(t *testing.T) {
 	var attempts atomic.Int64
 	failing.Store(true)
 	ts := start(t, Config{Workers: 2}, func(s *Server) {
-		s.accept4 = func(fd, flags int) (int, unix.Sockaddr, error) {
+		setAccept4(t, s, func(fd, flags int) (int, unix.Sockaddr, error) {
 			attempts.Add(1)
 			if failing.Load() {
 				return -1, nil, unix.EMFILE
 			}
 			return unix.Accept4(fd, flags)
-		}
+		})
 	})
 	cc := dial(t, ts.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -680,7 +704,7 @@ func TestAcceptBackoff(t *testing.T) {
 // touches the connection that holds the number now.
 func TestStaleEventAfterFDReuse(t *testing.T) {
 	var reads atomic.Int64
-	ts := start(t, Config{Workers: 2}, func(s *Server) { s.testHookFeed = func([]byte) { reads.Add(1) } })
+	ts := start(t, Config{Workers: 2}, func(s *Server) { setFeedHook(t, s, func([]byte) { reads.Add(1) }) })
 	connHandle := func() *handle {
 		ts.tabMu.RLock()
 		defer ts.tabMu.RUnlock()
@@ -721,7 +745,7 @@ func TestStaleEventAfterFDReuse(t *testing.T) {
 	if got := ts.Stats().Stale; got != stale+1 {
 		t.Fatalf("stale events %d -> %d, want one more", stale, got)
 	}
-	if n := h.inUse.Load(); n != 0 || h.state.Load() != stArmed || reads.Load() != readsBefore {
+	if n := owners(h); n != 0 || h.state.Load() != stArmed || reads.Load() != readsBefore {
 		t.Fatalf("the stale event took the live connection (%d owners, state %d)", n, h.state.Load())
 	}
 

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/internal/rawsys"
 	"github.com/electord/electord/transport/lf/engine"
 )
@@ -57,8 +58,8 @@ type handle struct {
 	kind kind
 
 	state atomic.Int32  // stArmed / stHeld
-	inUse atomic.Int32  // owners right now; must never exceed 1
 	want  atomic.Uint32 // events to arm with, set by the owner before releasing
+	probe handleProbe   // empty outside tests (probe_off_linux.go)
 
 	// fdMu guards the descriptor's lifetime: a re-arm that trails a
 	// release must not reach a descriptor that was closed (and whose number
@@ -78,20 +79,14 @@ func (s *Server) acquire(h *handle) bool {
 	if !h.state.CompareAndSwap(stArmed, stHeld) {
 		return false
 	}
-	n := h.inUse.Add(1)
-	for {
-		m := s.maxInUse.Load()
-		if n <= m || s.maxInUse.CompareAndSwap(m, n) {
-			break
-		}
-	}
+	s.probe.acquired(h)
 	return true
 }
 
 // disown gives h up; the caller must re-arm it (or let the taker that
 // reacquires it do so) right after.
 func (s *Server) disown(h *handle) {
-	h.inUse.Add(-1)
+	s.probe.released(h)
 	h.state.Store(stArmed)
 }
 
@@ -100,7 +95,8 @@ func (s *Server) disown(h *handle) {
 type Server struct {
 	reg    *engine.Registry
 	cfg    Config
-	ctx    context.Context // base context of every call; Stop cancels it
+	v      lfvariant.Variant // the zero Variant but in comparison runs
+	ctx    context.Context   // base context of every call; Stop cancels it
 	cancel context.CancelFunc
 
 	// Lifecycle.
@@ -116,7 +112,7 @@ type Server struct {
 
 	// Set up by Serve before the pool starts; read-only afterwards.
 	epfd     int
-	epFile   *os.File        // epfd, registered in the runtime poller (unless BlockingWait)
+	epFile   *os.File        // epfd, registered in the runtime poller (unless v.BlockingWait)
 	epRaw    syscall.RawConn // epFile's
 	efd      int
 	lis      *handle
@@ -136,31 +132,24 @@ type Server struct {
 
 	wg sync.WaitGroup // pool goroutines
 
-	// testHookFeed, when set (by tests, before Serve), sees every chunk
-	// read from a connection before the Session does, on the processing
-	// goroutine.
-	testHookFeed func(p []byte)
+	// probe is the tests' instrumentation; empty outside tests
+	// (probe_off_linux.go).
+	probe serverProbe
 
 	// Gauges.
 	leaders, processing, followers, live atomic.Int64
-	inEpoll                              atomic.Int32
-	maxInEpoll                           atomic.Int32
-	maxInUse                             atomic.Int32
 
 	// Counters.
 	events, stale, promotions, noFollower, accepts atomic.Uint64
 	acceptPauses                                   atomic.Uint64
 	// acceptDelay is the current accept back-off; only the listener's
 	// holder touches it.
-	acceptDelay time.Duration
-	// accept4 is unix.Accept4; tests replace it to inject errors.
-	accept4                                               func(fd int, flags int) (int, unix.Sockaddr, error)
+	acceptDelay                                           time.Duration
 	calls, handlerErrors, handlerPanics, connErrs, panics atomic.Uint64
 }
 
-// New returns a Server that serves the services registered on reg. Register
-// every service before calling Serve.
-func New(reg *engine.Registry, cfg Config) (*Server, error) {
+// newServer is New with a comparison variant (lfvariant.New).
+func newServer(reg *engine.Registry, cfg Config, v lfvariant.Variant) (*Server, error) {
 	if reg == nil {
 		return nil, errors.New("lf: nil registry")
 	}
@@ -168,10 +157,14 @@ func New(reg *engine.Registry, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if v, err = variantDefaults(v); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		reg:    reg,
 		cfg:    cfg,
+		v:      v,
 		ctx:    ctx,
 		cancel: cancel,
 		epfd:   -1,
@@ -266,7 +259,7 @@ func (s *Server) setup(lfd int) error {
 		s.epfd = -1
 		return err
 	}
-	if !s.cfg.BlockingWait {
+	if !s.v.BlockingWait {
 		if err := unix.SetNonblock(s.epfd, true); err != nil {
 			return err
 		}
@@ -471,7 +464,6 @@ func (s *Server) Stats() Stats {
 		HandlerPanics: s.handlerPanics.Load(),
 		ConnErrors:    s.connErrs.Load(),
 		Panics:        s.panics.Load(),
-		EpollWaiters:  int(s.maxInEpoll.Load()),
 	}
 }
 
@@ -494,11 +486,11 @@ func (s *Server) worker() {
 	defer s.wg.Done()
 	s.live.Add(1)
 	defer s.live.Add(-1)
-	if s.cfg.LockOSThread {
+	if s.v.LockOSThread {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 	}
-	w := &worker{wake: make(chan struct{}, 1), buf: make([]byte, readChunk), ev: make([]unix.EpollEvent, s.cfg.EventsPerWait)}
+	w := &worker{wake: make(chan struct{}, 1), buf: make([]byte, readChunk), ev: make([]unix.EpollEvent, s.v.EventsPerWait)}
 	w.poll = func(uintptr) bool {
 		for {
 			w.got, w.pollErr = s.epollWait1(w, 0)
@@ -568,7 +560,7 @@ func (s *Server) promote() {
 	s.leaderPresent = false
 	var w chan struct{}
 	if n := len(s.waiters); n > 0 {
-		if s.cfg.Order == FIFO {
+		if s.v.FIFO {
 			w = s.waiters[0]
 			s.waiters[0] = nil
 			s.waiters = s.waiters[1:]
@@ -634,16 +626,10 @@ func (s *Server) epollWait(w *worker) (got int, err error) {
 	return w.got, w.pollErr
 }
 
-// epollWait1 is the epoll_wait system call, counted: at most one
-// goroutine may ever be inside it (tests read maxInEpoll).
+// epollWait1 is the epoll_wait system call. At most one goroutine may ever
+// be inside it (the tests' probe counts).
 func (s *Server) epollWait1(w *worker, msec int) (int, error) {
-	n := s.inEpoll.Add(1)
-	for {
-		m := s.maxInEpoll.Load()
-		if n <= m || s.maxInEpoll.CompareAndSwap(m, n) {
-			break
-		}
-	}
+	s.probe.enterEpoll()
 	var got int
 	var err error
 	if msec == 0 {
@@ -651,7 +637,7 @@ func (s *Server) epollWait1(w *worker, msec int) (int, error) {
 	} else {
 		got, err = unix.EpollWait(s.epfd, w.ev[:], msec)
 	}
-	s.inEpoll.Add(-1)
+	s.probe.leaveEpoll()
 	return got, err
 }
 
@@ -719,12 +705,8 @@ func (s *Server) acceptAll(l *handle) {
 		}
 		s.settleListener(l)
 	}()
-	accept := s.accept4
-	if accept == nil {
-		accept = unix.Accept4
-	}
 	for !s.stopping.Load() {
-		nfd, sa, err := accept(l.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		nfd, sa, err := s.probe.accept4(l.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch err {
 		case nil:
 		case unix.EINTR, unix.ECONNABORTED:
@@ -753,7 +735,7 @@ func (s *Server) newConn(fd int, sa unix.Sockaddr) {
 	}
 	c := &handle{fd: fd, gen: s.nextGen(), kind: kindConn}
 	c.state.Store(stHeld)
-	c.inUse.Store(1)
+	s.probe.acquired(c)
 	s.tabMu.Lock()
 	s.tab[fd] = c
 	s.tabMu.Unlock()
@@ -790,7 +772,7 @@ func (s *Server) closeListener(l *handle) {
 		delete(s.tab, l.fd)
 	}
 	s.tabMu.Unlock()
-	l.inUse.Add(-1)
+	s.probe.released(l)
 	s.closeFD(l)
 	s.lisClosed.Store(true)
 	s.maybeFinish()
@@ -840,9 +822,7 @@ func (s *Server) connEvent(c *handle, events uint32, w *worker) bool {
 				break
 			}
 			total += n
-			if s.testHookFeed != nil {
-				s.testHookFeed(buf[:n])
-			}
+			s.probe.feed(buf[:n])
 			if err := c.sess.Feed(buf[:n]); err != nil {
 				if !errors.Is(err, engine.ErrGoAway) {
 					s.connErrs.Add(1)
@@ -1010,7 +990,7 @@ func (s *Server) closeConn(c *handle) {
 	s.tabMu.Unlock()
 	s.closeFD(c)
 	if removed {
-		c.inUse.Add(-1)
+		s.probe.released(c)
 		s.nconns.Add(-1)
 		s.maybeFinish()
 	}

@@ -149,7 +149,7 @@ func New(reg *engine.Registry, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		reg:     reg,
-		lim:     withCancelOnReset(cfg.Limits),
+		lim:     cfg.Limits,
 		workers: cfg.Workers,
 		queue:   make(chan task, cfg.QueueCap),
 		ctx:     ctx,
@@ -488,6 +488,10 @@ func (s *Server) accept() {
 			var pending, broken bool
 			c.with(func() {
 				c.sess = engine.NewSession(s.reg, s.lim, rawsys.Addr(sa))
+				// Calls run on the workers while the reactor keeps
+				// reading, so a client's RST_STREAM can cancel a running
+				// call, as it does with grpc-go.
+				c.sess.CancelOnReset()
 				pending, broken = c.flushLocked()
 			})
 			s.afterWrite(c, pending, broken, false)
@@ -729,12 +733,4 @@ func (s *Server) answer(c *conn, call *engine.Call) (notify bool) {
 	s.finished.Add(1)
 	pending, broken := c.flushLocked()
 	return pending || broken || c.sess.Done()
-}
-
-// withCancelOnReset turns on the engine's CancelOnReset: calls run on the
-// workers while the reactor keeps reading, so a client's RST_STREAM can
-// cancel a running call, as it does with grpc-go.
-func withCancelOnReset(l engine.Limits) engine.Limits {
-	l.CancelOnReset = true
-	return l
 }

@@ -36,11 +36,6 @@ type Limits struct {
 	// MaxHeaderListBytes is advertised in SETTINGS; a larger header block
 	// ends its call with ResourceExhausted.
 	MaxHeaderListBytes uint32
-	// CancelOnReset makes the client's RST_STREAM cancel the context of a
-	// call that is running. Only a driver that runs calls off the
-	// connection's goroutine (Half-Sync/Half-Async) can see the reset while
-	// the call runs; inline drivers leave it off and save the context.
-	CancelOnReset bool
 }
 
 // Errors Feed returns when the connection must close. The output already

@@ -38,7 +38,7 @@ type Call struct {
 	trailer  metadata.MD
 	panicked bool
 
-	// With Limits.CancelOnReset: the Session's holder may abort the call
+	// With Session.CancelOnReset: the Session's holder may abort the call
 	// while Run is in progress on another goroutine.
 	cancelable bool
 

@@ -22,7 +22,7 @@ import (
 // allows, while the Call is reused.
 //
 // The context ends when its deadline passes, when the parent ends, when the
-// call is aborted (a reset stream, where Limits.CancelOnReset allows) and
+// call is aborted (a reset stream, where Session.CancelOnReset allows) and
 // when the handler returns, as grpc-go's does.
 type callCtx struct {
 	parent   context.Context // set by start

@@ -51,9 +51,10 @@ type Session struct {
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
 
-	prefaceSeen  bool
-	settingsSeen bool
-	err          error
+	prefaceSeen   bool
+	settingsSeen  bool
+	cancelOnReset bool // see CancelOnReset
+	err           error
 
 	streams    map[uint32]*stream
 	ready      []*Call
@@ -156,6 +157,12 @@ func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
 	_ = fr.WriteWindowUpdate(0, connWindow-initialPeerWindow)
 	return s
 }
+
+// CancelOnReset makes the client's RST_STREAM cancel the context of a call
+// that is running. Only a driver that runs calls off the goroutine holding
+// the Session (Half-Sync/Half-Async) can see the reset while the call runs;
+// inline drivers leave it off and save the context. Call it before Feed.
+func (s *Session) CancelOnReset() { s.cancelOnReset = true }
 
 // framer returns the Framer the Session borrowed, borrowing one after
 // Release gave it back. It only ever reads whole frames (and whole header
@@ -405,7 +412,7 @@ func (s *Session) onHeaders(f *headerBlock) error {
 		return nil
 	}
 	c := &x.callBuf
-	c.stream, c.method, c.peer, c.cancelable = id, f.path, s.peer, s.lim.CancelOnReset
+	c.stream, c.method, c.peer, c.cancelable = id, f.path, s.peer, s.cancelOnReset
 	c.ctx = newCallCtx(c)
 	contentType := ""
 	for _, hf := range f.fields {
@@ -817,7 +824,7 @@ func (s *Session) rst(id uint32, code http2.ErrCode) {
 }
 
 // drop forgets stream id (the client reset it, or it failed); a call of it
-// that is running is cancelled where Limits.CancelOnReset allows.
+// that is running is cancelled where CancelOnReset allows.
 func (s *Session) drop(id uint32) {
 	if x := s.streams[id]; x != nil && x.call != nil && x.call.cancelable {
 		x.call.abort()
