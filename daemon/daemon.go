@@ -1,6 +1,7 @@
 // Package daemon wires one electord node from its configuration: the peer
 // gRPC server and transport, gossip, the instance loop, the client gRPC API
-// and the sidecar HTTP endpoint. cmd/electord and the tests use it.
+// and the sidecar HTTP endpoint. cmd/electord, devcluster (a local cluster)
+// and the tests use it.
 package daemon
 
 import (

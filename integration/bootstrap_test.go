@@ -6,6 +6,7 @@ import (
 
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 )
 
 // TestBootstrapExpect: with bootstrap-expect 3, the first two nodes of a
@@ -14,7 +15,7 @@ import (
 // choose. Without the setting two nodes elect at once (the control).
 func TestBootstrapExpect(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 2, Algorithm: alg, BootstrapExpect: 3})
+		c := startCluster(t, devcluster.Options{Nodes: 2, Algorithm: alg, BootstrapExpect: 3})
 
 		// Hold for several leader timeouts plus jitter: nobody may lead.
 		hold := 6 * config.DefaultHeartbeatTimeout
@@ -48,7 +49,7 @@ func TestBootstrapExpect(t *testing.T) {
 		}
 
 		// The control: the same two nodes without the setting elect.
-		c2 := startCluster(t, daemon.DevOptions{Nodes: 2, Algorithm: alg, BootstrapExpect: -1})
+		c2 := startCluster(t, devcluster.Options{Nodes: 2, Algorithm: alg, BootstrapExpect: -1})
 		waitAgreement(t, c2.Nodes, 10*time.Second, "two nodes without bootstrap-expect elect")
 	})
 }

@@ -1,5 +1,5 @@
 // Package integration holds end-to-end tests of electord: real gRPC and real
-// gossip on 127.0.0.1, in-process clusters (daemon.StartDev) and separate
+// gossip on 127.0.0.1, in-process clusters (devcluster.Start) and separate
 // electord processes built from cmd/electord, driven through the client
 // library, electctl and the sidecar HTTP endpoint. It has no non-test code.
 //

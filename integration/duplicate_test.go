@@ -8,6 +8,7 @@ import (
 
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 )
@@ -30,7 +31,7 @@ func TestDuplicateNodeID(t *testing.T) {
 }
 
 func testDuplicateID(t *testing.T, alg string, ofLeader bool) {
-	c := startCluster(t, daemon.DevOptions{Nodes: 3, Algorithm: alg})
+	c := startCluster(t, devcluster.Options{Nodes: 3, Algorithm: alg})
 	l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 	dupID := election.NodeID(2)
 	if ofLeader {

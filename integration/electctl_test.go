@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/client"
-	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 )
 
@@ -23,7 +23,7 @@ const (
 // kill the leader, revive it, kill an unknown id, and talk to a closed port.
 func TestElectctlKillRevive(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 		eps := strings.Join(apiAddrs(c.Nodes), ",")
 
@@ -92,7 +92,7 @@ func TestElectctlKillRevive(t *testing.T) {
 // Both are sent to a follower's endpoint, which forwards them.
 func TestElectctlResignTransfer(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 		follower := without(c.Nodes, l0.ID, 2)[0]
 

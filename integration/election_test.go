@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/client"
-	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 )
 
 // TestFirstElection: five in-process nodes on real gRPC and gossip agree on
@@ -16,7 +16,7 @@ import (
 func TestFirstElection(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
 		start := time.Now()
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg})
 		li := waitAgreement(t, c.Nodes, 10*time.Second, "5 nodes agree on a leader")
 		t.Logf("agreed on node %d, term %v, %v after start", li.ID, li.Term, time.Since(start).Round(time.Millisecond))
 		if li.ID != 5 {

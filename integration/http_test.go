@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 )
@@ -20,7 +20,7 @@ import (
 // /leader/self, /, /healthz and /watch; and /leader with no leader.
 func TestSidecarHTTP(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 3, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 3, Algorithm: alg})
 		l := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 		leader := nodeByID(t, c, l.ID)
 		fol := without(c.Nodes, l.ID)[0]
@@ -133,7 +133,7 @@ func TestSidecarHTTP(t *testing.T) {
 // GET /leader with 503 {"state":"no_leader","term":N}.
 func TestSidecarHTTPNoLeader(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 1, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 1, Algorithm: alg})
 		l := waitAgreement(t, c.Nodes, 10*time.Second, "the single node leads")
 		d := c.Nodes[0]
 		if code, body := httpGet(t, "http://"+d.HTTPAddr+"/leader/self"); code != http.StatusOK {

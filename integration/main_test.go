@@ -23,6 +23,7 @@ import (
 	"github.com/electord/electord/client"
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 )
@@ -166,7 +167,7 @@ func configLevel(level string) string {
 
 // startCluster starts an in-process cluster on free loopback ports and stops
 // it when the test ends.
-func startCluster(t *testing.T, opts daemon.DevOptions) *daemon.Cluster {
+func startCluster(t *testing.T, opts devcluster.Options) *devcluster.Cluster {
 	t.Helper()
 	opts.BasePort = 0
 	if opts.PeerServer == "" {
@@ -189,7 +190,7 @@ func startCluster(t *testing.T, opts daemon.DevOptions) *daemon.Cluster {
 		out = &lockedBuffer{}
 		opts.Out = out
 	}
-	c, err := daemon.StartDev(opts)
+	c, err := devcluster.Start(opts)
 	if err != nil {
 		t.Fatalf("StartDev(%d nodes, %s): %v", opts.Nodes, opts.Algorithm, err)
 	}
@@ -221,7 +222,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // nodeByID returns the daemon of node id.
-func nodeByID(t testing.TB, c *daemon.Cluster, id election.NodeID) *daemon.Daemon {
+func nodeByID(t testing.TB, c *devcluster.Cluster, id election.NodeID) *daemon.Daemon {
 	t.Helper()
 	for _, d := range c.Nodes {
 		if election.NodeID(d.Config.ID) == id {
@@ -384,7 +385,7 @@ func testLogger(prefix string) *slog.Logger {
 
 // devConfig is node i's config of a dev cluster with free ports.
 func devConfig(i int, alg, dataDir string, join []string) config.Config {
-	return daemon.DevConfig(i, daemon.DevOptions{Algorithm: alg, LogLevel: configLevel(testLogLevel())}, dataDir, join)
+	return devcluster.Config(i, devcluster.Options{Algorithm: alg, LogLevel: configLevel(testLogLevel())}, dataDir, join)
 }
 
 // ---- ports ----

@@ -12,6 +12,7 @@ import (
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/daemon/daemontest"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 )
@@ -32,7 +33,7 @@ func TestQuorumPartitionedMinority(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
 		// The fault hooks cut peer traffic only; gossip still flows.
 		var faults daemontest.Network
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg, Quorum: 5, Peers: faults.Hook})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg, Quorum: 5, Peers: faults.Hook})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election with quorum 5")
 		if l0.ID != 5 {
 			t.Fatalf("quorum 5: the cluster agreed on node %d (term %v), want node 5", l0.ID, l0.Term)
@@ -114,7 +115,7 @@ func TestQuorumPartitionedMinority(t *testing.T) {
 func TestNoQuorumPartition(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
 		var faults daemontest.Network
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg, Peers: faults.Hook})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg, Peers: faults.Hook})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 		if l0.ID != 5 {
 			t.Fatalf("the cluster agreed on node %d (term %v), want node 5", l0.ID, l0.Term)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/client"
-	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 )
@@ -78,7 +78,7 @@ func leaderIs(li client.LeaderInfo, want node.LeaderInfo) bool {
 // too. The node's own in-process subscription is the reference.
 func TestWatchEventsInOrder(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 		// A follower that is neither the transfer target nor a likely
 		// successor: node 1.
@@ -234,7 +234,7 @@ func TestWatchEventsInOrder(t *testing.T) {
 // delivers later changes.
 func TestClientFailover(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, alg string) {
-		c := startCluster(t, daemon.DevOptions{Nodes: 5, Algorithm: alg})
+		c := startCluster(t, devcluster.Options{Nodes: 5, Algorithm: alg})
 		l0 := waitAgreement(t, c.Nodes, 10*time.Second, "first election")
 
 		closed := closedAddr(t)

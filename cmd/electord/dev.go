@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election/algorithms"
 )
 
 func newDevCmd() *cobra.Command {
-	var opts daemon.DevOptions
+	var opts devcluster.Options
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local cluster of N real nodes in this process",
@@ -33,7 +33,7 @@ change as it happens. Try, in a second terminal:
 			}
 			out := cmd.OutOrStdout()
 			opts.Out = out
-			c, err := daemon.StartDev(opts)
+			c, err := devcluster.Start(opts)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,6 @@
 // Package daemontest holds fault hooks for tests of whole nodes: plug a
 // Faults into daemon.Options.Peers (or a Network into
-// daemon.DevOptions.Peers) and cut peer traffic at will. It is for tests
+// devcluster.Options.Peers) and cut peer traffic at will. It is for tests
 // only; production daemons run without a hook.
 package daemontest
 
@@ -95,7 +95,7 @@ func (t faultyTransport) Send(m election.Message) {
 }
 
 // Network holds one Faults per node of a cluster, created on demand, to cut
-// the cluster in parts. Set daemon.DevOptions.Peers to its Hook. The zero
+// the cluster in parts. Set devcluster.Options.Peers to its Hook. The zero
 // value is ready to use and safe for concurrent use.
 type Network struct {
 	mu    sync.Mutex
@@ -117,7 +117,7 @@ func (n *Network) Of(id election.NodeID) *Faults {
 	return f
 }
 
-// Hook is Of as a daemon.DevOptions.Peers.
+// Hook is Of as a devcluster.Options.Peers.
 func (n *Network) Hook(id election.NodeID) daemon.PeerHook { return n.Of(id) }
 
 // Partition cuts peer traffic between every node of a and every node of b,

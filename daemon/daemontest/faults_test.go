@@ -12,6 +12,7 @@ import (
 
 	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/daemon/daemontest"
+	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/transport"
 )
@@ -52,7 +53,7 @@ func (p *peer) heartbeat(t *testing.T, tr transport.Transport) (*election.Messag
 // peer is a bare transport speaking to the node's real peer server.
 func TestBlockRefusesInboundPeerMessages(t *testing.T) {
 	var faults daemontest.Faults
-	cfg := daemon.DevConfig(1, daemon.DevOptions{Nodes: 1, Algorithm: "bully"}, t.TempDir(), nil)
+	cfg := devcluster.Config(1, devcluster.Options{Nodes: 1, Algorithm: "bully"}, t.TempDir(), nil)
 	d, err := daemon.Start(cfg, daemon.Options{Peers: &faults})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,7 @@
-package daemon
+// Package devcluster runs a local cluster of real nodes in one process
+// (electord dev, and the integration tests): N daemons on 127.0.0.1, node 1
+// first and the others joining it, with every leader change printed.
+package devcluster
 
 import (
 	"fmt"
@@ -11,13 +14,14 @@ import (
 	"time"
 
 	"github.com/electord/electord/config"
+	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/algorithms"
 	"github.com/electord/electord/node"
 )
 
-// DevOptions configure a local cluster.
-type DevOptions struct {
+// Options configure a local cluster.
+type Options struct {
 	Nodes     int
 	Algorithm string
 	Quorum    int
@@ -35,16 +39,16 @@ type DevOptions struct {
 	LogLevel string
 	// Tune may change each node's config before it starts (tests).
 	Tune func(*config.Config)
-	// Peers, if set, gives node id its Options.Peers (tests: see
+	// Peers, if set, gives node id its daemon.Options.Peers (tests: see
 	// daemontest.Network).
-	Peers func(id election.NodeID) PeerHook
+	Peers func(id election.NodeID) daemon.PeerHook
 	// Out receives the addresses and every leader change; nil discards.
 	Out io.Writer
 }
 
 // Cluster is a local cluster of real nodes in one process.
 type Cluster struct {
-	Nodes   []*Daemon
+	Nodes   []*daemon.Daemon
 	tmp     string
 	out     io.Writer
 	mu      sync.Mutex
@@ -54,8 +58,8 @@ type Cluster struct {
 	watchWG sync.WaitGroup
 }
 
-// DevConfig is the configuration of node i (1-based) of a dev cluster.
-func DevConfig(i int, opts DevOptions, dataDir string, join []string) config.Config {
+// Config is the configuration of node i (1-based) of a dev cluster.
+func Config(i int, opts Options, dataDir string, join []string) config.Config {
 	port := func(off int) string {
 		if opts.BasePort == 0 {
 			return "127.0.0.1:0"
@@ -86,8 +90,8 @@ func DevConfig(i int, opts DevOptions, dataDir string, join []string) config.Con
 	return c
 }
 
-// StartDev starts a local cluster: node 1 first, the others joining it.
-func StartDev(opts DevOptions) (*Cluster, error) {
+// Start starts a local cluster: node 1 first, the others joining it.
+func Start(opts Options) (*Cluster, error) {
 	if opts.Algorithm == "" {
 		opts.Algorithm = algorithms.Default
 	}
@@ -108,12 +112,12 @@ func StartDev(opts DevOptions) (*Cluster, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var join []string
 	for i := 1; i <= opts.Nodes; i++ {
-		cfg := DevConfig(i, opts, dir, join)
-		o := Options{Logger: log.With("dev-node", i)}
+		cfg := Config(i, opts, dir, join)
+		o := daemon.Options{Logger: log.With("dev-node", i)}
 		if opts.Peers != nil {
 			o.Peers = opts.Peers(election.NodeID(cfg.ID))
 		}
-		d, err := Start(cfg, o)
+		d, err := daemon.Start(cfg, o)
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("node %d: %w", i, err)
@@ -136,7 +140,7 @@ func StartDev(opts DevOptions) (*Cluster, error) {
 }
 
 // watch prints d's leadership changes and when the cluster agrees.
-func (c *Cluster) watch(d *Daemon) {
+func (c *Cluster) watch(d *daemon.Daemon) {
 	sub := d.Node.Subscribe()
 	c.watchWG.Add(1)
 	go func() {
