@@ -217,13 +217,17 @@ func TestGRPCOversizedRefused(t *testing.T) {
 
 func TestGRPCServerSizeLimitConfigurable(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	addr, _ := startServer(t, 2, srvRecv, grpc.MaxRecvMsgSize(4<<20))
-	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, MaxMessageBytes: 4 << 20})
-	tr.SetPeer(2, addr)
+	_, _, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: 4 << 20}, grpc.MaxRecvMsgSize(4<<20))
 	tr.Send(bigElection(1, 2))
-	if got := len(srvRecv.next(t).Msg.Candidates); got != MaxCandidates {
-		t.Errorf("%d candidates arrived", got)
+	select {
+	case in := <-srvRecv.got:
+		if got := len(in.Msg.Candidates); got != MaxCandidates {
+			t.Errorf("%d candidates arrived", got)
+		}
+	case f := <-cliRecv.failed:
+		t.Fatalf("the big message failed: %v", f.err)
+	case <-time.After(waitFor):
+		t.Fatalf("the big message had no outcome within %v", waitFor)
 	}
 }
 
@@ -415,7 +419,7 @@ func TestGRPCCloseLeavesNoGoroutines(t *testing.T) {
 		defer func() { srv.Stop(); <-done }()
 
 		cliRecv := newFakeReceiver(1)
-		tr, err := NewGRPC(GRPCConfig{Self: 1, Receiver: cliRecv})
+		tr, err := NewGRPC(GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: waitFor})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -134,8 +134,14 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
+// newGRPC returns a transport closed when the test ends. Unless cfg sets
+// one, its send timeout is the tests' wait, not the default 500ms: no test
+// fails because a busy machine (-race) took longer than that to deliver.
 func newGRPC(t *testing.T, cfg GRPCConfig) *GRPC {
 	t.Helper()
+	if cfg.SendTimeout == 0 {
+		cfg.SendTimeout = waitFor
+	}
 	tr, err := NewGRPC(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ package transport
 
 import (
 	"errors"
-	"sync"
+	"sync/atomic"
 
 	"github.com/electord/electord/election"
 )
@@ -49,25 +49,21 @@ var (
 // LateReceiver is a Receiver to give a transport before the node it feeds
 // exists (the node needs its transport to be built). Until Set it refuses
 // every message with ErrNotServing and drops failures; then it forwards
-// both. Safe for concurrent use.
+// both, at the cost of one atomic load. Safe for concurrent use.
 type LateReceiver struct {
-	mu sync.RWMutex
-	r  Receiver
+	r atomic.Pointer[Receiver]
 }
 
 var _ Receiver = (*LateReceiver)(nil)
 
 // Set makes r the receiver of everything that arrives from now on.
-func (l *LateReceiver) Set(r Receiver) {
-	l.mu.Lock()
-	l.r = r
-	l.mu.Unlock()
-}
+func (l *LateReceiver) Set(r Receiver) { l.r.Store(&r) }
 
 func (l *LateReceiver) get() Receiver {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.r
+	if r := l.r.Load(); r != nil {
+		return *r
+	}
+	return nil
 }
 
 // Receive implements Receiver.
