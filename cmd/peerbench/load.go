@@ -110,6 +110,18 @@ func dialN(ctx context.Context, addr string, n int) ([]*grpc.ClientConn, error) 
 	return conns, nil
 }
 
+// dialRun makes the context of one run of a grpc-go load and dials its
+// sh.conns ClientConns to srv (dialN).
+func dialRun(srv *child, sh shape) (context.Context, context.CancelFunc, []*grpc.ClientConn, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	conns, err := dialN(ctx, srv.addr, sh.conns)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cancel, conns, nil
+}
+
 func closeAll(conns []*grpc.ClientConn) {
 	var wg sync.WaitGroup
 	for _, cc := range conns {
@@ -194,12 +206,11 @@ func runClosed(srv *child, sh shape, o loadOpts, r *result) error {
 	if o.client == "raw" {
 		return runClosedRaw(srv, sh, o, r)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	conns, err := dialN(ctx, srv.addr, sh.conns)
+	ctx, cancel, conns, err := dialRun(srv, sh)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer closeAll(conns)
 	payload := make([]byte, sh.payload)
 	for i := range payload {
@@ -263,12 +274,11 @@ func runClosedRaw(srv *child, sh shape, o loadOpts, r *result) error {
 // (no coordinated omission). A send due while its peer's queue is full is
 // skipped and counted as Dropped.
 func runHeartbeat(srv *child, sh shape, o loadOpts, r *result) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	conns, err := dialN(ctx, srv.addr, sh.conns)
+	ctx, cancel, conns, err := dialRun(srv, sh)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer closeAll(conns)
 	var w window
 	var dropped atomic.Uint64

@@ -61,3 +61,33 @@ func errnoErr(e unix.Errno) error {
 	}
 	return e
 }
+
+// Out is the outgoing side of a connection's engine.Session.
+type Out interface {
+	Output() []byte
+	Wrote(n int)
+}
+
+// Flush writes o's output to the non-blocking socket fd until it is empty
+// or the socket is full. pending reports output left over for when the
+// socket is writable again; err is the write error that broke the
+// connection.
+func Flush(fd int, o Out) (pending bool, err error) {
+	for {
+		out := o.Output()
+		if len(out) == 0 {
+			return false, nil
+		}
+		n, err := Write(fd, out)
+		if n > 0 {
+			o.Wrote(n)
+		}
+		switch err {
+		case nil, unix.EINTR:
+		case unix.EAGAIN:
+			return true, nil
+		default:
+			return false, err
+		}
+	}
+}

@@ -47,10 +47,8 @@ func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 // startVariant is start for a comparison variant of the pool.
 func startVariant(t *testing.T, cfg Config, v lfvariant.Variant, hook func(s *Server)) *testServer {
 	t.Helper()
-	reg := engine.NewRegistry()
 	sv := echo.New()
-	reg.RegisterService(&echo.Desc, sv)
-	s, err := newServer(reg, cfg, v)
+	s, err := newServer(ctltest.Registry(sv), cfg, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,20 +127,6 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// waitEntered waits for n handlers to signal they are running.
-func waitEntered(t *testing.T, sv *echo.Server, n int, d time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for i := 0; i < n; i++ {
-		select {
-		case <-sv.Entered:
-		case <-timer.C:
-			t.Fatalf("only %d of %d handlers entered", i, n)
-		}
 	}
 }
 
@@ -322,7 +306,7 @@ func TestSaturationRecovers(t *testing.T) {
 			results <- err
 		}()
 	}
-	waitEntered(t, ts.svc, 2, 10*time.Second)
+	ctltest.WaitEntered(t, ts.svc, 2)
 	st := ts.Stats()
 	if st.NoFollower <= before {
 		t.Errorf("NoFollower did not rise: %d -> %d", before, st.NoFollower)
@@ -393,14 +377,8 @@ func TestGracefulStopDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
-	go func() {
-		got, err := call(ctx, cc, []byte("block"))
-		if err == nil && string(got) != "block" {
-			err = errors.New("wrong answer")
-		}
-		res <- err
-	}()
-	waitEntered(t, ts.svc, 1, 10*time.Second)
+	go func() { res <- ctltest.Echoed(ctx, cc, "block") }()
+	ctltest.WaitEntered(t, ts.svc, 1)
 	stopped := make(chan struct{})
 	go func() { ts.stop(t, false); close(stopped) }()
 	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.lisClosed.Load() })
@@ -413,20 +391,7 @@ func TestGracefulStopDrains(t *testing.T) {
 		t.Fatal("GracefulStop returned with a call in flight")
 	default:
 	}
-	close(ts.svc.Release)
-	select {
-	case err := <-res:
-		if err != nil {
-			t.Errorf("in-flight call: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("in-flight call did not finish")
-	}
-	select {
-	case <-stopped:
-	case <-ctx.Done():
-		t.Fatal("GracefulStop did not return")
-	}
+	ctltest.ReleaseAndWait(t, ctx, ts.svc, res, stopped)
 }
 
 // TestStopCancelsCalls: Stop cancels the handlers' context and closes
@@ -440,7 +405,7 @@ func TestStopCancelsCalls(t *testing.T) {
 		cc := dial(t, ts.addr)
 		go func() { _, err := call(ctx, cc, []byte("ctx")); res <- err }()
 	}
-	waitEntered(t, ts.svc, 2, 10*time.Second)
+	ctltest.WaitEntered(t, ts.svc, 2)
 	ts.stop(t, true)
 	for i := 0; i < 2; i++ {
 		select {
@@ -534,7 +499,7 @@ func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.C
 	for _, cc := range ccs {
 		go func() { _, err := call(ctx, cc, []byte("block")); res <- err }()
 	}
-	waitEntered(t, ts.svc, len(ccs), 10*time.Second)
+	ctltest.WaitEntered(t, ts.svc, len(ccs))
 	close(ts.svc.Release)
 	for range ccs {
 		if err := <-res; err != nil {

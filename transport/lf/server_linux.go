@@ -884,24 +884,11 @@ func (s *Server) runCalls(c *handle, w *worker) error {
 
 // flush writes c's output until it is empty or the socket is full.
 func (s *Server) flush(c *handle) error {
-	for {
-		out := c.sess.Output()
-		if len(out) == 0 {
-			return nil
-		}
-		n, err := rawsys.Write(c.fd, out)
-		if n > 0 {
-			c.sess.Wrote(n)
-		}
-		switch {
-		case err == unix.EINTR:
-		case err == unix.EAGAIN:
-			return nil
-		case err != nil:
-			s.connErrs.Add(1)
-			return err
-		}
+	_, err := rawsys.Flush(c.fd, c.sess)
+	if err != nil {
+		s.connErrs.Add(1)
 	}
+	return err
 }
 
 // settle ends the caller's hold on c: it closes c, or sends GOAWAY when the

@@ -23,10 +23,18 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/internal/peerservers/echo"
+	"github.com/electord/electord/transport/lf/engine"
 )
 
 // WaitFor bounds every wait of these tests.
 const WaitFor = 10 * time.Second
+
+// Registry returns a registry that serves svc.
+func Registry(svc *echo.Server) *engine.Registry {
+	reg := engine.NewRegistry()
+	echo.RegisterServer(reg, svc)
+	return reg
+}
 
 // Dial returns a client of addr; opts are added to the defaults.
 func Dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
@@ -67,6 +75,50 @@ func Call(ctx context.Context, cc *grpc.ClientConn, v string) (string, error) {
 	return "", err
 }
 
+// Echoed calls Call and fails unless the answer is v.
+func Echoed(ctx context.Context, cc *grpc.ClientConn, v string) error {
+	got, err := Call(ctx, cc, v)
+	if err == nil && got != v {
+		err = fmt.Errorf("echo %.20q, want %.20q", got, v)
+	}
+	return err
+}
+
+// WaitEntered waits for n Sleep or Block handlers of svc to start.
+func WaitEntered(t *testing.T, svc *echo.Server, n int) {
+	t.Helper()
+	timer := time.NewTimer(WaitFor)
+	defer timer.Stop()
+	for i := range n {
+		select {
+		case <-svc.Entered:
+		case <-timer.C:
+			t.Fatalf("only %d of %d handlers entered", i, n)
+		}
+	}
+}
+
+// ReleaseAndWait closes svc.Release, then waits for the released call's
+// result on res, which must be nil, and for stopped to close (a stop
+// running meanwhile).
+func ReleaseAndWait(t *testing.T, ctx context.Context, svc *echo.Server, res <-chan error, stopped <-chan struct{}) {
+	t.Helper()
+	close(svc.Release)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("in-flight call failed: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("in-flight call did not finish")
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the stop did not return")
+	}
+}
+
 // WaitGoroutines polls until at most n goroutines run, failing at the
 // deadline with a dump of them.
 func WaitGoroutines(t *testing.T, n int) {
@@ -104,29 +156,38 @@ type Server interface {
 // Start serves a fresh server of svc (from echo.New) on a loopback port.
 type Start func(t *testing.T, svc *echo.Server) (srv Server, addr string, served <-chan error)
 
+// held is a server of a Start whose handler holds one Block call.
+type held struct {
+	svc    *echo.Server
+	srv    Server
+	cc     *grpc.ClientConn
+	served <-chan error
+	ctx    context.Context // bounds the test
+	res    chan error      // the held call's result
+}
+
+// startHeld serves a fresh server of start, calls Block on it and returns
+// once the handler holds the call.
+func startHeld(t *testing.T, start Start) *held {
+	t.Helper()
+	h := &held{svc: echo.New(), res: make(chan error, 1)}
+	var addr string
+	h.srv, addr, h.served = start(t, h.svc)
+	h.cc = Dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	t.Cleanup(cancel)
+	h.ctx = ctx
+	go func() { h.res <- Echoed(ctx, h.cc, "block") }()
+	WaitEntered(t, h.svc, 1)
+	return h
+}
+
 // GracefulStopLetsInFlightCallFinish: GracefulStop waits for a blocked
 // call, which then succeeds; Serve returns nil; later calls fail.
 func GracefulStopLetsInFlightCallFinish(t *testing.T, start Start) {
 	before := runtime.NumGoroutine()
-	ctl := echo.New()
-	srv, addr, served := start(t, ctl)
-	cc := Dial(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
-	defer cancel()
-
-	res := make(chan error, 1)
-	go func() {
-		got, err := Call(ctx, cc, "block")
-		if err == nil && got != "block" {
-			err = fmt.Errorf("echo %q, want %q", got, "block")
-		}
-		res <- err
-	}()
-	select {
-	case <-ctl.Entered:
-	case <-ctx.Done():
-		t.Fatal("handler never entered")
-	}
+	h := startHeld(t, start)
+	srv, cc, served, res := h.srv, h.cc, h.served, h.res
 
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
@@ -140,20 +201,7 @@ func GracefulStopLetsInFlightCallFinish(t *testing.T, start Start) {
 		t.Fatalf("call returned early: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(ctl.Release)
-	select {
-	case err := <-res:
-		if err != nil {
-			t.Fatalf("in-flight call failed: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("in-flight call did not finish")
-	}
-	select {
-	case <-stopped:
-	case <-ctx.Done():
-		t.Fatal("GracefulStop did not return")
-	}
+	ReleaseAndWait(t, h.ctx, h.svc, res, stopped)
 	WaitServed(t, served)
 
 	// New calls fail once the server is gone.
@@ -171,29 +219,19 @@ func GracefulStopLetsInFlightCallFinish(t *testing.T, start Start) {
 // a later Serve returns errStopped.
 func StopCancelsBlockedCall(t *testing.T, start Start, errStopped error) {
 	before := runtime.NumGoroutine()
-	ctl := echo.New()
-	srv, addr, served := start(t, ctl)
-	cc := Dial(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
-	defer cancel()
-	res := make(chan error, 1)
-	go func() { _, err := Call(ctx, cc, "block"); res <- err }()
-	select {
-	case <-ctl.Entered:
-	case <-ctx.Done():
-		t.Fatal("handler never entered")
-	}
+	h := startHeld(t, start)
+	srv := h.srv
 	srv.Stop()
-	WaitServed(t, served)
+	WaitServed(t, h.served)
 	select {
-	case err := <-res:
+	case err := <-h.res:
 		if status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
 			t.Errorf("call during Stop: %v, want Unavailable or Canceled", err)
 		}
-	case <-ctx.Done():
+	case <-h.ctx.Done():
 		t.Fatal("client call did not end after Stop")
 	}
-	cc.Close()
+	h.cc.Close()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +239,26 @@ func StopCancelsBlockedCall(t *testing.T, start Start, errStopped error) {
 	if err := srv.Serve(lis); err != errStopped {
 		t.Errorf("Serve after Stop = %v, want %v", err, errStopped)
 	}
+	WaitGoroutines(t, before)
+}
+
+// ConcurrentCalls serves 4 connections × 4 callers × 25 echoes (see
+// ConcurrentEchoes) on a fresh server of start, calls during with the
+// server and the number of connections and calls while they are open,
+// then closes them, stops the server gracefully, calls after and checks
+// that no goroutine is left.
+func ConcurrentCalls(t *testing.T, start Start, during func(srv Server, conns, calls int), after func(srv Server)) {
+	before := runtime.NumGoroutine()
+	srv, addr, served := start(t, echo.New())
+	const conns, perConn, callsEach = 4, 4, 25
+	ccs := ConcurrentEchoes(t, addr, conns, perConn, callsEach)
+	during(srv, conns, conns*perConn*callsEach)
+	for _, cc := range ccs {
+		cc.Close()
+	}
+	srv.GracefulStop()
+	WaitServed(t, served)
+	after(srv)
 	WaitGoroutines(t, before)
 }
 
@@ -272,13 +330,8 @@ func ConcurrentEchoes(t *testing.T, addr string, conns, perConn, callsEach int) 
 				defer wg.Done()
 				for k := range callsEach {
 					v := fmt.Sprintf("c%d-g%d-%d-%s", i, j, k, bytes.Repeat([]byte("x"), k*100))
-					got, err := Call(ctx, cc, v)
-					if err != nil {
+					if err := Echoed(ctx, cc, v); err != nil {
 						errs <- err
-						return
-					}
-					if got != v {
-						errs <- fmt.Errorf("echo %.20q, want %.20q", got, v)
 						return
 					}
 				}

@@ -674,24 +674,12 @@ func (c *conn) flushLocked() (pending, broken bool) {
 	if c.sess == nil {
 		return false, false
 	}
-	for {
-		out := c.sess.Output()
-		if len(out) == 0 {
-			return false, false
-		}
-		n, err := rawsys.Write(c.fd, out)
-		if n > 0 {
-			c.sess.Wrote(n)
-		}
-		switch {
-		case err == unix.EINTR:
-		case err == unix.EAGAIN:
-			return true, false
-		case err != nil:
-			c.broken = true
-			return false, true
-		}
+	pending, err := rawsys.Flush(c.fd, c.sess)
+	if err != nil {
+		c.broken = true
+		return false, true
 	}
+	return pending, false
 }
 
 // work is the sync layer: one worker's loop.

@@ -28,9 +28,7 @@ func start(t *testing.T, ctl *echo.Server) (*Server, string, <-chan error) {
 
 func startWith(t *testing.T, ctl *echo.Server, cfg Config, opts ...func(*Server)) (*Server, string, <-chan error) {
 	t.Helper()
-	reg := engine.NewRegistry()
-	reg.RegisterService(&echo.Desc, ctl)
-	srv := New(reg, cfg)
+	srv := New(ctltest.Registry(ctl), cfg)
 	for _, o := range opts {
 		o(srv)
 	}
@@ -44,30 +42,23 @@ func startCtl(t *testing.T, ctl *echo.Server) (ctltest.Server, string, <-chan er
 }
 
 func TestConcurrentCallsFromSeveralConns(t *testing.T) {
-	before := runtime.NumGoroutine()
-	srv, addr, served := start(t, echo.New())
-	const conns, perConn, callsEach = 4, 4, 25
-	ccs := ctltest.ConcurrentEchoes(t, addr, conns, perConn, callsEach)
-	st := srv.Stats()
-	if st.Finished != conns*perConn*callsEach || st.Enqueued != st.Finished || st.Rejected != 0 {
-		t.Errorf("Stats(): Finished = %d, Enqueued = %d, Rejected = %d; want %d, %d, 0",
-			st.Finished, st.Enqueued, st.Rejected, conns*perConn*callsEach, conns*perConn*callsEach)
-	}
-	if st.Events == 0 || st.MaxDepth < 1 {
-		t.Errorf("Stats(): Events = %d, MaxDepth = %d; want both > 0", st.Events, st.MaxDepth)
-	}
-	if st.Accepted < conns {
-		t.Errorf("Stats().Accepted = %d, want >= %d", st.Accepted, conns)
-	}
-	for _, cc := range ccs {
-		cc.Close()
-	}
-	srv.GracefulStop()
-	ctltest.WaitServed(t, served)
-	if st := srv.Stats(); st.Open != 0 || st.Panics != 0 || st.QueueDepth != 0 {
-		t.Errorf("after stop: Open = %d, Panics = %d, QueueDepth = %d; want 0, 0, 0", st.Open, st.Panics, st.QueueDepth)
-	}
-	ctltest.WaitGoroutines(t, before)
+	ctltest.ConcurrentCalls(t, startCtl, func(srv ctltest.Server, conns, calls int) {
+		st := srv.(*Server).Stats()
+		if st.Finished != uint64(calls) || st.Enqueued != st.Finished || st.Rejected != 0 {
+			t.Errorf("Stats(): Finished = %d, Enqueued = %d, Rejected = %d; want %d, %d, 0",
+				st.Finished, st.Enqueued, st.Rejected, calls, calls)
+		}
+		if st.Events == 0 || st.MaxDepth < 1 {
+			t.Errorf("Stats(): Events = %d, MaxDepth = %d; want both > 0", st.Events, st.MaxDepth)
+		}
+		if st.Accepted < uint64(conns) {
+			t.Errorf("Stats().Accepted = %d, want >= %d", st.Accepted, conns)
+		}
+	}, func(srv ctltest.Server) {
+		if st := srv.(*Server).Stats(); st.Open != 0 || st.Panics != 0 || st.QueueDepth != 0 {
+			t.Errorf("after stop: Open = %d, Panics = %d, QueueDepth = %d; want 0, 0, 0", st.Open, st.Panics, st.QueueDepth)
+		}
+	})
 }
 
 func TestGracefulStopLetsInFlightCallFinish(t *testing.T) {

@@ -35,10 +35,7 @@ func TestEchoSizes(t *testing.T) {
 				t.Errorf("Echo(%d bytes): %v", n, err)
 			}
 		}
-		d.connectedOnce(t)
-		if got, want := s.echo.Calls(), int64(len(sizes)); got != want {
-			t.Errorf("server ran %d handlers, want %d", got, want)
-		}
+		s.ranHandlers(t, d, int64(len(sizes)), "the Echos")
 	})
 }
 
@@ -121,10 +118,7 @@ func TestUnimplemented(t *testing.T) {
 			}
 		}
 		mustEcho(t, cc, 10)
-		d.connectedOnce(t)
-		if got := s.echo.Calls(); got != 1 {
-			t.Errorf("server ran %d handlers, want 1 (the Echo)", got)
-		}
+		s.ranHandlers(t, d, 1, "the Echo")
 	})
 }
 
@@ -295,10 +289,7 @@ func TestMaxRecvMsgSize(t *testing.T) {
 			}
 			mustEcho(t, cc, 1000) // the connection is still usable
 		}
-		d.connectedOnce(t)
-		if got := s.echo.Calls(); got != 4 {
-			t.Errorf("server ran %d handlers, want 4 (the Echos within the limit)", got)
-		}
+		s.ranHandlers(t, d, 4, "the Echos within the limit")
 	})
 }
 
@@ -308,12 +299,7 @@ func TestGracefulStop(t *testing.T) {
 		cc, _ := dial(t, s.addr)
 		mustEcho(t, cc, 1)
 
-		inflight := make(chan error, 1)
-		ctx := callCtx(t)
-		go func() {
-			inflight <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(300*time.Millisecond), new(emptypb.Empty))
-		}()
-		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
+		inflight := s.sleeping(t, callCtx(t), cc, 300*time.Millisecond)
 
 		stopped := make(chan struct{})
 		go func() { s.srv.GracefulStop(); close(stopped) }()
@@ -331,15 +317,7 @@ func TestGracefulStop(t *testing.T) {
 		case <-time.After(eventually):
 			t.Fatal("GracefulStop did not return")
 		}
-		select {
-		case err := <-s.serveDone:
-			// *grpc.Server.Serve returns nil after GracefulStop.
-			if err != nil {
-				t.Errorf("Serve returned %v after GracefulStop, want nil", err)
-			}
-		case <-time.After(eventually):
-			t.Error("Serve did not return after GracefulStop")
-		}
+		s.served(t, "GracefulStop")
 
 		// New calls fail, on the old client and on a new one.
 		err := cc.Invoke(callCtx(t), echo.MethodEcho, wrapperspb.Bytes([]byte("late")), new(wrapperspb.BytesValue))
@@ -359,12 +337,7 @@ func TestStopEndsCalls(t *testing.T) {
 		s := start(t, kind, Options{})
 		cc, _ := dial(t, s.addr)
 		mustEcho(t, cc, 1)
-		inflight := make(chan error, 1)
-		ctx := callCtx(t)
-		go func() {
-			inflight <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(time.Minute), new(emptypb.Empty))
-		}()
-		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
+		inflight := s.sleeping(t, callCtx(t), cc, time.Minute)
 		s.stop(t)
 		select {
 		case err := <-inflight:
@@ -374,14 +347,7 @@ func TestStopEndsCalls(t *testing.T) {
 		case <-time.After(eventually):
 			t.Fatal("in-flight call did not end after Stop")
 		}
-		select {
-		case err := <-s.serveDone:
-			if err != nil {
-				t.Errorf("Serve returned %v after Stop, want nil", err)
-			}
-		case <-time.After(eventually):
-			t.Error("Serve did not return after Stop")
-		}
+		s.served(t, "Stop")
 	})
 }
 
@@ -407,9 +373,7 @@ func TestClientCancel(t *testing.T) {
 		if inlineKinds[kind] {
 			sleep = time.Second
 		}
-		res := make(chan error, 1)
-		go func() { res <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(sleep), new(emptypb.Empty)) }()
-		waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
+		res := s.sleeping(t, ctx, cc, sleep)
 		cancel()
 		select {
 		case err := <-res:

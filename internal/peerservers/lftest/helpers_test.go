@@ -18,6 +18,8 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/internal/peerservers/echo"
@@ -100,6 +102,41 @@ func (d *dialer) dial(ctx context.Context, addr string) (net.Conn, error) {
 		c = d.wrap(c)
 	}
 	return c, nil
+}
+
+// sleeping starts a Sleep of d on cc under ctx and returns, once its
+// handler runs, the channel that gets the call's result.
+func (s *server) sleeping(t *testing.T, ctx context.Context, cc *grpc.ClientConn, d time.Duration) <-chan error {
+	t.Helper()
+	res := make(chan error, 1)
+	go func() { res <- cc.Invoke(ctx, echo.MethodSleep, durationpb.New(d), new(emptypb.Empty)) }()
+	waitFor(t, eventually, "the Sleep call to reach its handler", func() bool { return s.echo.Sleeping() == 1 })
+	return res
+}
+
+// served waits for Serve's result, which must be nil after the stop
+// (GracefulStop or Stop) that how names.
+func (s *server) served(t *testing.T, how string) {
+	t.Helper()
+	select {
+	case err := <-s.serveDone:
+		// *grpc.Server.Serve returns nil after GracefulStop and Stop.
+		if err != nil {
+			t.Errorf("Serve returned %v after %s, want nil", err, how)
+		}
+	case <-time.After(eventually):
+		t.Errorf("Serve did not return after %s", how)
+	}
+}
+
+// ranHandlers fails the test unless the client connected once
+// (connectedOnce) and the server ran n handlers (which says which).
+func (s *server) ranHandlers(t *testing.T, d *dialer, n int64, which string) {
+	t.Helper()
+	d.connectedOnce(t)
+	if got := s.echo.Calls(); got != n {
+		t.Errorf("server ran %d handlers, want %d (%s)", got, n, which)
+	}
 }
 
 // connectedOnce fails the test if the client made more (or fewer) than

@@ -12,9 +12,7 @@ import (
 // start serves a fresh Server on a loopback port.
 func start(t *testing.T, ctl *echo.Server) (*Server, string, <-chan error) {
 	t.Helper()
-	reg := engine.NewRegistry()
-	reg.RegisterService(&echo.Desc, ctl)
-	srv := New(reg, engine.Limits{})
+	srv := New(ctltest.Registry(ctl), engine.Limits{})
 	addr, served := ctltest.Serve(t, srv)
 	return srv, addr, served
 }
@@ -25,26 +23,19 @@ func startCtl(t *testing.T, ctl *echo.Server) (ctltest.Server, string, <-chan er
 }
 
 func TestConcurrentCallsFromSeveralConns(t *testing.T) {
-	before := runtime.NumGoroutine()
-	srv, addr, served := start(t, echo.New())
-	const conns, perConn, callsEach = 4, 4, 25
-	ccs := ctltest.ConcurrentEchoes(t, addr, conns, perConn, callsEach)
-	st := srv.Stats()
-	if st.Calls != conns*perConn*callsEach {
-		t.Errorf("Stats().Calls = %d, want %d", st.Calls, conns*perConn*callsEach)
-	}
-	if st.Accepted < conns {
-		t.Errorf("Stats().Accepted = %d, want >= %d", st.Accepted, conns)
-	}
-	for _, cc := range ccs {
-		cc.Close()
-	}
-	srv.GracefulStop()
-	ctltest.WaitServed(t, served)
-	if st := srv.Stats(); st.Open != 0 || st.Panics != 0 {
-		t.Errorf("after stop: Open = %d, Panics = %d; want 0, 0", st.Open, st.Panics)
-	}
-	ctltest.WaitGoroutines(t, before)
+	ctltest.ConcurrentCalls(t, startCtl, func(srv ctltest.Server, conns, calls int) {
+		st := srv.(*Server).Stats()
+		if st.Calls != uint64(calls) {
+			t.Errorf("Stats().Calls = %d, want %d", st.Calls, calls)
+		}
+		if st.Accepted < uint64(conns) {
+			t.Errorf("Stats().Accepted = %d, want >= %d", st.Accepted, conns)
+		}
+	}, func(srv ctltest.Server) {
+		if st := srv.(*Server).Stats(); st.Open != 0 || st.Panics != 0 {
+			t.Errorf("after stop: Open = %d, Panics = %d; want 0, 0", st.Open, st.Panics)
+		}
+	})
 }
 
 func TestGracefulStopLetsInFlightCallFinish(t *testing.T) {
