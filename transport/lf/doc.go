@@ -13,8 +13,9 @@
 //   - a follower, parked on its own wake channel until it is made leader.
 //
 // A goroutine that finishes processing tries to lead again. If a leader is
-// present it pushes its wake channel onto the followers (a stack for LIFO
-// promotion, a queue for FIFO) and blocks; otherwise it leads at once.
+// present it pushes its wake channel onto the followers (a stack: LIFO
+// promotion; the FIFO comparison variant, internal/lfvariant, uses a
+// queue) and blocks; otherwise it leads at once.
 //
 // # Promotion
 //
