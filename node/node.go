@@ -368,6 +368,9 @@ func (n *Node) publish() {
 	}
 	if li.ID == 0 {
 		li.Since = time.Time{}
+		// With no leader, the answer carries the highest term this node
+		// knows (persisted across restarts), never less than it said before.
+		li.Term = max(li.Term, st.Term)
 	}
 	if li.ID == n.cfg.Self.ID {
 		li.Self, li.Name, li.Address = true, n.cfg.Self.Name, n.cfg.Self.APIAddr

@@ -1,0 +1,76 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// A restarted node that has no leader yet reports its persisted term, not 0
+// (issue 11): in Leader, in the first event of a subscription, and in
+// Status, before Run and while it runs leaderless (quorum 3, alone).
+func TestRestartedNodeReportsPersistedTermWithoutLeader(t *testing.T) {
+	for _, algo := range []string{"ring", "bully"} {
+		t.Run(algo, func(t *testing.T) {
+			dir := t.TempDir()
+			store, err := OpenTermStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Save(election.Term(58<<election.SlotBits | 3)); err != nil {
+				t.Fatal(err)
+			}
+			store, err = OpenTermStore(dir) // as after a restart
+			if err != nil {
+				t.Fatal(err)
+			}
+			persisted, err := store.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hub := &gossipHub{members: map[election.NodeID]*fakeGossip{}}
+			self := Meta{ID: 1, Name: "n1", PeerAddr: "mem:1"}
+			l := &transport.LateReceiver{}
+			nd, err := New(Config{Self: self, Algorithm: algo, Store: store, Quorum: 3,
+				Transport:     transport.NewNetwork().Join(1, l),
+				NewMembership: func() (Membership, error) { return hub.join(self), nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Set(nd)
+			check := func(when string) {
+				t.Helper()
+				li := nd.Leader()
+				if li.HasLeader() {
+					t.Fatalf("%s: a lone node in quorum 3 leads: %+v", when, li)
+				}
+				if li.Term < persisted {
+					t.Fatalf("%s: no-leader answer reports term %v, below the persisted %v", when, li.Term, persisted)
+				}
+				if st := nd.Status(); st.Leader.Term < persisted {
+					t.Fatalf("%s: Status().Leader reports term %v, below the persisted %v", when, st.Leader.Term, persisted)
+				}
+				sub := nd.Subscribe()
+				defer sub.Close()
+				if first := <-sub.C(); first.Term < persisted {
+					t.Fatalf("%s: first watch event reports term %v, below the persisted %v", when, first.Term, persisted)
+				}
+			}
+			check("before Run")
+			ctx, cancel := context.WithCancel(context.Background())
+			go nd.Run(ctx)
+			defer func() { cancel(); <-nd.Done() }()
+			for range 5 {
+				time.Sleep(50 * time.Millisecond) // several ticks and election timeouts
+				check("while running alone")
+			}
+			if err := nd.Kill(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			check("killed")
+		})
+	}
+}
