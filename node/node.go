@@ -102,6 +102,9 @@ type Node struct {
 
 	inbox    chan transport.Inbound
 	failures chan election.Message
+	// peerDown carries sends that failed with transport.ErrPeerDown: the
+	// peer's process is gone (see peerGone).
+	peerDown chan election.Message
 	cmds     chan command
 	serving  atomic.Bool // answers peers (false while killed)
 
@@ -147,6 +150,7 @@ func New(cfg Config) (*Node, error) {
 		log:      cfg.Logger.With("node", uint64(cfg.Self.ID)),
 		inbox:    make(chan transport.Inbound, cfg.InboxSize),
 		failures: make(chan election.Message, cfg.InboxSize),
+		peerDown: make(chan election.Message, 16),
 		cmds:     make(chan command, 16),
 		members:  map[election.NodeID]*memberRec{},
 		stopped:  make(chan struct{}),
@@ -192,6 +196,12 @@ func (n *Node) Receive(in transport.Inbound) error {
 
 // Failed implements transport.Receiver; called by many goroutines.
 func (n *Node) Failed(m election.Message, err error) {
+	if errors.Is(err, transport.ErrPeerDown) {
+		select {
+		case n.peerDown <- m:
+		default: // one report is enough; the heartbeat timeout covers the rest
+		}
+	}
 	select {
 	case n.failures <- m:
 	default:
@@ -236,6 +246,8 @@ func (n *Node) Run(ctx context.Context) error {
 			if !n.killed {
 				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
 			}
+		case m := <-n.peerDown:
+			n.peerGone(m)
 		case ev, ok := <-n.events:
 			if !ok {
 				n.events = nil
@@ -290,6 +302,24 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		n.since = time.Now()
 	}
 	n.publish()
+}
+
+// peerGone handles transport.ErrPeerDown for m.To: its host refused a
+// connection to its peer address twice, so its process is gone. If it is
+// the leader this node follows, that is the leader's death: campaign now
+// (election.EventLeaderTimeout) instead of waiting for the heartbeat
+// timeout. Anyone else's death is left to gossip and timeouts, so a refused
+// connection to a follower or to a stale address never deposes a leader.
+func (n *Node) peerGone(m election.Message) {
+	if n.killed {
+		return
+	}
+	st := n.sm.Status()
+	if st.Role != election.RoleFollower || st.Leader != m.To || m.To == 0 {
+		return
+	}
+	n.log.Info("the leader's host refuses connections: campaigning", "leader", uint64(m.To))
+	n.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
 }
 
 func (n *Node) membershipEvent(ev MemberEvent) {

@@ -56,6 +56,10 @@ type GRPCConfig struct {
 	// DialOptions are added to every connection's options (after the
 	// transport's own: insecure credentials, size limits, backoff).
 	DialOptions []grpc.DialOption
+	// ProbeTimeout bounds the one plain TCP re-dial that confirms a peer's
+	// refused or reset connection (default DefaultProbeTimeout; negative:
+	// never probe, so never report ErrPeerDown).
+	ProbeTimeout time.Duration
 }
 
 // GRPC is the Transport over grpc-go. It holds one grpc.ClientConn per peer,
@@ -77,6 +81,8 @@ type GRPC struct {
 	failed  [election.LastMsgType + 1]atomic.Uint64
 	replies atomic.Uint64
 	dropped atomic.Uint64
+	// peersDown counts ErrPeerDown reports.
+	peersDown atomic.Uint64
 }
 
 var _ Transport = (*GRPC)(nil)
@@ -84,7 +90,8 @@ var _ Transport = (*GRPC)(nil)
 // grpcLink is one peer's connection: dialed on its first message, replaced
 // when the peer's address changes.
 type grpcLink struct {
-	t *GRPC
+	t  *GRPC
+	id election.NodeID
 
 	mu     sync.Mutex
 	addr   string
@@ -112,9 +119,12 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.ReconnectBackoff <= 0 {
 		cfg.ReconnectBackoff = DefaultReconnectBackoff
 	}
+	if cfg.ProbeTimeout == 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
+	}
 	t := &GRPC{cfg: cfg}
 	t.q = newSendQueues(cfg.Receiver, cfg.QueueLen,
-		func(_ election.NodeID, addr string) link { return &grpcLink{t: t, addr: addr} }, t.countFailed)
+		func(id election.NodeID, addr string) link { return &grpcLink{t: t, id: id, addr: addr} }, t.countFailed)
 	return t, nil
 }
 
@@ -130,6 +140,8 @@ type ClientStats struct {
 	// RepliesDropped counts heartbeat replies that were invalid or that the
 	// local node refused.
 	RepliesDropped uint64
+	// PeersDown counts failures reported as ErrPeerDown.
+	PeersDown uint64
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
@@ -139,6 +151,7 @@ func (t *GRPC) Stats() ClientStats {
 		Failed:         make(map[election.MsgType]uint64),
 		Replies:        t.replies.Load(),
 		RepliesDropped: t.dropped.Load(),
+		PeersDown:      t.peersDown.Load(),
 	}
 	for i := range t.sent {
 		if n := t.sent[i].Load(); n > 0 {
@@ -242,6 +255,7 @@ func (l *grpcLink) dial() (pb.PeerClient, error) {
 		return nil, err
 	}
 	l.conn, l.client = conn, pb.NewPeerClient(conn)
+	go l.watch(conn, l.id, l.addr)
 	return l.client, nil
 }
 
@@ -257,6 +271,9 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) {
 		fail(err)
 		return
 	}
+	l.mu.Lock()
+	addr := l.addr
+	l.mu.Unlock()
 	x, err := Encode(m)
 	if err != nil {
 		fail(err)
@@ -284,6 +301,11 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) {
 		err = fmt.Errorf("transport: no RPC for %T", x)
 	}
 	if err != nil {
+		if m.Type == election.MsgHeartbeat && ctx.Err() == nil {
+			// A refused or reset heartbeat, confirmed by one re-dial, is
+			// evidence that the peer's process is gone (ErrPeerDown).
+			err = t.peerDown(err, addr)
+		}
 		fail(err)
 		return
 	}

@@ -409,23 +409,17 @@ func TestGRPCCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	func() {
 		srvRecv := newFakeReceiver(2)
-		lis, err := netListen()
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := NewGRPCServer(NewPeerService(2, srvRecv))
-		done := make(chan struct{})
-		go func() { defer close(done); _ = srv.Serve(lis) }()
-		defer func() { srv.Stop(); <-done }()
+		addr, stop := serveStoppable(t, 2, srvRecv)
+		defer stop()
 
 		cliRecv := newFakeReceiver(1)
 		tr, err := NewGRPC(GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: waitFor})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.SetPeer(2, lis.Addr().String())
+		tr.SetPeer(2, addr)
 		tr.SetPeer(3, deadAddr(t))
-		tr.SetPeer(4, lis.Addr().String())
+		tr.SetPeer(4, addr)
 		tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 3, Term: 1})
 		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 8, Term: 1})
@@ -435,7 +429,7 @@ func TestGRPCCloseLeavesNoGoroutines(t *testing.T) {
 		tr.Close()
 		tr.Close()
 		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 1})
-		tr.SetPeer(5, lis.Addr().String())
+		tr.SetPeer(5, addr)
 	}()
 	waitGoroutines(t, before)
 }

@@ -122,6 +122,20 @@ func startServer(t *testing.T, id election.NodeID, r Receiver, opts ...grpc.Serv
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 
+// serveStoppable serves node id's PeerService on 127.0.0.1:0 until stop,
+// which closes the listener and every connection and waits for Serve.
+func serveStoppable(t *testing.T, id election.NodeID, r Receiver) (addr string, stop func()) {
+	t.Helper()
+	lis, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewGRPCServer(NewPeerService(id, r))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	return lis.Addr().String(), func() { srv.Stop(); <-done }
+}
+
 // deadAddr returns a loopback address nobody listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()

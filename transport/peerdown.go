@@ -1,0 +1,115 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"github.com/electord/electord/election"
+)
+
+// DefaultProbeTimeout bounds the confirming re-dial of a peer whose
+// connection was refused or reset (see ErrPeerDown).
+const DefaultProbeTimeout = 30 * time.Millisecond
+
+// ErrPeerDown wraps a send failure (or a dropped connection) that is
+// evidence the peer's process is gone while its host is up: the RPC failed
+// because the connection was refused or reset, and one immediate plain TCP
+// dial to the peer's address was refused too. The node treats it, for its
+// leader, as the leader's death (election.EventLeaderTimeout). A peer that
+// is silent (host down, paused, cut off) never produces it: its dial times
+// out instead of being refused.
+var ErrPeerDown = errors.New("transport: peer refuses connections (its process is gone)")
+
+// refusedOrReset reports whether err, an RPC's error, says the peer's kernel
+// refused the connection or reset (or closed without GOAWAY) an established
+// one: gRPC Unavailable caused by a refused dial or a reset read. A deadline,
+// a cancellation, a GOAWAY of a graceful shutdown or an overloaded peer is
+// not: those say nothing about the peer's process being gone.
+func refusedOrReset(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	// grpc-go flattens the cause into the status message.
+	msg := st.Message()
+	if strings.Contains(msg, "GOAWAY") || strings.Contains(msg, "goaway") {
+		return false
+	}
+	return strings.Contains(msg, "connection refused") ||
+		strings.Contains(msg, "connection reset by peer") ||
+		strings.Contains(msg, "error reading from server: EOF") ||
+		strings.Contains(msg, "broken pipe")
+}
+
+// probeRefused dials addr once over plain TCP and reports whether the dial
+// was refused (or reset): nothing listens there on a live host. A dial that
+// connects, times out or fails otherwise is no evidence. addr must be a
+// host:port; any other gRPC target is never probed.
+func probeRefused(addr string, timeout time.Duration) bool {
+	if timeout <= 0 || strings.Contains(addr, "/") || strings.HasPrefix(addr, "unix:") {
+		return false
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return false
+	}
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// peerDown returns err wrapped in ErrPeerDown when it is confirmed evidence
+// that the peer at addr is gone (see ErrPeerDown), else err unchanged.
+func (t *GRPC) peerDown(err error, addr string) error {
+	if refusedOrReset(err) && probeRefused(addr, t.cfg.ProbeTimeout) {
+		t.peersDown.Add(1)
+		return fmt.Errorf("%w: %w", ErrPeerDown, err)
+	}
+	return err
+}
+
+// watch follows conn's connectivity state while it lives. When an
+// established connection drops (Ready to Idle or TransientFailure: the
+// peer reset or closed it) it probes the peer's address at once instead of
+// waiting for the next message to fail; a refused probe is reported as a
+// failed heartbeat to the peer, wrapped in ErrPeerDown. It ends when conn
+// is closed.
+func (l *grpcLink) watch(conn *grpc.ClientConn, id election.NodeID, addr string) {
+	t := l.t
+	s := conn.GetState()
+	for {
+		if !conn.WaitForStateChange(context.Background(), s) {
+			return
+		}
+		ns := conn.GetState()
+		if ns == connectivity.Shutdown {
+			return
+		}
+		if s == connectivity.Ready && (ns == connectivity.Idle || ns == connectivity.TransientFailure) &&
+			probeRefused(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
+			t.peersDown.Add(1)
+			t.cfg.Receiver.Failed(election.Message{Type: election.MsgHeartbeat, From: t.cfg.Self, To: id},
+				fmt.Errorf("%w: connection to %s dropped and a re-dial was refused: %w", ErrPeerDown, addr, io.EOF))
+		}
+		s = ns
+	}
+}
