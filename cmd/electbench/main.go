@@ -52,6 +52,10 @@ func main() {
 		err = failover(os.Args[2:])
 	case "stability":
 		err = stability(os.Args[2:])
+	case "idle":
+		err = idle(os.Args[2:])
+	case "scale":
+		err = scale(os.Args[2:])
 	case "hog":
 		hog()
 	default:
@@ -64,7 +68,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|idle|scale [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

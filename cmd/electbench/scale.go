@@ -1,0 +1,383 @@
+package main
+
+// idle and scale: what electord costs at rest, and how it does with many
+// processes on one machine (issue 10, item 8).
+//
+//	electbench idle  [--nodes 5] [--algorithms bully] [--window 30s] [--settle 5s]
+//	                 [--electord [label=]path,...] [--rounds 1] [--out file]
+//	electbench scale [--nodes 32,64,128] [--algorithms bully,ring] [--kills 5]
+//	                 [--window 20s] [--out file]
+//
+// CPU is utime+stime from /proc/<pid>/stat (every thread of the process)
+// over the window, as a percentage of one core; RSS is VmRSS from
+// /proc/<pid>/status at the end of the window.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "github.com/electord/electord/proto/electord/v1"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// cpuTicks reads utime+stime of pid, in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime is field 14
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return u + st, nil
+}
+
+// rssKB reads VmRSS of pid, in KiB.
+func rssKB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// procUsage is one process's cost over a window.
+type procUsage struct {
+	id     uint64
+	cpu    float64 // percent of one core
+	rss    int64   // KiB
+	leader bool
+}
+
+// sample measures every running process of the clusters over window, all at
+// once, so that the clusters meet the same host load.
+func sample(clusters []*cluster, window time.Duration) [][]procUsage {
+	type ref struct {
+		p   *proc
+		pid int
+		t0  int64
+	}
+	refs := make([][]ref, len(clusters))
+	start := time.Now()
+	for i, c := range clusters {
+		for _, p := range c.procs {
+			p.mu.Lock()
+			running := p.running
+			p.mu.Unlock()
+			if !running {
+				continue
+			}
+			pid := p.cmd.Process.Pid
+			t, err := cpuTicks(pid)
+			if err != nil {
+				continue
+			}
+			refs[i] = append(refs[i], ref{p, pid, t})
+		}
+	}
+	time.Sleep(window)
+	el := time.Since(start).Seconds()
+	out := make([][]procUsage, len(clusters))
+	for i, c := range clusters {
+		li, _, _ := c.agreed(anyLeader)
+		for _, r := range refs[i] {
+			t, err := cpuTicks(r.pid)
+			if err != nil {
+				continue
+			}
+			u := procUsage{id: r.p.id, cpu: 100 * float64(t-r.t0) / clockTicks / el, rss: rssKB(r.pid)}
+			u.leader = li != nil && li.Id == r.p.id
+			out[i] = append(out[i], u)
+		}
+	}
+	return out
+}
+
+func medianF(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	c := slices.Clone(v)
+	slices.Sort(c)
+	n := len(c)
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
+
+// summary of one cluster's usage: median, min and max CPU over nodes,
+// the leader's CPU, median and max RSS.
+type usageSummary struct {
+	med, lo, hi, leader float64
+	rssMed, rssMax      float64 // MiB
+	followers           []float64
+}
+
+func summarizeUsage(us []procUsage) usageSummary {
+	var cpus, rss, fol []float64
+	s := usageSummary{leader: -1}
+	for _, u := range us {
+		cpus = append(cpus, u.cpu)
+		rss = append(rss, float64(u.rss)/1024)
+		if u.leader {
+			s.leader = u.cpu
+		} else {
+			fol = append(fol, u.cpu)
+		}
+	}
+	if len(cpus) == 0 {
+		return s
+	}
+	s.med, s.lo, s.hi = medianF(cpus), slices.Min(cpus), slices.Max(cpus)
+	s.rssMed, s.rssMax = medianF(rss), slices.Max(rss)
+	s.followers = fol
+	return s
+}
+
+// report opens the report (stdout, and the file out unless empty) and
+// names the configuration that the extra electord flags make.
+func report(out, extra string) (pr func(string, ...any), config string, closeOut func(), err error) {
+	w, closeOut := io.Writer(os.Stdout), func() {}
+	if out != "" {
+		f, err := os.Create(out)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		w, closeOut = io.MultiWriter(os.Stdout, f), func() { f.Close() }
+	}
+	config = "default config"
+	if extra != "" {
+		config = "default config + `" + extra + "`"
+	}
+	return func(format string, a ...any) { fmt.Fprintf(w, format, a...) }, config, closeOut, nil
+}
+
+// idle measures the CPU of idle clusters: one cluster per binary and
+// algorithm, all running at once, measured over the same window; --rounds
+// repeats that with fresh clusters.
+func idle(args []string) error {
+	fs := flag.NewFlagSet("idle", flag.ExitOnError)
+	cf := commonFlags(fs)
+	window := fs.Duration("window", 30*time.Second, "measurement window")
+	settle := fs.Duration("settle", 5*time.Second, "wait this long after the first agreement before measuring")
+	rounds := fs.Int("rounds", 1, "fresh clusters, measured again, this many times")
+	out := fs.String("out", "", "also write the report (stdout) to this file")
+	fs.Parse(args)
+	bins, cleanup, err := binaries(*cf.bin)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	pr, config, closeOut, err := report(*out, *cf.extra)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	algos := strings.Split(*cf.algos, ",")
+	pr("# electbench idle: CPU of idle electord processes\n\n")
+	pr("`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
+	pr("- %s, %s/%s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg())
+	pr("- %d processes per cluster, %s; every binary × algorithm runs its own cluster, all at once; after the first agreement and %v more, utime+stime from /proc/<pid>/stat over %v, in %% of one core\n", *cf.nodes, config, *settle, *window)
+	for _, b := range bins {
+		pr("- %s = `%s` (%s)\n", b.label, b.path, describe(b.path))
+	}
+	type key struct{ bin, algo string }
+	all := map[key][]float64{}     // every node's CPU, every round
+	meds := map[key][]float64{}    // per-round medians
+	leaders := map[key][]float64{} // per-round leader CPU
+	for r := 1; r <= *rounds; r++ {
+		var clusters []*cluster
+		var keys []key
+		stopAll := func() {
+			for _, c := range clusters {
+				c.stop()
+			}
+		}
+		for _, b := range bins {
+			for _, a := range algos {
+				c, err := startCluster(b.path, a, *cf.nodes, strings.Fields(*cf.extra), logf)
+				if err != nil {
+					stopAll()
+					return err
+				}
+				clusters = append(clusters, c)
+				keys = append(keys, key{b.label, a})
+			}
+		}
+		for i, c := range clusters {
+			if _, _, err := c.waitAgreed(60*time.Second, anyLeader); err != nil {
+				stopAll()
+				return fmt.Errorf("round %d, %v: %w", r, keys[i], err)
+			}
+		}
+		time.Sleep(*settle)
+		res := sample(clusters, *window)
+		stopAll()
+		pr("\n## Round %d (load average after %s)\n\n", r, loadavg())
+		pr("| binary | algorithm | node CPU %% median | min | max | leader CPU %% | followers' CPU %% | RSS MiB median | max |\n")
+		pr("|---|---|---:|---:|---:|---:|---|---:|---:|\n")
+		for i, k := range keys {
+			s := summarizeUsage(res[i])
+			var fol []string
+			for _, f := range s.followers {
+				fol = append(fol, fmt.Sprintf("%.2f", f))
+			}
+			pr("| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.1f |\n", k.bin, k.algo, s.med, s.lo, s.hi, s.leader, strings.Join(fol, " "), s.rssMed, s.rssMax)
+			for _, u := range res[i] {
+				all[k] = append(all[k], u.cpu)
+			}
+			meds[k] = append(meds[k], s.med)
+			leaders[k] = append(leaders[k], s.leader)
+		}
+	}
+	pr("\n## Every round\n\n")
+	pr("| binary | algorithm | node CPU %% median over nodes and rounds | per-round medians | leader CPU %% by round |\n")
+	pr("|---|---|---:|---|---|\n")
+	for _, b := range bins {
+		for _, a := range algos {
+			k := key{b.label, a}
+			pr("| %s | %s | **%.2f** | %s | %s |\n", k.bin, k.algo, medianF(all[k]), floats(meds[k]), floats(leaders[k]))
+		}
+	}
+	return nil
+}
+
+func floats(v []float64) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf("%.2f", x))
+	}
+	return strings.Join(s, ", ")
+}
+
+// scale starts clusters of each size in turn and measures the time to the
+// first agreement, the idle cost, and crash failover.
+func scale(args []string) error {
+	fs := flag.NewFlagSet("scale", flag.ExitOnError)
+	sizesFlag := fs.String("nodes", "32,64,128", "cluster sizes (electord processes), comma-separated")
+	algos := fs.String("algorithms", "bully,ring", "algorithms to measure")
+	bin := fs.String("electord", "", "electord binary (default: build cmd/electord)")
+	extra := fs.String("args", "", "extra electord flags, space-separated (default config when empty)")
+	kills := fs.Int("kills", 5, "SIGKILLs of the leader per size and algorithm")
+	window := fs.Duration("window", 20*time.Second, "idle measurement window after the first agreement")
+	settle := fs.Duration("settle", 10*time.Second, "wait after the first agreement before measuring")
+	firstTimeout := fs.Duration("first-timeout", 120*time.Second, "give up on the first agreement after this long")
+	out := fs.String("out", "", "also write the report (stdout) to this file")
+	fs.Parse(args)
+	path, cleanup, err := electordBinary(*bin)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	pr, config, closeOut, err := report(*out, *extra)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	pr("# electbench scale\n\n`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
+	pr("- %s, %s/%s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg())
+	pr("- electord `%s` (%s), %s\n", path, describe(path), config)
+	pr("- first agreement: from starting the first process (all are started one after another, each joining node 1) until every node's watch reports the same leader; idle: after it and %v more, utime+stime over %v; crash: SIGKILL of the leader until every survivor agrees on a new leader with a higher term (10 s limit), then the node is restarted and all agree again\n\n", *settle, *window)
+	pr("| nodes | algorithm | start all, s | first agreement, s | leader CPU %% | node CPU %% median (max) | RSS MiB median (max) | crash p50 / p99 ms | crashes failed | load average after |\n")
+	pr("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, ns := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(ns))
+		if err != nil || n < 2 {
+			return fmt.Errorf("--nodes: bad size %q", ns)
+		}
+		for _, algo := range strings.Split(*algos, ",") {
+			row, err := scaleOne(path, algo, n, strings.Fields(*extra), *kills, *settle, *window, *firstTimeout)
+			if err != nil {
+				logf("%d nodes, %s: %v", n, algo, err)
+			}
+			pr("| %d | %s | %s |\n", n, algo, row)
+		}
+	}
+	return nil
+}
+
+// scaleOne measures one cluster size and returns the table row's cells
+// after the algorithm (a failure fills in what it reached).
+func scaleOne(path, algo string, n int, extra []string, kills int, settle, window, firstTimeout time.Duration) (string, error) {
+	logf("%d nodes, %s: starting", n, algo)
+	t0 := time.Now()
+	c, err := startCluster(path, algo, n, extra, logf)
+	if err != nil {
+		return "start failed", err
+	}
+	defer c.stop()
+	started := time.Since(t0)
+	_, at, err := c.waitAgreed(firstTimeout, anyLeader)
+	if err != nil {
+		return fmt.Sprintf("%.1f | none within %v | | | | | | %s", started.Seconds(), firstTimeout, loadavg()), errors.New("no first agreement")
+	}
+	first := at.Sub(t0)
+	logf("%d nodes, %s: agreed after %.1f s", n, algo, first.Seconds())
+	time.Sleep(settle)
+	s := summarizeUsage(sample([]*cluster{c}, window)[0])
+	var crash samples
+	failed := 0
+	for i := range kills {
+		old, _, err := c.waitAgreed(60*time.Second, anyLeader)
+		if err != nil {
+			failed += kills - i
+			break
+		}
+		leader := c.proc(old.Id)
+		k0 := time.Now()
+		c.kill(leader)
+		_, at, err := c.waitAgreed(10*time.Second, func(v *pb.LeaderInfo) bool { return v.Id != old.Id && v.Term > old.Term })
+		if err != nil {
+			failed++
+			logf("kill %d: %v", i+1, shorten(err.Error()))
+		} else {
+			crash = append(crash, at.Sub(k0))
+			logf("kill %d: leader %d down, new leader after %s ms", i+1, old.Id, ms(at.Sub(k0)))
+		}
+		if err := c.start(leader); err != nil {
+			return "", err
+		}
+	}
+	crashCell := "–"
+	if len(crash) > 0 {
+		crashCell = ms(crash.pct(0.5)) + " / " + ms(crash.pct(0.99))
+	}
+	return fmt.Sprintf("%.1f | %.1f | %.2f | %.2f (%.2f) | %.1f (%.1f) | %s | %d | %s",
+		started.Seconds(), first.Seconds(), s.leader, s.med, s.hi, s.rssMed, s.rssMax, crashCell, failed, loadavg()), nil
+}
+
+func shorten(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
