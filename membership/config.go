@@ -42,6 +42,10 @@ type Config struct {
 	Preset string
 	// Logger receives this package's and memberlist's logs; nil discards.
 	Logger *slog.Logger
+
+	// wrapTransport, if set, wraps memberlist's network transport (tests cut
+	// links with it).
+	wrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
 }
 
 // Validate checks the configuration. Each error starts with the config key
@@ -177,6 +181,14 @@ type Preset struct {
 	// Doc says what the preset is for and what it gives.
 	Doc      string
 	Settings []Setting
+	// RejoinEvery is how often a joined node looks for configured seeds
+	// and once-known members missing from its live view and joins them
+	// again (see Membership.RetryJoin).
+	RejoinEvery time.Duration
+	// RejoinMaxBackoff caps the per-address back-off: an address whose join
+	// failed is tried again after RejoinEvery, then twice that, and so on up
+	// to this, so a member gone for good costs one failed connect per cap.
+	RejoinMaxBackoff time.Duration
 }
 
 // Setting is one memberlist.Config field a preset sets.
@@ -216,6 +228,8 @@ var presets = []Preset{
 			{"PushPullInterval", 30 * time.Second, "a full state exchange with one random member over TCP, which repairs anything gossip lost"},
 			{"TCPTimeout", 10 * time.Second, "timeout of TCP work: joins, push/pull, fallback pings; a join to an unreachable seed waits this long"},
 		},
+		RejoinEvery:      2 * time.Second,
+		RejoinMaxBackoff: 8 * time.Second,
 	},
 	{
 		Name: "local",
@@ -236,6 +250,8 @@ var presets = []Preset{
 			{"PushPullInterval", 1 * time.Second, "a full state sync with one random member every second repairs lost gossip within a few seconds (a CI run once saw a node miss two joins for 9.5s with 5s); the state of a dev cluster is a few hundred bytes over loopback TCP"},
 			{"TCPTimeout", 1 * time.Second, "loopback connects at once or is refused; 1s bounds a join to a seed that is not up"},
 		},
+		RejoinEvery:      1 * time.Second,
+		RejoinMaxBackoff: 2 * time.Second,
 	},
 }
 

@@ -73,6 +73,7 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 		return
 	}
 	mb.addr = n.Address()
+	m.noteAliveLocked(n.Name, mb.addr)
 	w, err := decodeMeta(n)
 	if err != nil {
 		if mb.valid && !mb.badNoted {
@@ -187,6 +188,7 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 func (m *Membership) joinLocked(n *memberlist.Node) []Event {
 	mb := &member{name: n.Name, addr: n.Address()}
 	m.members[n.Name] = mb
+	m.noteAliveLocked(n.Name, mb.addr)
 	w, err := decodeMeta(n)
 	if err != nil {
 		return []Event{m.conflict(Meta{ID: nameID(n.Name)}, slog.LevelError, fmt.Sprintf(

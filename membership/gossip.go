@@ -38,6 +38,9 @@ type Membership struct {
 	mu        sync.Mutex
 	members   map[string]*member // live remote nodes by gossip name
 	conflicts map[string]time.Time
+	// known is every remote node ever seen alive, by gossip name, with its
+	// last gossip address: RetryJoin joins those missing from members.
+	known map[string]*knownMember
 
 	life     sync.Mutex // serializes Join/Leave/Shutdown against Shutdown
 	left     bool
@@ -74,6 +77,7 @@ func New(cfg Config) (*Membership, error) {
 		meta:      cfg.Self,
 		members:   make(map[string]*member),
 		conflicts: make(map[string]time.Time),
+		known:     make(map[string]*knownMember),
 		stopRetry: make(chan struct{}),
 	}
 	m.cfg.Join = slices.Clone(cfg.Join)
@@ -101,6 +105,11 @@ func New(cfg Config) (*Membership, error) {
 	mc.Delegate, mc.Events, mc.Conflict = d, d, d
 	mc.Logger, mc.LogOutput = memberlistLogger(logger), nil
 
+	if cfg.wrapTransport != nil {
+		if err := wrapNetTransport(mc, cfg.wrapTransport); err != nil {
+			return nil, fmt.Errorf("gossip-addr %s: %w", cfg.BindAddr, err)
+		}
+	}
 	m.q = newEventQueue()
 	list, err := memberlist.Create(mc)
 	if err != nil {

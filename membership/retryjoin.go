@@ -1,71 +1,253 @@
 package membership
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
-// The retry-join policy's periods (see RetryJoin).
+// The retry-join policy's constants (see RetryJoin); the rejoin periods
+// come from the preset (Preset.RejoinEvery, Preset.RejoinMaxBackoff).
 const (
 	// RetryJoinEvery is how often seeds are tried until one answers.
 	RetryJoinEvery = 500 * time.Millisecond
-	// RejoinEvery is how often a joined node that sees no other live member
-	// joins its seeds again.
-	RejoinEvery = 15 * time.Second
+	// RejoinPerRound bounds the joins in flight at once, so a node that
+	// knew many members, now unreachable, does bounded work per round.
+	RejoinPerRound = 8
+	// ForgetKnownAfter is how long a known member may stay away (neither
+	// alive in gossip nor answering a join) before it is no longer tried.
+	// Configured seeds are never forgotten.
+	ForgetKnownAfter = 24 * time.Hour
 )
 
-// RetryJoin keeps this node connected to its seeds (Config.Join), like
-// Consul's retry_join. It tries them at once, and then in the background
-// every RetryJoinEvery until one answers (a seed may start after this node);
-// from then on, every RejoinEvery, it joins them again if no other node is a
-// live member (a partition healed after gossip gave up on the other side).
-// It stops at Shutdown. With no seeds it does nothing. Call it at most once.
+// RetryJoin keeps this node connected to its seeds (Config.Join) and to
+// every member it has known, like Consul's retry_join and Serf's reconnect.
+// It tries the seeds at once, and then in the background every
+// RetryJoinEvery until one answers (a seed may start after this node). From
+// then on, every Preset.RejoinEvery, it joins again every address missing
+// from its live view: the configured seeds (DNS names resolved again each
+// round, so a Service's new pods are found) and every member ever seen alive
+// at its last gossip address. That heals any partition, however long, once
+// links are back: gossip declared the other side dead and stopped talking
+// to it, and a join makes the two sides exchange state again.
+//
+// Each address backs off on its own: after a failed join it waits
+// RejoinEvery, then twice that, up to Preset.RejoinMaxBackoff (with
+// jitter), and at most RejoinPerRound joins are in flight, so members gone
+// for good cost little. A member away longer than ForgetKnownAfter is
+// dropped. It stops at Shutdown. Call it at most once.
 func (m *Membership) RetryJoin() {
-	retryJoin{m: m, seeds: m.cfg.Join, log: m.log, retry: RetryJoinEvery, rejoin: RejoinEvery}.start(m.stopRetry)
+	preset, _ := presetByName(m.cfg.Preset)
+	retryJoin{m: m, seeds: m.cfg.Join, log: m.log, retry: RetryJoinEvery,
+		rejoin: preset.RejoinEvery, maxBackoff: preset.RejoinMaxBackoff, perRound: RejoinPerRound}.start(m.stopRetry)
+}
+
+// knownMember is a remote node once seen alive.
+type knownMember struct {
+	addr      string
+	lastAlive time.Time
+}
+
+// noteAliveLocked records that name is alive at addr.
+func (m *Membership) noteAliveLocked(name, addr string) {
+	m.known[name] = &knownMember{addr: addr, lastAlive: time.Now()}
+}
+
+// rejoinTargets lists the gossip addresses to join again: the seeds'
+// addresses (resolved now) and the known members' last addresses, less this
+// node's and every live member's.
+func (m *Membership) rejoinTargets(ctx context.Context) []string {
+	var addrs []string
+	for _, s := range m.cfg.Join {
+		as, err := m.resolveSeed(ctx, s)
+		if err != nil {
+			m.log.Debug("cannot resolve seed", "seed", s, "err", err)
+			continue
+		}
+		addrs = append(addrs, as...)
+	}
+	now := time.Now()
+	m.mu.Lock()
+	live := map[string]bool{m.local: true, m.bound: true}
+	for _, mb := range m.members {
+		live[mb.addr] = true
+	}
+	for name, k := range m.known {
+		switch {
+		case m.members[name] != nil:
+			k.lastAlive = now
+		case now.Sub(k.lastAlive) > ForgetKnownAfter:
+			delete(m.known, name)
+		default:
+			addrs = append(addrs, k.addr)
+		}
+	}
+	m.mu.Unlock()
+	out := addrs[:0]
+	for _, a := range addrs {
+		if !live[a] && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// joinAddr joins the node at one gossip address.
+func (m *Membership) joinAddr(addr string) error {
+	m.life.Lock()
+	done := m.shutdown || m.left
+	m.life.Unlock()
+	if done {
+		return errors.New("membership: join after leave or shutdown")
+	}
+	_, err := m.list.Join([]string{addr})
+	if err == nil {
+		m.mu.Lock()
+		for _, k := range m.known {
+			if k.addr == addr {
+				k.lastAlive = time.Now()
+			}
+		}
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // joiner is what the retry-join policy needs of a Membership.
 type joiner interface {
 	Join(seeds []string) (int, error)
-	Members() []Meta
+	rejoinTargets(ctx context.Context) []string
+	joinAddr(addr string) error
 }
 
 // retryJoin is the policy of RetryJoin, with its periods as parameters.
 type retryJoin struct {
-	m             joiner
-	seeds         []string
-	log           *slog.Logger
-	retry, rejoin time.Duration
+	m                         joiner
+	seeds                     []string
+	log                       *slog.Logger
+	retry, rejoin, maxBackoff time.Duration
+	perRound                  int
+}
+
+// backoff is one address's state between rounds.
+type backoff struct {
+	fails    int
+	next     time.Time // not tried before
+	inFlight bool
+}
+
+type joinResult struct {
+	addr string
+	err  error
 }
 
 // start makes the first attempt now, then retries in a goroutine that ends
 // when stop is closed.
 func (r retryJoin) start(stop <-chan struct{}) {
-	if len(r.seeds) == 0 {
-		return
-	}
-	joined := r.try()
+	joined := len(r.seeds) == 0 || r.try()
 	if !joined {
 		r.log.Warn("no gossip seed answered yet; retrying every "+r.retry.String(), "join", r.seeds)
 	}
 	go func() {
+		state := map[string]*backoff{}
+		results := make(chan joinResult, r.perRound)
+		inFlight := 0
+		timer := time.NewTimer(r.retry)
+		if joined {
+			timer.Reset(r.jitter(r.rejoin))
+		}
+		defer timer.Stop()
 		for {
-			wait := r.rejoin
-			if !joined {
-				wait = r.retry
-			}
 			select {
 			case <-stop:
 				return
-			case <-time.After(wait):
+			case res := <-results:
+				inFlight--
+				r.done(state, res)
+				continue
+			case <-timer.C:
 			}
-			if !joined || len(r.m.Members()) <= 1 {
+			if !joined {
 				if joined = r.try(); joined {
 					r.log.Info("joined gossip through a seed", "join", r.seeds)
+					timer.Reset(r.jitter(r.rejoin))
+				} else {
+					timer.Reset(r.retry)
 				}
+				continue
 			}
+			inFlight += r.round(state, results, r.perRound-inFlight)
+			timer.Reset(r.jitter(r.rejoin))
 		}
 	}()
+}
+
+// round starts joins (at most room) of the missing addresses whose back-off
+// has run out, and forgets the state of addresses no longer missing.
+func (r retryJoin) round(state map[string]*backoff, results chan<- joinResult, room int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), max(r.rejoin, time.Second))
+	targets := r.m.rejoinTargets(ctx)
+	cancel()
+	for a, b := range state {
+		if !b.inFlight && !slices.Contains(targets, a) {
+			delete(state, a)
+		}
+	}
+	now := time.Now()
+	started := 0
+	for _, a := range targets {
+		if started >= room {
+			break
+		}
+		b := state[a]
+		if b == nil {
+			b = &backoff{}
+			state[a] = b
+		}
+		if b.inFlight || now.Before(b.next) {
+			continue
+		}
+		b.inFlight = true
+		started++
+		go func() { results <- joinResult{a, r.m.joinAddr(a)} }()
+	}
+	return started
+}
+
+// done records one join's result.
+func (r retryJoin) done(state map[string]*backoff, res joinResult) {
+	b := state[res.addr]
+	if b == nil {
+		b = &backoff{}
+		state[res.addr] = b
+	}
+	b.inFlight = false
+	if res.err == nil {
+		r.log.Info("joined a missing member again", "addr", res.addr)
+		delete(state, res.addr)
+		return
+	}
+	b.fails++
+	wait := r.rejoin << min(b.fails-1, 20)
+	if wait > r.maxBackoff || wait <= 0 {
+		wait = r.maxBackoff
+	}
+	b.next = time.Now().Add(r.jitter(wait))
+	r.log.Debug("missing member did not answer", "addr", res.addr, "fails", b.fails, "err", res.err)
+}
+
+// jitter spreads d by up to ±10%, so nodes that lost the same members do not
+// retry in step.
+func (r retryJoin) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d - d/10 + rand.N(d/5+1)
 }
 
 func (r retryJoin) try() bool {
@@ -75,4 +257,23 @@ func (r retryJoin) try() bool {
 		return false
 	}
 	return true
+}
+
+// wrapNetTransport binds memberlist's own network transport on mc's bind
+// address and installs wrap around it.
+func wrapNetTransport(mc *memberlist.Config, wrap func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport) error {
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: mc.Logger})
+	if err != nil {
+		return err
+	}
+	if mc.BindPort == 0 {
+		port := nt.GetAutoBindPort()
+		if mc.AdvertisePort == 0 {
+			mc.AdvertisePort = port
+		}
+		mc.BindPort = port
+	}
+	mc.Transport = wrap(nt)
+	return nil
 }

@@ -1,25 +1,34 @@
 package membership
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 )
 
 // fakeJoiner answers Join with the results queued in answers (then
-// success) and reports each call on joins.
+// success) and reports each call on joins; rejoin rounds see targets as the
+// missing addresses, and joinAddr fails for the addresses in fail (waiting
+// for release first when it is set) and reports each call on addrJoins.
 type fakeJoiner struct {
-	mu      sync.Mutex
-	answers []error
-	members int
-	joins   chan []string
+	mu          sync.Mutex
+	answers     []error
+	targets     []string
+	fail        map[string]bool
+	release     chan struct{}
+	inFlight    int
+	maxInFlight int
+	joins       chan []string
+	addrJoins   chan string
 }
 
-func newFakeJoiner(members int, answers ...error) *fakeJoiner {
-	return &fakeJoiner{answers: answers, members: members, joins: make(chan []string, 100)}
+func newFakeJoiner(answers ...error) *fakeJoiner {
+	return &fakeJoiner{answers: answers, fail: map[string]bool{}, joins: make(chan []string, 100), addrJoins: make(chan string, 10000)}
 }
 
 func (f *fakeJoiner) Join(seeds []string) (int, error) {
@@ -36,15 +45,34 @@ func (f *fakeJoiner) Join(seeds []string) (int, error) {
 	return 1, nil
 }
 
-func (f *fakeJoiner) Members() []Meta {
+func (f *fakeJoiner) rejoinTargets(context.Context) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return make([]Meta, f.members)
+	return slices.Clone(f.targets)
 }
 
-func (f *fakeJoiner) setMembers(n int) {
+func (f *fakeJoiner) joinAddr(addr string) error {
 	f.mu.Lock()
-	f.members = n
+	f.inFlight++
+	f.maxInFlight = max(f.maxInFlight, f.inFlight)
+	release, fail := f.release, f.fail[addr]
+	f.mu.Unlock()
+	if release != nil {
+		<-release
+	}
+	f.mu.Lock()
+	f.inFlight--
+	f.mu.Unlock()
+	f.addrJoins <- addr
+	if fail {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func (f *fakeJoiner) setTargets(addrs ...string) {
+	f.mu.Lock()
+	f.targets = addrs
 	f.mu.Unlock()
 }
 
@@ -62,21 +90,39 @@ func (f *fakeJoiner) noJoin(t *testing.T, what string, d time.Duration) {
 	select {
 	case <-f.joins:
 		t.Fatalf("a join %s", what)
+	case addr := <-f.addrJoins:
+		t.Fatalf("a join of %s %s", addr, what)
 	case <-time.After(d):
 	}
 }
 
-func startRetry(t *testing.T, f *fakeJoiner, seeds []string, retry, rejoin time.Duration) {
+func (f *fakeJoiner) wantAddrJoin(t *testing.T, want, what string) {
+	t.Helper()
+	end := time.After(deadline)
+	for {
+		select {
+		case addr := <-f.addrJoins:
+			if addr == want {
+				return
+			}
+		case <-end:
+			t.Fatalf("no join of %s %s within %v", want, what, deadline)
+		}
+	}
+}
+
+func startRetry(t *testing.T, f *fakeJoiner, seeds []string, retry, rejoin, maxBackoff time.Duration) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	retryJoin{m: f, seeds: seeds, log: slog.New(slog.DiscardHandler), retry: retry, rejoin: rejoin}.start(stop)
+	retryJoin{m: f, seeds: seeds, log: slog.New(slog.DiscardHandler), retry: retry, rejoin: rejoin,
+		maxBackoff: maxBackoff, perRound: 3}.start(stop)
 }
 
 func TestRetryJoinRetriesUntilASeedAnswers(t *testing.T) {
 	down := errors.New("connection refused")
-	f := newFakeJoiner(2, down, down, down)
+	f := newFakeJoiner(down, down, down)
 	// The first try is made before start returns.
-	startRetry(t, f, []string{"seed:7946"}, time.Millisecond, time.Hour)
+	startRetry(t, f, []string{"seed:7946"}, time.Millisecond, time.Hour, time.Hour)
 	select {
 	case seeds := <-f.joins:
 		if len(seeds) != 1 || seeds[0] != "seed:7946" {
@@ -88,23 +134,77 @@ func TestRetryJoinRetriesUntilASeedAnswers(t *testing.T) {
 	for i := range 3 {
 		f.wantJoin(t, fmt.Sprintf("retry %d", i+1))
 	}
-	// Joined, and another member is live: no more joins.
+	// Joined: no more joins of the seeds.
 	f.noJoin(t, "after the cluster was joined", 50*time.Millisecond)
 }
 
-func TestRetryJoinRejoinsWhenAlone(t *testing.T) {
-	f := newFakeJoiner(2)
-	startRetry(t, f, []string{"seed"}, time.Hour, time.Millisecond)
+// Not only when alone: any seed or known member missing from the live view
+// is joined again, and only those.
+func TestRetryJoinRejoinsWhateverIsMissing(t *testing.T) {
+	f := newFakeJoiner()
+	startRetry(t, f, []string{"seed"}, time.Hour, time.Millisecond, time.Millisecond)
 	f.wantJoin(t, "at start")
-	f.noJoin(t, "while another member is live", 50*time.Millisecond)
-	f.setMembers(1) // only this node: the other side was given up on
-	f.wantJoin(t, "when alone")
+	f.noJoin(t, "while nothing is missing", 50*time.Millisecond)
+	f.setTargets("10.0.0.3:7946") // one member of five went missing
+	f.wantAddrJoin(t, "10.0.0.3:7946", "when it went missing")
+	f.setTargets()
+	for len(f.addrJoins) > 0 { // joins of the round in flight
+		<-f.addrJoins
+	}
+	time.Sleep(5 * time.Millisecond)
+	for len(f.addrJoins) > 0 {
+		<-f.addrJoins
+	}
+	f.noJoin(t, "once it is back", 50*time.Millisecond)
 }
 
-func TestRetryJoinWithoutSeedsDoesNothing(t *testing.T) {
-	f := newFakeJoiner(1)
-	startRetry(t, f, nil, time.Millisecond, time.Millisecond)
-	f.noJoin(t, "without seeds", 50*time.Millisecond)
+func TestRetryJoinBacksOffPerAddress(t *testing.T) {
+	f := newFakeJoiner()
+	f.fail["dead:1"] = true
+	f.setTargets("dead:1", "flaky:1")
+	const rejoin, maxBackoff = 2 * time.Millisecond, 40 * time.Millisecond
+	startRetry(t, f, nil, time.Hour, rejoin, maxBackoff)
+	time.Sleep(400 * time.Millisecond)
+	counts := map[string]int{}
+	for len(f.addrJoins) > 0 {
+		counts[<-f.addrJoins]++
+	}
+	// Without back-off each address would be joined ~200 times. The dead one
+	// backs off to one try per ~40ms: at most ~15 tries (2+4+...+32, then
+	// 40ms); the one that answers is tried every round.
+	if counts["dead:1"] == 0 || counts["dead:1"] > 20 {
+		t.Errorf("the dead address was joined %d times in 400ms", counts["dead:1"])
+	}
+	if counts["flaky:1"] < 2*counts["dead:1"] {
+		t.Errorf("an answering address was joined %d times, a dead one %d: back-off is not per address", counts["flaky:1"], counts["dead:1"])
+	}
+}
+
+func TestRetryJoinBoundsJoinsInFlight(t *testing.T) {
+	f := newFakeJoiner()
+	f.release = make(chan struct{})
+	var addrs []string
+	for i := range 20 {
+		addrs = append(addrs, fmt.Sprintf("10.0.0.%d:7946", i))
+	}
+	f.setTargets(addrs...)
+	startRetry(t, f, nil, time.Hour, time.Millisecond, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // ~50 rounds
+	f.mu.Lock()
+	got := f.maxInFlight
+	f.mu.Unlock()
+	close(f.release)
+	if got != 3 {
+		t.Fatalf("%d joins in flight at most, want perRound = 3", got)
+	}
+}
+
+func TestRetryJoinWithoutSeedsRejoinsKnownMembers(t *testing.T) {
+	f := newFakeJoiner()
+	startRetry(t, f, nil, time.Millisecond, time.Millisecond, time.Millisecond)
+	f.noJoin(t, "without seeds nor missing members", 50*time.Millisecond)
+	f.setTargets("known:7946")
+	f.wantAddrJoin(t, "known:7946", "of a known member without seeds")
 }
 
 func TestRetryJoinStopsAtShutdown(t *testing.T) {
