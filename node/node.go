@@ -115,7 +115,9 @@ type Node struct {
 	members map[election.NodeID]*memberRec
 	killed  bool
 	dirty   bool // membership or killed changed since the last publish
-	since   time.Time
+	// published is what the last publish read from the state machine.
+	published statusKey
+	since     time.Time
 
 	// Published for other goroutines.
 	mu       sync.RWMutex
@@ -301,7 +303,12 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		n.counters.LeaderChanges.Add(1)
 		n.since = time.Now()
 	}
-	n.publish()
+	if n.dirty || rd.Change != nil || keyOf(n.sm.Status()) != n.published {
+		// Most Readies (a heartbeat answered or sent) leave what publish
+		// shows as it was: rebuilding the member list for each would cost
+		// O(members) allocations per heartbeat at the leader.
+		n.publish()
+	}
 }
 
 // peerGone handles transport.ErrPeerDown for m.To: its host refused a
@@ -388,10 +395,23 @@ func (n *Node) leaveGossip() {
 	n.mem, n.events = nil, nil
 }
 
+// statusKey is what publish reads from the state machine's Status.
+type statusKey struct {
+	role       election.Role
+	leader     election.NodeID
+	leaderTerm election.Term
+	term       election.Term
+}
+
+func keyOf(st election.Status) statusKey {
+	return statusKey{st.Role, st.Leader, st.LeaderTerm, st.Term}
+}
+
 // publish recomputes the published snapshot; called by the loop only.
 func (n *Node) publish() {
 	n.dirty = false
 	st := n.sm.Status()
+	n.published = keyOf(st)
 	li := LeaderInfo{ID: st.Leader, Term: st.LeaderTerm, Since: n.since, State: roleState(st.Role)}
 	if n.killed {
 		li = LeaderInfo{State: StateNoLeader, Term: st.LeaderTerm}
