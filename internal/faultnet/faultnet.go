@@ -1,0 +1,720 @@
+// Package faultnet runs electord processes on a real network that it can
+// cut: every node lives in its own Linux network namespace with its own
+// address, plugged by a veth pair into a bridge in a hub namespace that the
+// harness also creates. Links are cut with iptables rules inside the
+// receiving node's namespace (packets dropped silently, as a real partition
+// does); processes are killed, paused, stopped and restarted with signals.
+//
+// Nothing is created in the host's own namespace: the addresses
+// (10.77.0.0/24) exist only inside the namespaces of one Cluster, the
+// observer dials the nodes from the hub namespace (see Cluster.HTTPClient),
+// and every rule lives in a namespace that Close deletes.
+//
+// Cleanup, in three layers:
+//
+//   - Close kills every process (SIGKILL, after SIGCONT) and deletes every
+//     namespace it made; deleting a namespace removes its veths, bridge and
+//     iptables rules with it. Defer it.
+//   - CleanupOnSignal closes every open Cluster on SIGINT, SIGTERM or SIGHUP
+//     and exits. Each electord is also started with a parent-death signal
+//     (SIGKILL), so it does not outlive a harness that dies.
+//   - Sweep removes what an earlier run that died without cleaning up left:
+//     every namespace named with Prefix whose creating process is gone, and
+//     the processes still inside it. New calls it.
+//
+// It needs root, iproute2 (ip) and iptables-restore: Available says whether
+// this host has them.
+package faultnet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Prefix starts the name of every namespace faultnet makes:
+// Prefix + "<pid>-<seq>-" + "hub" or "n<i>".
+const Prefix = "efn-"
+
+// Ports every node binds inside its own namespace (namespaces do not share
+// ports, so every node uses the same ones).
+const (
+	APIPort    = 20070
+	PeerPort   = 20071
+	GossipPort = 20072
+	HTTPPort   = 20073
+)
+
+// Subnet is the nodes' network, inside the cluster's namespaces only: node i
+// is 10.77.0.i, the hub (the observer) 10.77.0.254.
+const (
+	subnetPrefix = "10.77.0."
+	hubHost      = 254
+	maxNodes     = 200
+)
+
+// Config describes a cluster.
+type Config struct {
+	Binary    string   // electord
+	Nodes     int      // 1..200
+	Algorithm string   // ring or bully
+	Quorum    int      // --quorum, 0 = off
+	Args      []string // more electord flags, for every node
+	// Dir holds the nodes' data dirs and logs; "" = a temporary directory,
+	// removed by Close.
+	Dir string
+	// OnChange is called (synchronously) after every change of the
+	// network or of a process, with the new Topology.
+	OnChange func(Topology)
+	// Logf reports what the harness does; nil discards.
+	Logf func(format string, a ...any)
+}
+
+// Topology is who is up and which links are cut at one moment.
+type Topology struct {
+	At time.Time
+	// Up[i] is node i's process running and not paused (index 0 unused).
+	Up []bool
+	// Cut[from][to]: packets from node from to node to are dropped.
+	Cut [][]bool
+}
+
+// State is a node process's state.
+type State int
+
+// Process states.
+const (
+	Down State = iota
+	Running
+	Paused
+)
+
+func (s State) String() string {
+	return [...]string{"down", "running", "paused"}[s]
+}
+
+// Node is one electord process and its namespace.
+type Node struct {
+	ID   int
+	NS   string // namespace name
+	IP   string
+	Args []string // electord's arguments
+	// HTTPURL is the sidecar's base URL ("http://10.77.0.i:20073"),
+	// reachable through Cluster.HTTPClient.
+	HTTPURL string
+	APIAddr string
+
+	state  State
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+// Cluster is a set of electord nodes on a network it can cut.
+type Cluster struct {
+	cfg   Config
+	name  string // Prefix + pid + seq
+	hub   string
+	hubFD int
+	dir   string
+	tmp   bool
+	Nodes []*Node // Nodes[i-1] is node i
+
+	mu      sync.Mutex
+	cut     [][]bool
+	applied []string // per node: the iptables ruleset in force
+	closed  bool
+	client  *http.Client
+}
+
+var (
+	seq  atomic.Int64
+	live sync.Map // *Cluster -> struct{}
+)
+
+func (c *Cluster) logf(format string, a ...any) {
+	if c.cfg.Logf != nil {
+		c.cfg.Logf(format, a...)
+	}
+}
+
+// Available says why this host cannot run a Cluster, or nil if it can: it
+// needs root, ip and iptables-restore, and makes (and deletes) a probe
+// namespace with a rule in it.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("faultnet needs root (network namespaces and iptables)")
+	}
+	for _, b := range []string{"ip", "iptables-restore"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return fmt.Errorf("faultnet needs %s: %w", b, err)
+		}
+	}
+	ns := fmt.Sprintf("%s%d-probe%d", Prefix, os.Getpid(), seq.Add(1))
+	if err := run("ip", "netns", "add", ns); err != nil {
+		return fmt.Errorf("network namespaces unavailable: %w", err)
+	}
+	defer run("ip", "netns", "del", ns)
+	if err := restore(ns, ruleset(nil)); err != nil {
+		return fmt.Errorf("iptables in a network namespace unavailable: %w", err)
+	}
+	return nil
+}
+
+// run runs a command and returns its error with its output.
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// New makes the namespaces, the bridge and the veths, and starts every node.
+// It sweeps leftovers of dead earlier runs first. Close it.
+func New(cfg Config) (c *Cluster, err error) {
+	if cfg.Nodes < 1 || cfg.Nodes > maxNodes {
+		return nil, fmt.Errorf("faultnet: %d nodes (1..%d)", cfg.Nodes, maxNodes)
+	}
+	Sweep(cfg.Logf)
+	c = &Cluster{cfg: cfg, name: fmt.Sprintf("%s%d-%d-", Prefix, os.Getpid(), seq.Add(1)), hubFD: -1}
+	c.hub = c.name + "hub"
+	c.dir = cfg.Dir
+	if c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "faultnet-"); err != nil {
+			return nil, err
+		}
+		c.tmp = true
+	}
+	live.Store(c, struct{}{})
+	defer func() {
+		if err != nil {
+			c.Close()
+			c = nil
+		}
+	}()
+	n := cfg.Nodes
+	c.cut = make([][]bool, n+1)
+	for i := range c.cut {
+		c.cut[i] = make([]bool, n+1)
+	}
+	c.applied = make([]string, n+1)
+	cmds := [][]string{
+		{"netns", "add", c.hub},
+		{"-n", c.hub, "link", "set", "lo", "up"},
+		{"-n", c.hub, "link", "add", "br0", "type", "bridge"},
+		{"-n", c.hub, "addr", "add", ip(hubHost) + "/24", "dev", "br0"},
+		{"-n", c.hub, "link", "set", "br0", "up"},
+	}
+	for i := 1; i <= n; i++ {
+		nd := &Node{ID: i, NS: c.name + "n" + strconv.Itoa(i), IP: ip(i)}
+		nd.HTTPURL = fmt.Sprintf("http://%s:%d", nd.IP, HTTPPort)
+		nd.APIAddr = fmt.Sprintf("%s:%d", nd.IP, APIPort)
+		c.Nodes = append(c.Nodes, nd)
+		v := "v" + strconv.Itoa(i)
+		cmds = append(cmds,
+			[]string{"netns", "add", nd.NS},
+			[]string{"-n", nd.NS, "link", "set", "lo", "up"},
+			[]string{"-n", c.hub, "link", "add", v, "type", "veth", "peer", "name", "eth0", "netns", nd.NS},
+			[]string{"-n", c.hub, "link", "set", v, "master", "br0", "up"},
+			[]string{"-n", nd.NS, "addr", "add", nd.IP + "/24", "dev", "eth0"},
+			[]string{"-n", nd.NS, "link", "set", "eth0", "up"},
+		)
+	}
+	for _, a := range cmds {
+		if err := run("ip", a...); err != nil {
+			return nil, fmt.Errorf("faultnet: %w", err)
+		}
+	}
+	if c.hubFD, err = unix.Open("/run/netns/"+c.hub, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("faultnet: opening the hub namespace: %w", err)
+	}
+	c.client = &http.Client{Transport: &http.Transport{
+		DialContext:         c.DialContext,
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}}
+	var seeds []string
+	for _, nd := range c.Nodes {
+		seeds = append(seeds, fmt.Sprintf("%s:%d", nd.IP, GossipPort))
+	}
+	for _, nd := range c.Nodes {
+		nd.Args = []string{
+			"--id", strconv.Itoa(nd.ID), "--algorithm", cfg.Algorithm,
+			"--api-addr", nd.APIAddr,
+			"--peer-addr", fmt.Sprintf("%s:%d", nd.IP, PeerPort),
+			"--gossip-addr", fmt.Sprintf("%s:%d", nd.IP, GossipPort),
+			"--http-addr", fmt.Sprintf("%s:%d", nd.IP, HTTPPort),
+			"--data-dir", filepath.Join(c.dir, "node-"+strconv.Itoa(nd.ID)),
+			"--bootstrap-expect", strconv.Itoa(n),
+			"--join", strings.Join(slices.Delete(slices.Clone(seeds), nd.ID-1, nd.ID), ","),
+			"--log-level", "warn",
+		}
+		if cfg.Quorum > 0 {
+			nd.Args = append(nd.Args, "--quorum", strconv.Itoa(cfg.Quorum))
+		}
+		nd.Args = append(nd.Args, cfg.Args...)
+	}
+	for _, nd := range c.Nodes {
+		if err := c.start(nd); err != nil {
+			return nil, err
+		}
+	}
+	c.changed()
+	return c, nil
+}
+
+func ip(host int) string { return subnetPrefix + strconv.Itoa(host) }
+
+// Dir is where the nodes' data dirs and logs (node-<i>.log) are.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Node returns node i (1-based).
+func (c *Cluster) Node(i int) *Node { return c.Nodes[i-1] }
+
+// HTTPClient returns a client that reaches the nodes' addresses: it dials
+// from the hub namespace. Its requests need their own timeouts.
+func (c *Cluster) HTTPClient() *http.Client { return c.client }
+
+// DialContext dials addr from inside the hub namespace (the observer's
+// place: no rule ever cuts it).
+func (c *Cluster) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return dialIn(ctx, c.hubFD, network, addr)
+}
+
+// DialFrom dials addr from inside node i's namespace, as node i would: the
+// rules that cut node i's links apply.
+func (c *Cluster) DialFrom(ctx context.Context, i int, network, addr string) (net.Conn, error) {
+	fd, err := unix.Open("/run/netns/"+c.Node(i).NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return dialIn(ctx, fd, network, addr)
+}
+
+// dialIn dials addr from inside the namespace nsFD. The socket is made on a
+// goroutine locked to an OS thread that joins the namespace for the dial
+// and leaves it after; a socket keeps the namespace it was made in. If the
+// thread cannot go back, it stays locked and ends with its goroutine.
+func dialIn(ctx context.Context, nsFD int, network, addr string) (net.Conn, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, err}
+			return
+		}
+		defer unix.Close(orig)
+		if err := unix.Setns(nsFD, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, fmt.Errorf("setns: %w", err)}
+			return
+		}
+		var d net.Dialer
+		if network == "tcp" {
+			network = "tcp4"
+		}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+			ch <- result{conn, err} // the thread stays locked: it exits with this goroutine
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{conn, err}
+	}()
+	r := <-ch
+	return r.conn, r.err
+}
+
+// start starts nd's process in its namespace.
+func (c *Cluster) start(nd *Node) error {
+	if nd.state != Down {
+		return fmt.Errorf("faultnet: node %d is %s", nd.ID, nd.state)
+	}
+	logFile, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", nd.ID)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "=== faultnet: start %d at %s\n", nd.starts+1, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command("ip", append([]string{"netns", "exec", nd.NS, c.cfg.Binary}, nd.Args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// ip execs electord in place: SIGKILL reaches it if the harness dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("faultnet: starting node %d: %w", nd.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(exited) }()
+	nd.cmd, nd.exited, nd.state = cmd, exited, Running
+	nd.starts++
+	c.logf("node %d: started (pid %d)", nd.ID, cmd.Process.Pid)
+	return nil
+}
+
+// State is node i's process state.
+func (c *Cluster) State(i int) State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.Node(i)
+	c.reap(nd)
+	return nd.state
+}
+
+// reap notices a process that exited by itself. c.mu held.
+func (c *Cluster) reap(nd *Node) {
+	if nd.state == Down {
+		return
+	}
+	select {
+	case <-nd.exited:
+		c.logf("node %d: exited by itself (%v)", nd.ID, nd.cmd.ProcessState)
+		nd.state = Down
+	default:
+	}
+}
+
+// Start restarts node i (down) with the same arguments and data dir.
+func (c *Cluster) Start(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.Node(i)
+	c.reap(nd)
+	if err := c.start(nd); err != nil {
+		return err
+	}
+	c.changedLocked()
+	return nil
+}
+
+// Kill SIGKILLs node i and waits for it to exit.
+func (c *Cluster) Kill(i int) error { return c.stop(i, syscall.SIGKILL, 0) }
+
+// Term SIGTERMs node i and waits up to timeout for it to exit, then
+// SIGKILLs it; it returns an error if SIGKILL was needed.
+func (c *Cluster) Term(i int, timeout time.Duration) error {
+	return c.stop(i, syscall.SIGTERM, timeout)
+}
+
+func (c *Cluster) stop(i int, sig syscall.Signal, timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.Node(i)
+	c.reap(nd)
+	if nd.state == Down {
+		return fmt.Errorf("faultnet: node %d is down", i)
+	}
+	if nd.state == Paused && sig != syscall.SIGKILL {
+		nd.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	nd.cmd.Process.Signal(sig)
+	var err error
+	if sig != syscall.SIGKILL {
+		select {
+		case <-nd.exited:
+		case <-time.After(timeout):
+			err = fmt.Errorf("faultnet: node %d did not exit within %v of %v", i, timeout, sig)
+			nd.cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}
+	<-nd.exited
+	nd.state = Down
+	c.logf("node %d: %v, exited", i, sig)
+	c.changedLocked()
+	return err
+}
+
+// Pause SIGSTOPs node i.
+func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP, Running, Paused) }
+
+// Resume SIGCONTs node i.
+func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT, Paused, Running) }
+
+func (c *Cluster) signal(i int, sig syscall.Signal, from, to State) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.Node(i)
+	c.reap(nd)
+	if nd.state != from {
+		return fmt.Errorf("faultnet: node %d is %s, not %s", i, nd.state, from)
+	}
+	if err := nd.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	nd.state = to
+	c.logf("node %d: %v", i, sig)
+	c.changedLocked()
+	return nil
+}
+
+// Cut drops every packet from node from to node to (one way).
+func (c *Cluster) Cut(from, to int) error {
+	return c.Links(func(cut [][]bool) { cut[from][to] = true })
+}
+
+// Links changes the cut matrix with edit (cut[from][to] true = dropped)
+// and applies the new rules in every namespace whose rules changed, in
+// parallel. Topology.At is when every rule is in force.
+func (c *Cluster) Links(edit func(cut [][]bool)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	edit(c.cut)
+	for i := range c.cut {
+		c.cut[i][i] = false
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes)+1)
+	for _, nd := range c.Nodes {
+		var from []string
+		for j := 1; j <= len(c.Nodes); j++ {
+			if c.cut[j][nd.ID] {
+				from = append(from, ip(j))
+			}
+		}
+		rs := ruleset(from)
+		if rs == c.applied[nd.ID] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[nd.ID] = restore(nd.NS, rs); errs[nd.ID] == nil {
+				c.applied[nd.ID] = rs
+			}
+		}()
+	}
+	wg.Wait()
+	c.changedLocked()
+	return errors.Join(errs...)
+}
+
+// Partition cuts every link between nodes of different groups, both ways,
+// and heals every other link. Nodes in no group are cut from everyone.
+func (c *Cluster) Partition(groups ...[]int) error {
+	side := map[int]int{}
+	for g, ids := range groups {
+		for _, id := range ids {
+			side[id] = g + 1
+		}
+	}
+	return c.Links(func(cut [][]bool) {
+		for a := 1; a < len(cut); a++ {
+			for b := 1; b < len(cut); b++ {
+				cut[a][b] = side[a] == 0 || side[b] == 0 || side[a] != side[b]
+			}
+		}
+	})
+}
+
+// Isolate cuts node i from every other node, both ways (other links keep
+// their state).
+func (c *Cluster) Isolate(i int) error {
+	return c.Links(func(cut [][]bool) {
+		for j := 1; j < len(cut); j++ {
+			cut[i][j], cut[j][i] = true, true
+		}
+	})
+}
+
+// Heal restores every link.
+func (c *Cluster) Heal() error {
+	return c.Links(func(cut [][]bool) {
+		for a := range cut {
+			clear(cut[a])
+		}
+	})
+}
+
+// ruleset is the iptables-restore input that drops packets from the
+// addresses from.
+func ruleset(from []string) string {
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	for _, a := range from {
+		fmt.Fprintf(&b, "-A INPUT -s %s/32 -j DROP\n", a)
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// restore replaces the filter table of namespace ns.
+func restore(ns, rules string) error {
+	cmd := exec.Command("ip", "netns", "exec", ns, "iptables-restore")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables-restore in %s: %v: %s", ns, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Topology returns who is up and what is cut now.
+func (c *Cluster) Topology() Topology {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.topologyLocked()
+}
+
+func (c *Cluster) topologyLocked() Topology {
+	t := Topology{At: time.Now(), Up: make([]bool, len(c.Nodes)+1), Cut: make([][]bool, len(c.cut))}
+	for _, nd := range c.Nodes {
+		c.reap(nd)
+		t.Up[nd.ID] = nd.state == Running
+	}
+	for i := range c.cut {
+		t.Cut[i] = slices.Clone(c.cut[i])
+	}
+	return t
+}
+
+func (c *Cluster) changed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changedLocked()
+}
+
+func (c *Cluster) changedLocked() {
+	if c.cfg.OnChange != nil {
+		c.cfg.OnChange(c.topologyLocked())
+	}
+}
+
+// Close kills every node and deletes every namespace (with their veths,
+// bridge and rules), and the directory if New made it. It is safe to call
+// more than once and from a signal handler's goroutine.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	live.Delete(c)
+	for _, nd := range c.Nodes {
+		if nd.state != Down && nd.cmd != nil {
+			nd.cmd.Process.Signal(syscall.SIGCONT)
+			nd.cmd.Process.Signal(syscall.SIGKILL)
+			select {
+			case <-nd.exited:
+			case <-time.After(5 * time.Second):
+			}
+			nd.state = Down
+		}
+	}
+	if c.client != nil {
+		c.client.CloseIdleConnections()
+	}
+	if c.hubFD >= 0 {
+		unix.Close(c.hubFD)
+		c.hubFD = -1
+	}
+	var errs []error
+	for _, nd := range c.Nodes {
+		errs = append(errs, deleteNS(nd.NS))
+	}
+	errs = append(errs, deleteNS(c.hub))
+	if c.tmp {
+		os.RemoveAll(c.dir)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteNS kills whatever still runs in namespace ns and deletes it; a
+// namespace that does not exist is no error.
+func deleteNS(ns string) error {
+	if _, err := os.Stat("/run/netns/" + ns); err != nil {
+		return nil
+	}
+	if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+				syscall.Kill(pid, syscall.SIGCONT)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	return run("ip", "netns", "del", ns)
+}
+
+// Sweep deletes the namespaces (and kills the processes in them) that a
+// faultnet run left behind: those named with Prefix whose creating process
+// no longer exists. It reports each removal through logf (nil: silent).
+func Sweep(logf func(string, ...any)) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], Prefix) {
+			continue
+		}
+		name := f[0]
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, Prefix), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err == nil && pid > 0 && (pid == os.Getpid() || syscall.Kill(pid, 0) == nil) {
+			continue // its creator still runs
+		}
+		err = deleteNS(name)
+		if logf != nil {
+			logf("faultnet: swept leftover namespace %s (%v)", name, err)
+		}
+	}
+}
+
+// CleanupOnSignal closes every open Cluster when the process gets SIGINT,
+// SIGTERM or SIGHUP, then exits with status 1. Call the returned function
+// to stop listening.
+func CleanupOnSignal() (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "faultnet: %v: cleaning up\n", s)
+			CloseAll()
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+		})
+	}
+}
+
+// CloseAll closes every Cluster not closed yet.
+func CloseAll() {
+	live.Range(func(k, _ any) bool {
+		k.(*Cluster).Close()
+		return true
+	})
+}

@@ -1,0 +1,322 @@
+// Package history records what electord's users see, from outside the
+// nodes, and checks it. A Poller asks every node's sidecar, again and again,
+// GET /leader/self (does this node claim to lead, at which term) and
+// GET /leader (whom it follows, at which term), and records each answer with
+// the interval [Sent, Recv] in which the node produced it. The harness adds
+// what it did to the network and the processes (Topology, Heal, Calm).
+// Check then judges the whole history against the rules in rules.go.
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Kind is which endpoint an observation asked.
+type Kind uint8
+
+// Endpoints.
+const (
+	Self   Kind = iota // GET /leader/self
+	Leader             // GET /leader
+)
+
+func (k Kind) String() string {
+	if k == Self {
+		return "/leader/self"
+	}
+	return "/leader"
+}
+
+// Obs is one answer (or failure) of one node's sidecar.
+type Obs struct {
+	Node       int
+	Kind       Kind
+	Sent, Recv time.Time // the answer was produced at some instant in between
+	Err        string    // no answer (refused, timed out): nothing else is set
+	Code       int       // HTTP status
+	ID         uint64    // /leader: the leader's id, 0 = none
+	Term       uint64
+	Self       bool // the body's "self"
+	State      string
+}
+
+// Claim reports whether o is a node claiming leadership: /leader/self 200.
+func (o Obs) Claim() bool { return o.Err == "" && o.Kind == Self && o.Code == http.StatusOK }
+
+// Leads returns who o says leads (0: nobody, or no answer).
+func (o Obs) Leads() uint64 {
+	switch {
+	case o.Err != "":
+		return 0
+	case o.Kind == Leader && o.Code == http.StatusOK:
+		return o.ID
+	case o.Claim():
+		return uint64(o.Node)
+	}
+	return 0
+}
+
+// Topology is, from At on, which nodes are up (running, not paused) and
+// which links are cut (Cut[from][to]: packets from from to to dropped).
+// Indexes are node ids; index 0 is unused.
+type Topology struct {
+	At  time.Time
+	Up  []bool
+	Cut [][]bool
+}
+
+// Heal is a moment at which every link was restored and every node was up:
+// one leader must be agreed soon after.
+type Heal struct {
+	At   time.Time
+	What string // the fault that ended
+}
+
+// Calm is a fault that touched only followers (Affected) of Leader: from
+// From to To the other nodes must go on following Leader at Term, and after
+// the fault Leader still leads at Term.
+type Calm struct {
+	From, To time.Time
+	Leader   uint64
+	Term     uint64
+	Affected []int
+	What     string
+}
+
+// Recorder collects a history. It is safe for concurrent use.
+type Recorder struct {
+	mu     sync.Mutex
+	obs    []Obs
+	topo   []Topology
+	heals  []Heal
+	calms  []Calm
+	notes  []Note
+	latest map[[2]int]Obs // node, kind -> latest answer
+	wake   chan struct{}
+}
+
+// Note is a line of the fault log.
+type Note struct {
+	At   time.Time
+	Text string
+}
+
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder {
+	return &Recorder{latest: map[[2]int]Obs{}, wake: make(chan struct{})}
+}
+
+// Add records an observation.
+func (r *Recorder) Add(o Obs) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.obs = append(r.obs, o)
+	r.latest[[2]int{o.Node, int(o.Kind)}] = o
+	close(r.wake)
+	r.wake = make(chan struct{})
+}
+
+// Topology records a change of the network or of the processes.
+func (r *Recorder) Topology(t Topology) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.topo = append(r.topo, t)
+}
+
+// Heal records a heal.
+func (r *Recorder) Heal(h Heal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heals = append(r.heals, h)
+}
+
+// Calm records a follower-only fault.
+func (r *Recorder) Calm(c Calm) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calms = append(r.calms, c)
+}
+
+// Notef adds a line to the fault log.
+func (r *Recorder) Notef(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, Note{time.Now(), fmt.Sprintf(format, a...)})
+}
+
+// History is a copy of everything recorded.
+type History struct {
+	Obs   []Obs
+	Topo  []Topology
+	Heals []Heal
+	Calms []Calm
+	Notes []Note
+}
+
+// History returns a copy of what was recorded so far.
+func (r *Recorder) History() History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return History{Obs: slices.Clone(r.obs), Topo: slices.Clone(r.topo), Heals: slices.Clone(r.heals),
+		Calms: slices.Clone(r.calms), Notes: slices.Clone(r.notes)}
+}
+
+// Agreement is one leader that every node named agrees on.
+type Agreement struct {
+	Leader, Term uint64
+	At           time.Time // when the observer knew: the latest Recv of the answers
+}
+
+// agreed says whether the latest answers of nodes, all sent at or after
+// since, agree on one leader that itself claims at that term.
+func agreed(latest func(node int, k Kind) (Obs, bool), nodes []int, since time.Time) (Agreement, bool) {
+	var a Agreement
+	for _, n := range nodes {
+		for _, k := range []Kind{Leader, Self} {
+			o, ok := latest(n, k)
+			if !ok || o.Err != "" || o.Sent.Before(since) {
+				return Agreement{}, false
+			}
+			if o.Recv.After(a.At) {
+				a.At = o.Recv
+			}
+		}
+		o, _ := latest(n, Leader)
+		if o.Code != http.StatusOK || o.ID == 0 || (a.Leader != 0 && (o.ID != a.Leader || o.Term != a.Term)) {
+			return Agreement{}, false
+		}
+		a.Leader, a.Term = o.ID, o.Term
+	}
+	if a.Leader == 0 || !slices.Contains(nodes, int(a.Leader)) {
+		return Agreement{}, false
+	}
+	if s, _ := latest(int(a.Leader), Self); !s.Claim() || s.Term != a.Term {
+		return Agreement{}, false
+	}
+	return a, true
+}
+
+// WaitAgreed waits until the latest answers of nodes, sent at or after
+// since, agree on one leader (see Agreement), or until timeout.
+func (r *Recorder) WaitAgreed(nodes []int, since time.Time, timeout time.Duration) (Agreement, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		a, ok := agreed(func(n int, k Kind) (Obs, bool) {
+			o, ok := r.latest[[2]int{n, int(k)}]
+			return o, ok
+		}, nodes, since)
+		wake := r.wake
+		r.mu.Unlock()
+		if ok {
+			return a, true
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return Agreement{}, false
+		}
+	}
+}
+
+// Latest returns node n's latest answer of kind k.
+func (r *Recorder) Latest(n int, k Kind) (Obs, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.latest[[2]int{n, int(k)}]
+	return o, ok
+}
+
+// Poller asks nodes' sidecars for /leader/self and /leader, one node at a
+// time per goroutine, every Period.
+type Poller struct {
+	Client  *http.Client
+	URLs    map[int]string // node id -> base URL ("http://host:port")
+	Period  time.Duration  // pause between two rounds of one node; 0 = 20ms
+	Timeout time.Duration  // per request; 0 = 150ms
+	Rec     *Recorder
+}
+
+// Run polls until ctx ends.
+func (p *Poller) Run(ctx context.Context) {
+	period, timeout := p.Period, p.Timeout
+	if period == 0 {
+		period = 20 * time.Millisecond
+	}
+	if timeout == 0 {
+		timeout = 150 * time.Millisecond
+	}
+	var wg sync.WaitGroup
+	for id, url := range p.URLs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(period)
+			defer t.Stop()
+			for ctx.Err() == nil {
+				for _, k := range []Kind{Self, Leader} {
+					o := p.ask(ctx, id, url, k, timeout)
+					if ctx.Err() != nil {
+						return
+					}
+					p.Rec.Add(o)
+				}
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// body is the union of /leader and /leader/self's JSON.
+type body struct {
+	ID    uint64 `json:"id"`
+	Term  uint64 `json:"term"`
+	Self  bool   `json:"self"`
+	State string `json:"state"`
+}
+
+func (p *Poller) ask(ctx context.Context, id int, url string, k Kind, timeout time.Duration) Obs {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	path := "/leader"
+	if k == Self {
+		path = "/leader/self"
+	}
+	o := Obs{Node: id, Kind: k, Sent: time.Now()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
+	if err != nil {
+		o.Err, o.Recv = err.Error(), time.Now()
+		return o
+	}
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		o.Err, o.Recv = err.Error(), time.Now()
+		return o
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	o.Recv = time.Now()
+	if err != nil {
+		o.Err = err.Error()
+		return o
+	}
+	var v body
+	if err := json.Unmarshal(b, &v); err != nil {
+		o.Err = fmt.Sprintf("status %d, bad JSON: %v", resp.StatusCode, err)
+		return o
+	}
+	o.Code, o.ID, o.Term, o.Self, o.State = resp.StatusCode, v.ID, v.Term, v.Self, v.State
+	return o
+}

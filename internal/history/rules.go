@@ -1,0 +1,459 @@
+package history
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Rule names, as violations carry them.
+const (
+	RuleOneLeaderPerTerm = "one-leader-per-term" // two nodes named leader of one term, or a term led by a node that cannot own it
+	RuleTermMonotonic    = "term-monotonic"      // a node's term went down (restarts included)
+	RuleTwoClaims        = "two-claims"          // quorum: two nodes answered /leader/self 200 at overlapping moments
+	RuleMinorityClaim    = "minority-claim"      // quorum: a node that cannot reach a majority claims after the grace
+	RuleMinorityLeader   = "minority-leader"     // quorum: a node that cannot reach a majority names a leader after the grace
+	RuleHealAgreement    = "heal-agreement"      // no agreed leader within AgreeMax of a heal
+	RuleCalm             = "follower-fault"      // a fault of followers only changed the leader
+)
+
+// Config is what Check needs to know about the cluster.
+type Config struct {
+	Nodes  int
+	Quorum int // --quorum; 0 = off: the quorum rules do not apply
+	// Grace is how long after a node loses its majority it may still claim
+	// or name a leader (the lease and the heartbeat timeout); 0 = 1s.
+	Grace time.Duration
+	// AgreeMax is the longest a heal may take to agreement; 0 = 5s.
+	AgreeMax time.Duration
+	// SlotBits is how many low bits of a term name its owner (election.SlotBits).
+	SlotBits uint
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	At     time.Time
+	Rule   string
+	Detail string
+}
+
+// Report is what Check found.
+type Report struct {
+	Start      time.Time
+	Violations []Violation
+	// HealTimes are the heal-to-agreement durations of the heals that
+	// reached agreement, in order; Unhealed counts those that did not.
+	HealTimes []time.Duration
+	Unhealed  int
+	Heals     int
+	Obs, Errs int // answers recorded, and requests that got none
+	Claims    int
+}
+
+// Rules counts violations by rule.
+func (r Report) Rules() map[string]int {
+	m := map[string]int{}
+	for _, v := range r.Violations {
+		m[v.Rule]++
+	}
+	return m
+}
+
+// Format prints a violation with its time since the start of the history.
+func (r Report) Format(v Violation) string {
+	return fmt.Sprintf("%9.3fs %s: %s", v.At.Sub(r.Start).Seconds(), v.Rule, v.Detail)
+}
+
+// Check judges h against every rule.
+func Check(cfg Config, h History) Report {
+	if cfg.Grace == 0 {
+		cfg.Grace = time.Second
+	}
+	if cfg.AgreeMax == 0 {
+		cfg.AgreeMax = 5 * time.Second
+	}
+	if cfg.SlotBits == 0 {
+		cfg.SlotBits = 16
+	}
+	obs := slices.Clone(h.Obs)
+	sort.SliceStable(obs, func(i, j int) bool { return obs[i].Sent.Before(obs[j].Sent) })
+	topo := slices.Clone(h.Topo)
+	sort.SliceStable(topo, func(i, j int) bool { return topo[i].At.Before(topo[j].At) })
+	r := Report{Heals: len(h.Heals)}
+	switch {
+	case len(topo) > 0:
+		r.Start = topo[0].At
+	case len(obs) > 0:
+		r.Start = obs[0].Sent
+	}
+	for _, o := range obs {
+		if o.Err != "" {
+			r.Errs++
+			continue
+		}
+		r.Obs++
+		if o.Claim() {
+			r.Claims++
+		}
+	}
+	c := checker{cfg: cfg, obs: obs, topo: topo, r: &r}
+	c.oneLeaderPerTerm()
+	c.termMonotonic()
+	if cfg.Quorum > 0 {
+		c.twoClaims()
+		c.minority()
+	}
+	c.heals(h.Heals)
+	c.calms(h.Calms)
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
+	return r
+}
+
+type checker struct {
+	cfg  Config
+	obs  []Obs // by Sent
+	topo []Topology
+	r    *Report
+}
+
+func (c *checker) add(at time.Time, rule, format string, a ...any) {
+	c.r.Violations = append(c.r.Violations, Violation{At: at, Rule: rule, Detail: fmt.Sprintf(format, a...)})
+}
+
+// term prints a term as electord does: epoch.slot.
+func (c *checker) term(t uint64) string {
+	return fmt.Sprintf("%d.%d", t>>c.cfg.SlotBits, t&(1<<c.cfg.SlotBits-1))
+}
+
+func (c *checker) rel(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(c.r.Start).Seconds()) }
+
+// oneLeaderPerTerm: every answer that names a leader (a /leader 200, or a
+// claim) names, for one term, always the same node, and that node owns
+// the term (its low bits).
+func (c *checker) oneLeaderPerTerm() {
+	type first struct {
+		id   uint64
+		node int
+		at   time.Time
+	}
+	seen := map[uint64]first{}
+	reported := map[[2]uint64]bool{}
+	for _, o := range c.obs {
+		id := o.Leads()
+		if id == 0 {
+			continue
+		}
+		mask := uint64(1)<<c.cfg.SlotBits - 1
+		if o.Term == 0 || o.Term&mask != id&mask {
+			if k := [2]uint64{o.Term, id | 1<<63}; !reported[k] {
+				reported[k] = true
+				c.add(o.Sent, RuleOneLeaderPerTerm, "node %d (%v) names node %d leader of term %s, which node %d cannot own",
+					o.Node, o.Kind, id, c.term(o.Term), id)
+			}
+		}
+		f, ok := seen[o.Term]
+		if !ok {
+			seen[o.Term] = first{id, o.Node, o.Sent}
+			continue
+		}
+		if f.id != id && !reported[[2]uint64{o.Term, id}] {
+			reported[[2]uint64{o.Term, id}] = true
+			c.add(o.Sent, RuleOneLeaderPerTerm, "term %s: node %d (%v) names node %d leader, node %d named node %d at %s",
+				c.term(o.Term), o.Node, o.Kind, id, f.node, f.id, c.rel(f.at))
+		}
+	}
+}
+
+// termMonotonic: the terms one node reports never go down. One violation
+// per drop (until the node's term is back at its maximum).
+func (c *checker) termMonotonic() {
+	type state struct {
+		max    uint64
+		maxAt  time.Time
+		inDrop bool
+	}
+	st := map[int]*state{}
+	for _, o := range c.obs {
+		if o.Err != "" {
+			continue
+		}
+		s := st[o.Node]
+		if s == nil {
+			s = &state{}
+			st[o.Node] = s
+		}
+		switch {
+		case o.Term >= s.max:
+			s.max, s.maxAt, s.inDrop = o.Term, o.Sent, false
+		case !s.inDrop:
+			s.inDrop = true
+			c.add(o.Sent, RuleTermMonotonic, "node %d (%v) reports term %s (state %q), after term %s at %s",
+				o.Node, o.Kind, c.term(o.Term), o.State, c.term(s.max), c.rel(s.maxAt))
+		}
+	}
+}
+
+// twoClaims: no two nodes claim at overlapping moments. Polling cannot see
+// an instant, only that a node's answer was produced somewhere in
+// [Sent, Recv]; two claims of different nodes whose intervals overlap
+// may have been made at the same instant, and count. Overlapping pairs of
+// the same two nodes less than a second apart make one episode.
+func (c *checker) twoClaims() {
+	var claims []Obs
+	for _, o := range c.obs {
+		if o.Claim() {
+			claims = append(claims, o)
+		}
+	}
+	type episode struct {
+		a, b       int
+		from, to   time.Time
+		n          int
+		terms      [2]uint64
+		maxOverlap time.Duration
+	}
+	var eps []*episode
+	open := map[[2]int]*episode{}
+	var active []Obs
+	for _, o := range claims {
+		keep := active[:0]
+		for _, a := range active {
+			if !a.Recv.Before(o.Sent) {
+				keep = append(keep, a)
+			}
+		}
+		active = keep
+		for _, a := range active {
+			if a.Node == o.Node {
+				continue
+			}
+			x, y := min(a.Node, o.Node), max(a.Node, o.Node)
+			end := a.Recv
+			if o.Recv.Before(end) {
+				end = o.Recv
+			}
+			ov := end.Sub(o.Sent)
+			e := open[[2]int{x, y}]
+			if e == nil || o.Sent.Sub(e.to) > time.Second {
+				e = &episode{a: x, b: y, from: o.Sent}
+				eps = append(eps, e)
+				open[[2]int{x, y}] = e
+			}
+			e.n++
+			if end.After(e.to) {
+				e.to = end
+			}
+			e.maxOverlap = max(e.maxOverlap, ov)
+			if a.Node == x {
+				e.terms = [2]uint64{a.Term, o.Term}
+			} else {
+				e.terms = [2]uint64{o.Term, a.Term}
+			}
+		}
+		active = append(active, o)
+	}
+	for _, e := range eps {
+		c.add(e.from, RuleTwoClaims, "nodes %d (term %s) and %d (term %s) both answered /leader/self 200 in overlapping intervals, %d times from %s to %s (%.0f ms; longest overlap %.1f ms)",
+			e.a, c.term(e.terms[0]), e.b, c.term(e.terms[1]), e.n, c.rel(e.from), c.rel(e.to),
+			float64(e.to.Sub(e.from).Microseconds())/1000, float64(e.maxOverlap.Microseconds())/1000)
+	}
+}
+
+// minoritySince returns, for node n at time t, since when n has been
+// unable to reach a majority (both ways, up nodes, itself included)
+// without interruption, and whether it is so at t.
+func (c *checker) minoritySince(n int, t time.Time) (time.Time, bool) {
+	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
+	if i < 0 {
+		return time.Time{}, false
+	}
+	need := c.cfg.Quorum/2 + 1
+	var since time.Time
+	for ; i >= 0; i-- {
+		if reach(c.topo[i], n) >= need {
+			break
+		}
+		since = c.topo[i].At
+	}
+	return since, !since.IsZero()
+}
+
+// reach counts the nodes n can talk with both ways, itself included.
+func reach(t Topology, n int) int {
+	if n >= len(t.Up) {
+		return 0
+	}
+	k := 1
+	for j := 1; j < len(t.Up); j++ {
+		if j != n && t.Up[j] && !t.Cut[n][j] && !t.Cut[j][n] {
+			k++
+		}
+	}
+	return k
+}
+
+// minority: a node that has not been able to reach a majority for Grace
+// neither claims nor names a leader. One violation per node per minority
+// stretch and rule.
+func (c *checker) minority() {
+	reported := map[string]bool{}
+	for _, o := range c.obs {
+		if o.Err != "" || o.Leads() == 0 {
+			continue
+		}
+		since, ok := c.minoritySince(o.Node, o.Sent)
+		if !ok || o.Sent.Sub(since) < c.cfg.Grace {
+			continue
+		}
+		rule, what := RuleMinorityLeader, fmt.Sprintf("names node %d leader (term %s)", o.Leads(), c.term(o.Term))
+		if o.Claim() || (o.Kind == Leader && o.Self) {
+			rule, what = RuleMinorityClaim, fmt.Sprintf("claims leadership (term %s, %v)", c.term(o.Term), o.Kind)
+		}
+		k := fmt.Sprint(rule, o.Node, since.UnixNano())
+		if reported[k] {
+			continue
+		}
+		reported[k] = true
+		c.add(o.Sent, rule, "node %d, without a majority since %s (%.0f ms before), %s", o.Node, c.rel(since),
+			float64(o.Sent.Sub(since).Milliseconds()), what)
+	}
+}
+
+// upAt returns the nodes up at t.
+func (c *checker) upAt(t time.Time) []int {
+	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
+	var up []int
+	if i < 0 {
+		for n := 1; n <= c.cfg.Nodes; n++ {
+			up = append(up, n)
+		}
+		return up
+	}
+	for n := 1; n < len(c.topo[i].Up); n++ {
+		if c.topo[i].Up[n] {
+			up = append(up, n)
+		}
+	}
+	return up
+}
+
+// agreementAfter replays the answers sent at or after since in the order
+// the observer got them, until the up nodes agree, or the next fault (a
+// topology change after since), whichever is first.
+func (c *checker) agreementAfter(since time.Time) (Agreement, bool, time.Time) {
+	nodes := c.upAt(since)
+	end := time.Time{}
+	if i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(since) }); i < len(c.topo) {
+		end = c.topo[i].At
+	}
+	var after []Obs
+	for _, o := range c.obs {
+		if !o.Sent.Before(since) && (end.IsZero() || o.Recv.Before(end)) {
+			after = append(after, o)
+		}
+	}
+	sort.SliceStable(after, func(i, j int) bool { return after[i].Recv.Before(after[j].Recv) })
+	latest := map[[2]int]Obs{}
+	get := func(n int, k Kind) (Obs, bool) { o, ok := latest[[2]int{n, int(k)}]; return o, ok }
+	for _, o := range after {
+		latest[[2]int{o.Node, int(o.Kind)}] = o
+		if a, ok := agreed(get, nodes, since); ok {
+			return a, true, end
+		}
+	}
+	return Agreement{}, false, end
+}
+
+// heals: after every heal, one leader is agreed by every up node within
+// AgreeMax.
+func (c *checker) heals(heals []Heal) {
+	for _, h := range heals {
+		a, ok, end := c.agreementAfter(h.At)
+		if !ok {
+			c.r.Unhealed++
+			until := "the end of the run"
+			if !end.IsZero() {
+				until = fmt.Sprintf("the next fault %.1f s later", end.Sub(h.At).Seconds())
+			}
+			c.add(h.At, RuleHealAgreement, "after %s healed, no agreed leader until %s; last answers: %s", h.What, until, c.lastViews(h.At, end))
+			continue
+		}
+		d := a.At.Sub(h.At)
+		c.r.HealTimes = append(c.r.HealTimes, d)
+		if d > c.cfg.AgreeMax {
+			c.add(h.At, RuleHealAgreement, "after %s healed, agreement on node %d (term %s) took %.0f ms (max %v)",
+				h.What, a.Leader, c.term(a.Term), float64(d.Milliseconds()), c.cfg.AgreeMax)
+		}
+	}
+}
+
+// lastViews describes each node's last /leader answer in [from, to).
+func (c *checker) lastViews(from, to time.Time) string {
+	last := map[int]Obs{}
+	for _, o := range c.obs {
+		if o.Kind == Leader && !o.Sent.Before(from) && (to.IsZero() || o.Sent.Before(to)) {
+			last[o.Node] = o
+		}
+	}
+	var parts []string
+	for n := 1; n <= c.cfg.Nodes; n++ {
+		o, ok := last[n]
+		switch {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("%d: none", n))
+		case o.Err != "":
+			parts = append(parts, fmt.Sprintf("%d: error", n))
+		case o.Code != http.StatusOK:
+			parts = append(parts, fmt.Sprintf("%d: no leader (term %s)", n, c.term(o.Term)))
+		default:
+			parts = append(parts, fmt.Sprintf("%d: node %d (term %s)", n, o.ID, c.term(o.Term)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// calms: while a fault touches only followers, every other node keeps
+// following the leader at its term, no other node claims, and after the
+// fault the same leader at the same term is agreed.
+func (c *checker) calms(calms []Calm) {
+	for _, k := range calms {
+		reported := map[int]bool{}
+		for _, o := range c.obs {
+			if o.Err != "" || o.Sent.Before(k.From) || o.Sent.After(k.To) || slices.Contains(k.Affected, o.Node) || reported[o.Node] {
+				continue
+			}
+			bad := ""
+			switch {
+			case o.Kind == Leader && (o.Code != http.StatusOK || o.ID != k.Leader || o.Term != k.Term):
+				bad = fmt.Sprintf("answered /leader %d: leader %d term %s", o.Code, o.ID, c.term(o.Term))
+			case o.Claim() && uint64(o.Node) != k.Leader:
+				bad = fmt.Sprintf("claimed leadership at term %s", c.term(o.Term))
+			case o.Kind == Self && uint64(o.Node) == k.Leader && !o.Claim():
+				bad = fmt.Sprintf("(the leader) stopped claiming: /leader/self %d, state %q, term %s", o.Code, o.State, c.term(o.Term))
+			}
+			if bad != "" {
+				reported[o.Node] = true
+				c.add(o.Sent, RuleCalm, "during %s (nodes %v only; leader %d, term %s), node %d %s",
+					k.What, k.Affected, k.Leader, c.term(k.Term), o.Node, bad)
+			}
+		}
+		if a, ok, _ := c.agreementAfter(k.To); ok && (a.Leader != k.Leader || a.Term != k.Term) {
+			c.add(a.At, RuleCalm, "after %s (nodes %v only), the agreed leader is node %d at term %s, was node %d at term %s",
+				k.What, k.Affected, a.Leader, c.term(a.Term), k.Leader, c.term(k.Term))
+		}
+	}
+}
+
+// Percentile returns the p-th quantile (0..1) of ds, nearest rank.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

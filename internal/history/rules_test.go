@@ -1,0 +1,187 @@
+package history
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// term builds epoch.slot.
+func term(epoch, slot uint64) uint64 { return epoch<<16 | slot }
+
+// claim is node n answering /leader/self 200 at term t in [from, to] ms.
+func claim(n int, t uint64, from, to int) Obs {
+	return Obs{Node: n, Kind: Self, Sent: at(from), Recv: at(to), Code: http.StatusOK, Term: t, Self: true, State: "leader"}
+}
+
+// self is node n answering /leader/self 503.
+func self(n int, t uint64, from, to int) Obs {
+	return Obs{Node: n, Kind: Self, Sent: at(from), Recv: at(to), Code: http.StatusServiceUnavailable, Term: t, State: "follower"}
+}
+
+// follows is node n answering /leader with leader id at term t.
+func follows(n int, id, t uint64, from, to int) Obs {
+	o := Obs{Node: n, Kind: Leader, Sent: at(from), Recv: at(to), Code: http.StatusOK, ID: id, Term: t, State: "follower"}
+	if id == uint64(n) {
+		o.Self, o.State = true, "leader"
+	}
+	if id == 0 {
+		o.Code, o.State = http.StatusServiceUnavailable, "no_leader"
+	}
+	return o
+}
+
+// topo is a topology of n nodes, all up, with the given cuts (from, to).
+func topo(ms, n int, cuts ...[2]int) Topology {
+	t := Topology{At: at(ms), Up: make([]bool, n+1), Cut: make([][]bool, n+1)}
+	for i := range t.Cut {
+		t.Cut[i] = make([]bool, n+1)
+		if i > 0 {
+			t.Up[i] = true
+		}
+	}
+	for _, c := range cuts {
+		t.Cut[c[0]][c[1]] = true
+	}
+	return t
+}
+
+// agreed3 is every node of 3 answering that node l leads at t, at ms.
+func agreed3(l, t uint64, ms int) []Obs {
+	var o []Obs
+	for n := 1; n <= 3; n++ {
+		o = append(o, follows(n, l, t, ms, ms+1))
+		if uint64(n) == l {
+			o = append(o, claim(n, t, ms, ms+1))
+		} else {
+			o = append(o, self(n, t, ms, ms+1))
+		}
+	}
+	return o
+}
+
+func rules(r Report) map[string]int { return r.Rules() }
+
+func TestCleanHistoryHasNoViolation(t *testing.T) {
+	h := History{Topo: []Topology{topo(0, 3)}, Heals: []Heal{{At: at(100), What: "x"}}}
+	h.Obs = append(agreed3(3, term(1, 3), 0), agreed3(3, term(1, 3), 150)...)
+	r := Check(Config{Nodes: 3, Quorum: 3}, h)
+	if len(r.Violations) != 0 {
+		t.Fatalf("violations: %v", r.Violations)
+	}
+	if len(r.HealTimes) != 1 || r.HealTimes[0] != 51*time.Millisecond {
+		t.Fatalf("heal times %v, want [51ms]", r.HealTimes)
+	}
+}
+
+func TestTwoClaimsOverlap(t *testing.T) {
+	h := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
+		claim(1, term(1, 1), 0, 10),
+		claim(2, term(2, 2), 5, 6),     // overlaps node 1's interval
+		claim(3, term(3, 3), 100, 101), // alone
+		claim(2, term(2, 2), 102, 103), // after node 3's: no overlap
+	}}
+	if r := Check(Config{Nodes: 3, Quorum: 3}, h); rules(r)[RuleTwoClaims] != 1 {
+		t.Fatalf("want one two-claims violation, got %v", r.Violations)
+	}
+	if r := Check(Config{Nodes: 3}, h); rules(r)[RuleTwoClaims] != 0 {
+		t.Fatalf("quorum off: want no two-claims violation, got %v", r.Violations)
+	}
+}
+
+func TestMinorityClaimAfterGrace(t *testing.T) {
+	// Node 1 is cut from 2 and 3 at 1000 ms: alone, it has no majority of 3.
+	cuts := [][2]int{{1, 2}, {2, 1}, {1, 3}, {3, 1}}
+	h := History{Topo: []Topology{topo(0, 3), topo(1000, 3, cuts...)}, Obs: []Obs{
+		claim(1, term(1, 1), 1200, 1201),      // within the grace: allowed
+		claim(1, term(1, 1), 2500, 2501),      // after: violation
+		follows(1, 1, term(1, 1), 2600, 2601), // same stretch: reported once
+		follows(2, 3, term(2, 3), 2500, 2501), // the majority side: fine
+	}}
+	r := Check(Config{Nodes: 3, Quorum: 3, Grace: time.Second}, h)
+	if rules(r)[RuleMinorityClaim] != 1 || len(r.Violations) != 1 {
+		t.Fatalf("want one minority-claim violation, got %v", r.Violations)
+	}
+}
+
+func TestMinorityLeaderOneWayCut(t *testing.T) {
+	// A one-way cut 2 -> 1 also leaves node 1 without node 2 (acks need
+	// both ways); with 3 cut both ways too, node 1 is alone.
+	h := History{Topo: []Topology{topo(0, 3, [2]int{2, 1}, [2]int{1, 3}, [2]int{3, 1})}, Obs: []Obs{
+		follows(1, 2, term(1, 2), 1500, 1501),
+	}}
+	r := Check(Config{Nodes: 3, Quorum: 3, Grace: time.Second}, h)
+	if rules(r)[RuleMinorityLeader] != 1 {
+		t.Fatalf("want a minority-leader violation, got %v", r.Violations)
+	}
+}
+
+func TestTermMonotonic(t *testing.T) {
+	h := History{Obs: []Obs{
+		follows(1, 2, term(5, 2), 0, 1),
+		follows(1, 0, term(0, 0), 10, 11), // restart: term 0
+		follows(1, 0, term(0, 0), 20, 21), // same drop: one violation
+		follows(1, 2, term(5, 2), 30, 31),
+		follows(1, 2, term(4, 2), 40, 41), // a second drop
+	}}
+	r := Check(Config{Nodes: 2}, h)
+	if rules(r)[RuleTermMonotonic] != 2 {
+		t.Fatalf("want two term-monotonic violations, got %v", r.Violations)
+	}
+}
+
+func TestOneLeaderPerTerm(t *testing.T) {
+	h := History{Obs: []Obs{
+		follows(1, 2, term(5, 2), 0, 1),
+		follows(3, 3, term(5, 2), 0, 1), // node 3 cannot own 5.2, and 5.2 is node 2's
+	}}
+	r := Check(Config{Nodes: 3}, h)
+	if rules(r)[RuleOneLeaderPerTerm] != 2 {
+		t.Fatalf("want two one-leader-per-term violations, got %v", r.Violations)
+	}
+}
+
+func TestHealWithoutAgreement(t *testing.T) {
+	h := History{Topo: []Topology{topo(0, 3)}, Heals: []Heal{{At: at(0), What: "partition"}}, Obs: []Obs{
+		follows(1, 1, term(1, 1), 10, 11), claim(1, term(1, 1), 10, 11),
+		follows(2, 3, term(1, 3), 10, 11), self(2, term(1, 3), 10, 11),
+		follows(3, 3, term(1, 3), 10, 11), claim(3, term(1, 3), 10, 11),
+	}}
+	r := Check(Config{Nodes: 3}, h)
+	if r.Unhealed != 1 || rules(r)[RuleHealAgreement] != 1 {
+		t.Fatalf("want one unhealed heal, got %+v", r)
+	}
+	if !strings.Contains(r.Violations[0].Detail, "1: node 1") {
+		t.Fatalf("the detail should name each node's last view: %s", r.Violations[0].Detail)
+	}
+}
+
+func TestSlowHeal(t *testing.T) {
+	h := History{Topo: []Topology{topo(0, 3)}, Heals: []Heal{{At: at(0), What: "partition"}}, Obs: agreed3(2, term(1, 2), 6000)}
+	r := Check(Config{Nodes: 3, AgreeMax: 5 * time.Second}, h)
+	if rules(r)[RuleHealAgreement] != 1 || len(r.HealTimes) != 1 {
+		t.Fatalf("want a slow heal, got %+v", r)
+	}
+}
+
+func TestFollowerFaultChangesLeader(t *testing.T) {
+	h := History{Topo: []Topology{topo(0, 3)}, Calms: []Calm{{From: at(0), To: at(100), Leader: 3, Term: term(1, 3), Affected: []int{1}, What: "kill"}}}
+	h.Obs = append(h.Obs, follows(2, 0, term(1, 3), 50, 51)) // node 2 lost the leader
+	h.Obs = append(h.Obs, agreed3(2, term(2, 2), 200)...)    // and another leads after
+	r := Check(Config{Nodes: 3}, h)
+	if rules(r)[RuleCalm] != 2 {
+		t.Fatalf("want two follower-fault violations, got %v", r.Violations)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	if Percentile(ds, .5) != 3 || Percentile(ds, 1) != 5 || Percentile(nil, .5) != 0 {
+		t.Fatal("percentile")
+	}
+}
