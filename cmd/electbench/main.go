@@ -3,6 +3,7 @@
 //	electbench failover  [--nodes 5] [--kills 30] [--algorithms bully,ring]
 //	                     [--electord [label=]path,...] [--rounds 1] [--out file]
 //	electbench stability [--duration 10m] [--hogs 2]
+//	electbench chaos     [--duration 10m] [--seed S] [--algorithm bully,ring] [--quorum 0,5]  (root; see chaos.go, docs/CHAOS.md)
 //
 // failover starts the electord processes with the default configuration,
 // SIGKILLs the leader again and again, and for each kill measures the time
@@ -56,6 +57,8 @@ func main() {
 		err = idle(os.Args[2:])
 	case "scale":
 		err = scale(os.Args[2:])
+	case "chaos": // chaos.go
+		err = chaosCmd(os.Args[2:])
 	case "hog":
 		hog()
 	default:
