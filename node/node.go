@@ -106,6 +106,7 @@ type Node struct {
 	// peer's process is gone (see peerGone).
 	peerDown chan election.Message
 	cmds     chan command
+	clock    *tickClock  // drives sm.Tick; owned by the loop
 	serving  atomic.Bool // answers peers (false while killed)
 
 	// Owned by the loop goroutine.
@@ -156,6 +157,7 @@ func New(cfg Config) (*Node, error) {
 		cmds:     make(chan command, 16),
 		members:  map[election.NodeID]*memberRec{},
 		stopped:  make(chan struct{}),
+		clock:    newTickClock(cfg.Tick),
 	}
 	if err := n.startMachine(); err != nil {
 		return nil, err
@@ -176,7 +178,7 @@ func (n *Node) startMachine() error {
 	if err != nil {
 		return err
 	}
-	n.sm = sm
+	n.sm = n.clock.wrap(sm)
 	return nil
 }
 
@@ -221,8 +223,8 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	n.serving.Store(true)
-	ticker := time.NewTicker(n.cfg.Tick)
-	defer ticker.Stop()
+	n.clock.start()
+	defer n.clock.stop()
 	for {
 		var reply chan election.Message
 		var replyTo election.NodeID
@@ -231,9 +233,9 @@ func (n *Node) Run(ctx context.Context) error {
 			n.serving.Store(false)
 			n.leaveGossip()
 			return nil
-		case <-ticker.C:
+		case <-n.clock.C():
 			if !n.killed {
-				n.sm.Tick()
+				n.clock.fire()
 			}
 		case in := <-n.inbox:
 			if n.killed {
@@ -260,6 +262,7 @@ func (n *Node) Run(ctx context.Context) error {
 			c()
 		}
 		n.process(reply, replyTo)
+		n.clock.arm()
 	}
 }
 
