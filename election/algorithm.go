@@ -100,7 +100,9 @@ type Host interface {
 	Win(t Term)
 	// Adopt settles the leadership the algorithm chose: this node leads at t
 	// if leader is this node (t must be its own), else it follows leader.
-	// Nothing is announced: the algorithm sends what it must.
+	// Nothing is announced: the algorithm sends what it must. In quorum mode
+	// this node proposes itself instead, and leads once a majority
+	// acknowledged.
 	Adopt(leader NodeID, t Term)
 	// NoLeader makes this node leaderless after a failed round (too few
 	// candidates, a lost proposal): it campaigns again after a leader

@@ -19,7 +19,8 @@ type Config struct {
 	// HeartbeatTicks: a follower heartbeats its leader this often. Default 1.
 	HeartbeatTicks int
 	// LeaderTimeoutTicks: a follower suspects its leader after this many
-	// ticks without a reply. Must exceed HeartbeatTicks. Default 5.
+	// ticks without a reply. Must exceed HeartbeatTicks. Default 5
+	// heartbeats, 10 in quorum mode.
 	LeaderTimeoutTicks int
 	// JitterTicks: a random 0..JitterTicks is added to each leader timeout
 	// and to the wait before a first election, so nodes do not all start at
@@ -64,6 +65,16 @@ func (c Config) Majority() int {
 	return c.Quorum/2 + 1
 }
 
+// PromiseTicks (quorum mode) is how long a follower, after its leader's
+// answer or its own acknowledgement of a proposal, refuses to support any
+// other node: the lease with a margin, LeaseTicks*5/4 + 2. A leader counts a
+// follower for at most LeaseTicks of its own clock from a moment before the
+// follower's promise began, so the leader stops claiming before any promise
+// it counted can have ended, as long as no node's clock runs more than about
+// 11% faster than another's over one lease ((1+ρ)/(1−ρ) ≤ 5/4), plus two
+// ticks for rounding. See docs/ALGORITHMS.md ("Quorum mode").
+func (c Config) PromiseTicks() int { return c.LeaseTicks + c.LeaseTicks/4 + 2 }
+
 // withDefaults returns a copy with zero fields filled in.
 func (c Config) withDefaults() Config {
 	if c.HeartbeatTicks == 0 {
@@ -71,6 +82,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaderTimeoutTicks == 0 {
 		c.LeaderTimeoutTicks = 5 * c.HeartbeatTicks
+		if c.Quorum > 0 {
+			// A lease (LeaderTimeoutTicks - HeartbeatTicks by default) must
+			// outlast the hops that start and renew it: proposal, ack,
+			// confirmation, and a heartbeat echoing the confirmation's
+			// stamp. Where a tick is one hop (the simulator), 5 is too few.
+			c.LeaderTimeoutTicks = 10 * c.HeartbeatTicks
+		}
 	}
 	if c.JitterTicks == 0 {
 		c.JitterTicks = c.LeaderTimeoutTicks

@@ -31,8 +31,18 @@ type core struct {
 	idleWait   int // no leader: ticks to wait before campaigning
 	excludeEnd uint64
 
-	lastHeard map[NodeID]uint64 // leader, quorum mode: when each follower was last heard
-	leaseFrom uint64            // leader, quorum mode: when it started leading
+	lastHeard map[NodeID]uint64 // leader: when each follower was last heard
+	leaseFrom uint64            // leader: when it started leading
+
+	// Quorum mode leases (see docs/ALGORITHMS.md, "Quorum mode"). A leader
+	// counts member m towards its lease until support[m]+LeaseTicks, where
+	// support[m] is a tick of its own clock before m promised not to
+	// support anyone else; a follower keeps that promise until promiseEnd.
+	support    map[NodeID]uint64
+	proposedAt uint64 // the tick this node's proposal went out
+	promisedTo NodeID
+	promiseEnd uint64
+	lastStamp  uint64 // follower: the last stamp its leader sent, echoed in heartbeats
 
 	proposal     Term // quorum mode: the term this node waits for acks on
 	acks         map[NodeID]bool
@@ -74,6 +84,7 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 		term:      cfg.Term,
 		members:   make(map[NodeID]Member, len(cfg.Peers)),
 		lastHeard: map[NodeID]uint64{},
+		support:   map[NodeID]uint64{},
 	}
 	for _, p := range cfg.Peers {
 		c.members[p.ID] = p
@@ -145,6 +156,12 @@ func (c *core) standing() Standing {
 
 func (c *core) send(m Message) {
 	m.From = c.cfg.ID
+	if m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader && c.majority() > 1 {
+		// Quorum mode: the leader's own announcement asks for a promise,
+		// like its heartbeat answers, so a new leadership renews its lease
+		// one round trip sooner.
+		m.Stamp = c.now + 1
+	}
 	c.msgs = append(c.msgs, m)
 }
 
@@ -171,15 +188,62 @@ func (c *core) win(t Term) {
 		c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})
 		return
 	}
+	c.propose(t)
+}
+
+// propose (quorum mode) asks every member to acknowledge this node as the
+// leader of term t; it leads once a majority did. A node that still keeps a
+// promise to another leader does not stand until the promise ends.
+func (c *core) propose(t Term) {
+	if c.promised() && c.promisedTo != c.cfg.ID {
+		c.noLeader(int(c.promiseEnd - c.now))
+		return
+	}
 	c.role, c.leader = RoleElecting, 0
-	c.proposal, c.proposalAge = t, 0
+	c.proposal, c.proposalAge, c.proposedAt = t, 0, c.now
 	c.acks = map[NodeID]bool{}
 	c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID})
+}
+
+// takeStamp (quorum mode): a stamp from the leader this node follows binds
+// it by a promise, and is echoed in its next heartbeat.
+func (c *core) takeStamp(m Message) {
+	if m.Stamp != 0 && m.From == c.leader && c.role == RoleFollower && c.majority() > 1 {
+		c.promise(m.From)
+		c.lastStamp = m.Stamp
+	}
+}
+
+// promised reports whether this node still keeps a promise (quorum mode).
+func (c *core) promised() bool { return c.now < c.promiseEnd }
+
+// promise (quorum mode) binds this node not to support anyone but to until
+// PromiseTicks from now.
+func (c *core) promise(to NodeID) {
+	c.promisedTo, c.promiseEnd = to, c.now+uint64(c.cfg.PromiseTicks())
+}
+
+// release frees this node of its promise to from, which stepped down.
+func (c *core) release(from NodeID) {
+	if c.promisedTo == from {
+		c.promiseEnd = 0
+	}
+}
+
+// stepDown (quorum mode) tells every member that this node no longer
+// claims leadership, so they need not keep their promises to it.
+func (c *core) stepDown() {
+	if c.majority() > 1 {
+		c.broadcast(Message{Type: MsgHeartbeatResp, Term: c.leaderTerm, Release: true})
+	}
 }
 
 // follow makes this node a follower of leader at term t.
 func (c *core) follow(leader NodeID, t Term) {
 	c.observeTerm(t)
+	if leader != c.leader || t != c.leaderTerm {
+		c.lastStamp = 0 // stamps are only good for the leadership that gave them
+	}
 	c.leader, c.leaderTerm, c.role = leader, t, RoleFollower
 	c.sinceAck, c.hbElapsed = 0, 0
 	c.suspectAt = c.cfg.LeaderTimeoutTicks + c.jitter()
@@ -193,13 +257,15 @@ func (c *core) becomeLeader(t Term) {
 	}
 	c.observeTerm(t)
 	if c.role != RoleLeader {
-		// A new leader has one lease period to hear from a majority.
 		c.lastHeard = make(map[NodeID]uint64, len(c.members))
+		c.support = make(map[NodeID]uint64, len(c.members))
 		c.leaseFrom = c.now
 	}
 	c.role, c.leader, c.leaderTerm = RoleLeader, c.cfg.ID, t
 	for id := range c.acks {
 		c.lastHeard[id] = c.now
+		// Each ack was sent after the proposal went out, and with it a promise.
+		c.support[id] = max(c.support[id], c.proposedAt)
 	}
 	c.excludeEnd = 0
 	c.settled()
@@ -289,7 +355,22 @@ func (c *core) validate(m Message) error {
 func (c *core) stepHeartbeat(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm && m.Leader == c.cfg.ID {
 		c.lastHeard[m.From] = c.now
-		c.send(Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.cfg.ID})
+		resp := Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.cfg.ID}
+		if c.majority() > 1 {
+			// The echo of a stamp this leadership gave (never one from the
+			// future) dates the follower's promise: count it from then.
+			if at := m.Stamp - 1; m.Stamp != 0 && at >= c.leaseFrom && at <= c.now {
+				c.support[m.From] = max(c.support[m.From], at)
+			}
+			resp.Stamp = c.now + 1
+		}
+		c.send(resp)
+		return
+	}
+	if c.proposal != 0 && m.Term == c.proposal && m.Leader == c.cfg.ID {
+		// Quorum mode: a ring node that follows this node's win before its
+		// proposal is confirmed. Keep it calm; its ack is what counts.
+		c.send(Message{Type: MsgHeartbeatResp, To: m.From, Term: m.Term, Leader: c.cfg.ID})
 		return
 	}
 	if c.now < c.handingEnd && m.Leader == c.cfg.ID && m.Term == c.leaderTerm {
@@ -307,6 +388,10 @@ func (c *core) stepHeartbeat(m Message) {
 }
 
 func (c *core) stepHeartbeatResp(m Message) {
+	if m.Release {
+		c.release(m.From)
+		return
+	}
 	newer := m.Leader != 0 && m.Leader != c.cfg.ID && m.Term > c.leaderTerm && m.Term.OwnedBy(m.Leader)
 	switch {
 	case newer:
@@ -315,13 +400,21 @@ func (c *core) stepHeartbeatResp(m Message) {
 		c.follow(m.Leader, m.Term)
 	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
 		// Someone saw a newer leadership whose leader it no longer knows:
-		// lead on above it rather than be refused forever.
+		// lead on above it rather than be refused forever. In quorum mode
+		// that newer leadership had a majority once, so stop claiming and
+		// ask a majority again.
 		c.observeTerm(m.Term)
+		if c.majority() > 1 {
+			c.stepDown()
+			c.propose(NextTerm(c.term, c.cfg.ID))
+			break
+		}
 		c.reassert()
 	case c.role != RoleFollower || m.From != c.leader:
 		// Late or unsolicited: nothing to do.
 	case m.Leader == c.leader && m.Term == c.leaderTerm:
 		c.sinceAck = 0
+		c.takeStamp(m)
 	case m.Term < c.leaderTerm:
 		// The leader has not yet heard of its own newer term (a ring
 		// Coordinator still on its way, or lost), or this answers an older
@@ -357,12 +450,22 @@ func (c *core) stepCoordinator(m Message) {
 		// A ring announcement that names this node. Only a newer term makes
 		// it lead: a late copy of a term it already led and gave up (resign,
 		// transfer, lost lease) must not bring it back.
-		if m.Term > c.leaderTerm && !c.excluded() {
-			c.becomeLeader(m.Term)
+		if m.Term > c.leaderTerm && !c.excluded() && c.proposal != m.Term {
+			if c.majority() > 1 {
+				c.propose(m.Term) // quorum mode: lead once a majority acknowledged
+			} else {
+				c.becomeLeader(m.Term)
+			}
 		}
+	case c.majority() > 1 && !m.Confirmed && c.promised() && c.promisedTo != m.Leader:
+		// Quorum mode: this node promised another node its support, which
+		// may still count it towards a lease. Refuse, and say whom it follows.
+		c.send(Message{Type: MsgHeartbeatResp, To: m.Leader, Term: c.leaderTerm, Leader: c.leader, Reject: true})
+		return
 	case c.majority() > 1 && !m.Confirmed:
 		// Quorum mode: acknowledge, and wait for the confirmation.
 		// Like a voter, hold off campaigning while the proposer collects acks.
+		c.promise(m.Leader)
 		c.observeTerm(m.Term)
 		c.algo.Reset()
 		c.noLeader(c.cfg.ElectionTimeoutTicks + c.jitter())
@@ -370,8 +473,10 @@ func (c *core) stepCoordinator(m Message) {
 		c.send(Message{Type: MsgCoordinatorAck, To: m.Leader, Term: m.Term})
 	case same && c.role == RoleFollower:
 		c.sinceAck = 0
+		c.takeStamp(m)
 	default:
 		c.follow(m.Leader, m.Term)
+		c.takeStamp(m)
 	}
 	if c.observer != nil {
 		c.observer.Coordinated(c.host(), m, accepted)
@@ -381,6 +486,8 @@ func (c *core) stepCoordinator(m Message) {
 func (c *core) stepAck(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm {
 		c.lastHeard[m.From] = c.now
+		// A late ack of the proposal that made this leadership.
+		c.support[m.From] = max(c.support[m.From], c.proposedAt)
 		return
 	}
 	if c.proposal == 0 || m.Term != c.proposal {
@@ -399,6 +506,7 @@ func (c *core) stepTimeoutNow(m Message) {
 		return // from a leadership already superseded
 	}
 	c.observeTerm(m.Term)
+	c.release(m.From) // it handed over: it claims nothing any more
 	if m.Elect {
 		// The sender resigned: it will not answer, so leave it out.
 		c.excludeEnd, c.resigned = 0, m.From
@@ -438,23 +546,43 @@ func (c *core) tickLeader() {
 			}
 		}
 	}
-	need := c.majority()
-	if need <= 1 || c.now-c.leaseFrom <= uint64(c.cfg.LeaseTicks) {
+	if c.majority() > 1 && c.now >= c.leaseEnd() {
+		// The lease ran out: no majority can still be counted. Stop
+		// claiming now, before any promise counted can have ended.
+		c.stepDown()
+		c.giveUp()
 		return
 	}
-	heard := 1
-	for id, at := range c.lastHeard {
-		if _, live := c.members[id]; live && c.now-at <= uint64(c.cfg.LeaseTicks) {
-			heard++
-		}
-	}
-	if heard < need {
-		c.giveUp() // the lease ran out: a minority has no leader
+	if ring := c.ringView(); c.cfg.Preempt && c.majority() > 1 && ring[len(ring)-1].ID != c.cfg.ID {
+		// Quorum mode with preempt: followers are bound by their promises
+		// to this leader, so a higher-ranked member cannot depose it; the
+		// leader hands over to it instead.
+		_ = c.Transfer(ring[len(ring)-1].ID)
 	}
 }
 
+// leaseEnd (quorum mode) is the first tick at which fewer than a majority
+// (this node included) can be counted towards the lease.
+func (c *core) leaseEnd() uint64 {
+	ends := make([]uint64, 0, len(c.support))
+	for id, at := range c.support {
+		if _, live := c.members[id]; live {
+			ends = append(ends, at+uint64(c.cfg.LeaseTicks))
+		}
+	}
+	k := c.majority() - 1 // members needed besides this node
+	if k <= 0 {
+		return ^uint64(0)
+	}
+	if len(ends) < k {
+		return 0
+	}
+	slices.Sort(ends)
+	return ends[len(ends)-k] // the k-th latest
+}
+
 func (c *core) tickFollower() {
-	if c.cfg.Preempt && !c.excluded() {
+	if c.cfg.Preempt && !c.excluded() && c.majority() <= 1 {
 		// With preempt a higher node deposes a lower leader as soon as it
 		// knows the leader's rank (membership may learn it after the leader).
 		if lr, ok := c.rankOf(c.leader); ok && lr.Less(c.self) {
@@ -465,7 +593,7 @@ func (c *core) tickFollower() {
 	c.hbElapsed++
 	if c.hbElapsed >= c.cfg.HeartbeatTicks {
 		c.hbElapsed = 0
-		c.send(Message{Type: MsgHeartbeat, To: c.leader, Term: c.leaderTerm, Leader: c.leader})
+		c.send(Message{Type: MsgHeartbeat, To: c.leader, Term: c.leaderTerm, Leader: c.leader, Stamp: c.lastStamp})
 	}
 	c.sinceAck++
 	if c.sinceAck > c.suspectAt {
@@ -580,6 +708,7 @@ func (c *core) Resign() error {
 	}
 	c.exclude()
 	c.noLeader(0)
+	c.stepDown()
 	c.algo.Campaign(c.host())
 	return nil
 }
@@ -599,6 +728,7 @@ func (c *core) Transfer(to NodeID) error {
 	c.exclude()
 	c.noLeader(0)
 	c.handingEnd = c.now + uint64(c.cfg.LeaderTimeoutTicks)
+	c.stepDown()
 	c.send(Message{Type: MsgTimeoutNow, To: to, Term: t})
 	return nil
 }
@@ -628,15 +758,26 @@ func (c *core) Ready() Ready {
 
 // Status implements StateMachine.
 func (c *core) Status() Status {
-	return Status{ID: c.cfg.ID, Algorithm: c.algo.Name(), Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm,
-		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(), Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected}
+	st := Status{ID: c.cfg.ID, Algorithm: c.algo.Name(), Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm,
+		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(),
+		Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected, Now: c.now}
+	if c.role == RoleLeader && c.majority() > 1 {
+		st.LeaseEnd = c.leaseEnd()
+	}
+	return st
 }
 
 // reassert has a sitting leader announce itself again at a new term, above
 // every term seen: bully's leader does it when a lower node runs an election
 // while it leads, and any leader told of a newer term whose leader is gone.
-// The lease keeps quorum mode safe.
+// In quorum mode a new term would need a majority again, so the leader
+// announces its current leadership instead (a lower node accepts it: its
+// election term is not a leadership).
 func (c *core) reassert() {
+	if c.majority() > 1 {
+		c.broadcast(Message{Type: MsgCoordinator, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
+		return
+	}
 	t := NextTerm(c.term, c.cfg.ID)
 	c.becomeLeader(t)
 	c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})

@@ -23,7 +23,13 @@ func (h *host) NoLeader()                     { h.core().giveUp() }
 func (h *host) Reassert()                     { h.core().reassert() }
 func (h *host) Adopt(leader NodeID, t Term) {
 	if leader == h.cfg.ID {
-		h.core().becomeLeader(t)
+		c := h.core()
+		if c.majority() > 1 {
+			c.observeTerm(t)
+			c.propose(t) // quorum mode: lead once a majority acknowledged
+			return
+		}
+		c.becomeLeader(t)
 		return
 	}
 	h.core().follow(leader, t)

@@ -170,6 +170,15 @@ type Message struct {
 	Confirmed bool
 	// Elect: a TimeoutNow that asks for an election instead of a hand-over.
 	Elect bool
+	// Stamp (quorum mode): on a HeartbeatResp from the leader, the leader's
+	// clock when it answered, plus one (0: none); the follower promises from
+	// then on not to support a rival for a while, and echoes the stamp in
+	// its next Heartbeat, which is how the leader knows from when it may
+	// count that follower towards its lease.
+	Stamp uint64
+	// Release (quorum mode): a HeartbeatResp by which a leader that stepped
+	// down frees its followers of their promise to it.
+	Release bool
 }
 
 // EventType is a local event from membership or the transport.
@@ -227,6 +236,12 @@ type Status struct {
 	// members before it campaigns on its own.
 	Bootstrapping bool
 	Rejected      uint64
+	// Now is the state machine's clock, in ticks.
+	Now uint64
+	// LeaseEnd (quorum mode, leader only): the tick at which the leader's
+	// lease runs out unless a majority renews it; the leader claims
+	// leadership only before it. 0 otherwise.
+	LeaseEnd uint64
 }
 
 // StateMachine is the contract every strategy meets. None of its methods

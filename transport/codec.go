@@ -52,16 +52,18 @@ func Encode(m election.Message) (proto.Message, error) {
 	case election.MsgCoordinator:
 		return &pb.Coordinator{
 			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term),
-			Leader:    uint64(m.Leader),
-			Initiator: uint64(m.Initiator),
-			Confirmed: m.Confirmed,
+			Leader:     uint64(m.Leader),
+			Initiator:  uint64(m.Initiator),
+			Confirmed:  m.Confirmed,
+			LeaseStamp: m.Stamp,
 		}, nil
 	case election.MsgCoordinatorAck:
 		return &pb.CoordinatorAck{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term)}, nil
 	case election.MsgHeartbeat:
-		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader)}, nil
+		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), LeaseStamp: m.Stamp}, nil
 	case election.MsgHeartbeatResp:
-		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), Reject: m.Reject}, nil
+		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), Reject: m.Reject,
+			LeaseStamp: m.Stamp, Release: m.Release}, nil
 	case election.MsgTimeoutNow:
 		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Elect: m.Elect}, nil
 	}
@@ -125,6 +127,7 @@ func decode(x proto.Message) (election.Message, error) {
 			Leader:    election.NodeID(x.GetLeader()),
 			Initiator: election.NodeID(x.GetInitiator()),
 			Confirmed: x.GetConfirmed(),
+			Stamp:     x.GetLeaseStamp(),
 		}, nil
 	case *pb.CoordinatorAck:
 		if x == nil {
@@ -138,14 +141,14 @@ func decode(x proto.Message) (election.Message, error) {
 		}
 		return election.Message{Type: election.MsgHeartbeat,
 			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
-			Leader: election.NodeID(x.GetLeader())}, nil
+			Leader: election.NodeID(x.GetLeader()), Stamp: x.GetLeaseStamp()}, nil
 	case *pb.HeartbeatReply:
 		if x == nil {
 			break
 		}
 		return election.Message{Type: election.MsgHeartbeatResp,
 			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
-			Leader: election.NodeID(x.GetLeader()), Reject: x.GetReject()}, nil
+			Leader: election.NodeID(x.GetLeader()), Reject: x.GetReject(), Stamp: x.GetLeaseStamp(), Release: x.GetRelease()}, nil
 	case *pb.TimeoutNow:
 		if x == nil {
 			break

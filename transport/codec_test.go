@@ -18,6 +18,11 @@ func TestCodecRoundTrip(t *testing.T) {
 		election.Message{Type: election.MsgElection, From: 1, To: 2, Term: 5, Initiator: 1},
 		election.Message{Type: election.MsgCoordinator, From: 3, To: 2, Term: 5, Leader: 1},
 		election.Message{Type: election.MsgHeartbeatResp, From: 3, To: 2},
+		// Quorum mode's lease stamps and release.
+		election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: 5, Leader: 1, Confirmed: true, Stamp: 77},
+		election.Message{Type: election.MsgHeartbeat, From: 2, To: 1, Term: 5, Leader: 1, Stamp: 77},
+		election.Message{Type: election.MsgHeartbeatResp, From: 1, To: 2, Term: 5, Leader: 1, Stamp: 78},
+		election.Message{Type: election.MsgHeartbeatResp, From: 1, To: 2, Term: 5, Release: true},
 	)
 	for _, m := range msgs {
 		x, err := Encode(m)

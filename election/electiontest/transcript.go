@@ -230,6 +230,9 @@ func (d *driver) exec(cmd string) error {
 		st := d.sm.Status()
 		d.printf("status %s role=%v leader=%d leaderterm=%v term=%v members=%d excluded=%v rejected=%d",
 			st.Algorithm, st.Role, st.Leader, st.LeaderTerm, st.Term, st.Members, st.Excluded, st.Rejected)
+		if st.LeaseEnd != 0 {
+			d.printf("lease now=%d end=%d", st.Now, st.LeaseEnd)
+		}
 		return nil
 	default:
 		return fmt.Errorf("unknown command %q", f[0])
@@ -325,6 +328,9 @@ func Format(m election.Message) string {
 		}
 		fmt.Fprintf(&b, " cands=%s", strings.Join(rs, ","))
 	}
+	if m.Stamp != 0 {
+		fmt.Fprintf(&b, " stamp=%d", m.Stamp)
+	}
 	if m.MaxTerm != 0 {
 		fmt.Fprintf(&b, " maxterm=%v", m.MaxTerm)
 	}
@@ -334,7 +340,7 @@ func Format(m election.Message) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{m.Reject, "reject"}, {m.Confirmed, "confirmed"}, {m.Elect, "elect"}} {
+	}{{m.Reject, "reject"}, {m.Confirmed, "confirmed"}, {m.Elect, "elect"}, {m.Release, "release"}} {
 		if f.on {
 			b.WriteString(" " + f.name)
 		}
@@ -435,6 +441,8 @@ func (d *driver) message(typ string, args map[string]string, flags []string) (el
 			m.MaxTerm, err = parseTerm(v)
 		case "fromrank":
 			m.FromRank, err = parseRank(v)
+		case "stamp":
+			m.Stamp, err = strconv.ParseUint(v, 10, 64)
 		default:
 			return m, fmt.Errorf("%v: unknown key %q", t, k)
 		}
@@ -450,6 +458,8 @@ func (d *driver) message(typ string, args map[string]string, flags []string) (el
 			m.Confirmed = true
 		case "elect":
 			m.Elect = true
+		case "release":
+			m.Release = true
 		default:
 			return m, fmt.Errorf("%v: unknown flag %q", t, fl)
 		}

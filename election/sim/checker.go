@@ -12,6 +12,9 @@ import (
 //	    same node, T is owned by it, and every follower that believes in a
 //	    leader for T names that same node.
 //	S2: a node's term never decreases, across restarts too.
+//	Q1: in quorum mode, never two nodes claiming leadership at the same
+//	    tick (every node's clock runs at the same rate here; see
+//	    docs/ALGORITHMS.md for the clock-rate bound on real machines).
 //
 // Liveness (L1) is checked by the caller with Sim.RunUntil and Sim.Agreed.
 type Checker struct {
@@ -63,6 +66,7 @@ func (c *Checker) restarted(n *node) { c.Term(n.id, n.sm.Status().Term) }
 func (c *Checker) Err() error { return c.err }
 
 func (c *Checker) check() error {
+	var claiming []election.NodeID
 	for _, n := range c.s.nodes {
 		if !n.up {
 			continue
@@ -76,12 +80,16 @@ func (c *Checker) check() error {
 				c.fail("S1 violated: node %d leads term %v, which it does not own", n.id, st.LeaderTerm)
 			}
 			c.Claim(n.id, n.id, st.LeaderTerm)
+			claiming = append(claiming, n.id)
 		case election.RoleFollower:
 			c.Claim(n.id, st.Leader, st.LeaderTerm)
 		}
 		if st.LeaderTerm > st.Term {
 			c.fail("node %d believes in term %v above the highest it has seen, %v", n.id, st.LeaderTerm, st.Term)
 		}
+	}
+	if c.s.opts.Quorum && len(claiming) > 1 {
+		c.fail("Q1 violated: nodes %v all claim leadership at this tick in quorum mode", claiming)
 	}
 	return c.err
 }

@@ -49,19 +49,20 @@ func measureCases(t *testing.T, quorum bool, ns []int, theory func(string, int) 
 	return table.String()
 }
 
-// TheoryQuorum is the count in quorum mode. The bully's winner proposes,
-// collects acks and confirms: 3(n-1) in the best case, and each of the
-// worst case's n-1 announcements becomes the same three rounds. The ring
-// adds nothing: the candidate list that came round already shows a majority,
-// so the initiator's Coordinator is final.
+// TheoryQuorum is the count in quorum mode. The winner proposes, collects
+// acks and confirms, so that its lease starts from a majority's promises:
+// the bully's announcement (n-1) becomes those three rounds, 3(n-1); the
+// ring's winner runs them after the ring's own Coordinator went round,
+// adding 3(n-1).
 func TheoryQuorum(algoCase string, n int) int {
 	switch algoCase {
 	case "bully/best":
 		return 3 * (n - 1)
-	case "bully/worst":
-		return Theory(algoCase, n) + 2*(n-1)
 	}
-	return Theory(algoCase, n)
+	if strings.HasPrefix(algoCase, "ring/") {
+		return Theory(algoCase, n) + 3*(n-1)
+	}
+	return Theory(algoCase, n) + 2*(n-1)
 }
 
 // TestMessageComplexityQuorum asserts what quorum mode adds (acks and the

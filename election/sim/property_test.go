@@ -18,13 +18,22 @@ var (
 )
 
 // L1Bound is the number of ticks within which a healed cluster of n nodes
-// must agree on one leader, with the default timings.
-func L1Bound(n int) int {
+// must agree on one leader, with the default timings (quorum mode's are
+// twice as long; see election.Config).
+func L1Bound(n int) int { return l1Bound(n, false) }
+
+func l1Bound(n int, quorum bool) int {
 	cfg := election.Config{ID: 1}
+	if quorum {
+		cfg.Quorum = n
+	}
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	const lt, jitter, et, hop = 5, 5, 10, 1 // the defaults (see Config)
+	lt, jitter, et, hop := 5, 5, 10, 1 // the defaults (see Config)
+	if quorum {
+		lt, jitter = 10, 10
+	}
 	return 6*(lt+jitter) + 4*(et+2*n*hop)
 }
 
@@ -152,7 +161,7 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 		}
 	}
 	start := s.Now()
-	bound := L1Bound(sc.n)
+	bound := l1Bound(sc.n, sc.quorum)
 	ok, err := s.RunUntil(bound, func() bool { _, _, ok := s.Agreed(); return ok })
 	if err != nil {
 		return sc, err
@@ -164,7 +173,10 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 	// Once agreed on a healthy network, the leader stays. A suspicion formed
 	// before the heal (heartbeats lost just before it) may still fire within
 	// a leader timeout plus jitter, so the window starts after that.
-	const residual = 2 * (5 + 5)
+	residual := 2 * (5 + 5)
+	if sc.quorum {
+		residual = 2 * (10 + 10)
+	}
 	if err := s.Run(max(0, residual-sc.healedAfter)); err != nil {
 		return sc, err
 	}

@@ -389,7 +389,7 @@ func (s *Sim) drain() {
 func (s *Sim) send(m election.Message) {
 	s.Counts[m.Type]++
 	if s.Trace != nil {
-		s.Trace("t=%d %v %d->%d term=%v leader=%d cands=%d", s.now, m.Type, m.From, m.To, m.Term, m.Leader, len(m.Candidates))
+		s.Trace("t=%d %v %d->%d term=%v leader=%d cands=%d stamp=%d rel=%v conf=%v", s.now, m.Type, m.From, m.To, m.Term, m.Leader, len(m.Candidates), m.Stamp, m.Release, m.Confirmed)
 	}
 	if s.Hook != nil && !s.Hook(m) {
 		return

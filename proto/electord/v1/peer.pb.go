@@ -284,7 +284,10 @@ type Coordinator struct {
 	Initiator uint64 `protobuf:"varint,6,opt,name=initiator,proto3" json:"initiator,omitempty"`
 	// False only in quorum mode, for a proposal that still needs a majority
 	// of CoordinatorAcks; the leader then sends it again with confirmed set.
-	Confirmed     bool `protobuf:"varint,7,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
+	Confirmed bool `protobuf:"varint,7,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
+	// Quorum mode, on the leader's own confirmed announcement: its clock plus
+	// one; the follower promises its support and echoes it (see Heartbeat).
+	LeaseStamp    uint64 `protobuf:"varint,8,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -368,6 +371,13 @@ func (x *Coordinator) GetConfirmed() bool {
 	return false
 }
 
+func (x *Coordinator) GetLeaseStamp() uint64 {
+	if x != nil {
+		return x.LeaseStamp
+	}
+	return 0
+}
+
 // CoordinatorAck acknowledges a proposed leader in quorum mode.
 type CoordinatorAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -444,7 +454,10 @@ type Heartbeat struct {
 	// The leadership term the follower believes in.
 	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
 	// The leader the follower believes in (normally the recipient).
-	Leader        uint64 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader uint64 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Quorum mode: the last lease_stamp this leader gave the follower (0:
+	// none); the leader counts the follower towards its lease from then on.
+	LeaseStamp    uint64 `protobuf:"varint,5,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -507,6 +520,13 @@ func (x *Heartbeat) GetLeader() uint64 {
 	return 0
 }
 
+func (x *Heartbeat) GetLeaseStamp() uint64 {
+	if x != nil {
+		return x.LeaseStamp
+	}
+	return 0
+}
+
 // HeartbeatReply answers a Heartbeat. It also travels on its own to tell a
 // peer of a newer leadership (a stale Coordinator is answered this way).
 type HeartbeatReply struct {
@@ -521,7 +541,13 @@ type HeartbeatReply struct {
 	Leader uint64 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	// True when the replier does not lead the term the heartbeat named; it
 	// names the leadership it knows instead.
-	Reject        bool `protobuf:"varint,5,opt,name=reject,proto3" json:"reject,omitempty"`
+	Reject bool `protobuf:"varint,5,opt,name=reject,proto3" json:"reject,omitempty"`
+	// Quorum mode, from the leader: its clock plus one when it answered; the
+	// follower promises not to support a rival for a while, and echoes it.
+	LeaseStamp uint64 `protobuf:"varint,6,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	// Quorum mode: the sender stepped down and frees the recipient of its
+	// promise (sent on its own, not as an answer).
+	Release       bool `protobuf:"varint,7,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -587,6 +613,20 @@ func (x *HeartbeatReply) GetLeader() uint64 {
 func (x *HeartbeatReply) GetReject() bool {
 	if x != nil {
 		return x.Reject
+	}
+	return false
+}
+
+func (x *HeartbeatReply) GetLeaseStamp() uint64 {
+	if x != nil {
+		return x.LeaseStamp
+	}
+	return 0
+}
+
+func (x *HeartbeatReply) GetRelease() bool {
+	if x != nil {
+		return x.Release
 	}
 	return false
 }
@@ -725,7 +765,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x06Answer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"\xcd\x01\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"\xee\x01\n" +
 	"\vCoordinator\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -734,22 +774,29 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\vleader_rank\x18\x05 \x01(\v2\x11.electord.v1.RankR\n" +
 	"leaderRank\x12\x1c\n" +
 	"\tinitiator\x18\x06 \x01(\x04R\tinitiator\x12\x1c\n" +
-	"\tconfirmed\x18\a \x01(\bR\tconfirmed\"H\n" +
+	"\tconfirmed\x18\a \x01(\bR\tconfirmed\x12\x1f\n" +
+	"\vlease_stamp\x18\b \x01(\x04R\n" +
+	"leaseStamp\"H\n" +
 	"\x0eCoordinatorAck\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"[\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"|\n" +
 	"\tHeartbeat\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
-	"\x06leader\x18\x04 \x01(\x04R\x06leader\"x\n" +
+	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1f\n" +
+	"\vlease_stamp\x18\x05 \x01(\x04R\n" +
+	"leaseStamp\"\xb3\x01\n" +
 	"\x0eHeartbeatReply\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x16\n" +
-	"\x06reject\x18\x05 \x01(\bR\x06reject\"Z\n" +
+	"\x06reject\x18\x05 \x01(\bR\x06reject\x12\x1f\n" +
+	"\vlease_stamp\x18\x06 \x01(\x04R\n" +
+	"leaseStamp\x12\x18\n" +
+	"\arelease\x18\a \x01(\bR\arelease\"Z\n" +
 	"\n" +
 	"TimeoutNow\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
