@@ -24,20 +24,27 @@ type DueTicker interface {
 // maxIdleTicks bounds a sleep when the machine has no timer armed.
 const maxIdleTicks = 100
 
+// maxCatchUp bounds the ticks applied at once after the loop fell behind
+// (100 s at the default period); beyond it the rest are dropped.
+const maxCatchUp = 10000
+
 // tickClock drives the state machine's Tick. A machine that is not a
 // DueTicker is ticked every period by a time.Ticker, as always. A DueTicker
 // is ticked only when a tick is due: the loop sleeps until then, and before
 // any other call on the machine the ticks that have elapsed are applied
 // (never the due one), so the machine's counters are what per-period ticking
-// would have made them. A loop that falls behind by more than a period drops
-// the ticks it missed, as a time.Ticker does.
+// would have made them. A loop that falls behind (a pause, SIGSTOP, a
+// starved process) applies every tick it missed when it runs again, up to
+// maxCatchUp: the machine's clock keeps up with the wall clock, so a leader
+// whose quorum lease ran out while it was paused steps down before it does
+// anything else, and the lease's end by the wall clock (tickWall) is right.
 type tickClock struct {
 	period time.Duration
 	ticker *time.Ticker // periodic mode
 	timer  *time.Timer  // due mode
 	inner  election.StateMachine
 	due    DueTicker // nil: periodic mode
-	last   time.Time // due mode: when the last applied tick fell due
+	last   time.Time // when the last applied tick fell due
 	ahead  int       // due mode: the timer fires this many ticks after last
 	// ticking: the ticker runs (periodic mode).
 	ticking bool
@@ -82,21 +89,28 @@ func (c *tickClock) C() <-chan time.Time {
 	return c.timer.C
 }
 
-// fire applies the tick (or, in due mode, the ticks) that fell due.
+// fire applies the tick (or, in due mode, the ticks) that fell due, and
+// every tick missed while the loop was behind.
 func (c *tickClock) fire() {
+	k := c.ahead
 	if c.due == nil {
-		c.inner.Tick()
-		return
+		k = 1
 	}
-	for range c.ahead {
+	k = max(k, min(int(time.Since(c.last)/c.period), maxCatchUp))
+	for range k {
 		c.inner.Tick()
 	}
-	c.last = c.last.Add(time.Duration(c.ahead) * c.period)
+	c.last = c.last.Add(time.Duration(k) * c.period)
 	c.ahead = 0
-	if now := time.Now(); now.Sub(c.last) > c.period {
-		c.last = now // fell behind: drop the missed ticks
+	if now := time.Now(); now.Sub(c.last) > maxCatchUp*c.period {
+		c.last = now // too far behind: drop the rest
 	}
 }
+
+// tickWall is when the last applied tick fell due by the wall clock: the
+// machine's clock (Status().Now) stood there. It is never later than the
+// moment that tick was applied.
+func (c *tickClock) tickWall() time.Time { return c.last }
 
 // catchUp applies the ticks that have elapsed since the last applied one,
 // short of the due one (which fire applies): they only advance the clock.
