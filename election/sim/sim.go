@@ -34,7 +34,28 @@ type Options struct {
 	GossipEvery int
 	// FailDelay: a send to an unreachable node is reported failed after this many ticks (default 2).
 	FailDelay int
+	// DeadGossipTicks: gossip still reaches a member declared dead for this
+	// long (memberlist's GossipToTheDeadTime), so a link that heals sooner
+	// re-merges by itself; after it only a join does (default 20).
+	DeadGossipTicks int
+	// RejoinEvery: how often each node's retry-join runs (default 10).
+	RejoinEvery int
+	// Rejoin is the retry-join policy (default RejoinMissing).
+	Rejoin RejoinPolicy
 }
+
+// RejoinPolicy says whom a node joins again, every RejoinEvery ticks.
+type RejoinPolicy uint8
+
+const (
+	// RejoinMissing: every member it ever saw that is missing from its view
+	// (the daemon's policy since issue 10).
+	RejoinMissing RejoinPolicy = iota
+	// RejoinAlone: the seeds, only when it sees no one else alive (the
+	// daemon's policy before issue 10: a 2|3 split held past
+	// DeadGossipTicks never healed).
+	RejoinAlone
+)
 
 type envelope struct {
 	at     uint64
@@ -48,6 +69,12 @@ type node struct {
 	cfg  election.Config // as last started
 	up   bool
 	view map[election.NodeID]bool // whom this node's membership holds alive
+	// inc is this node's incarnation (it rises at every restart); deadAt
+	// and deadInc are when this node declared another dead, and at which of
+	// its incarnations.
+	inc     uint64
+	deadAt  map[election.NodeID]uint64
+	deadInc map[election.NodeID]uint64
 }
 
 // Sim is one simulated cluster.
@@ -61,6 +88,7 @@ type Sim struct {
 	// Faults.
 	cut      map[[2]election.NodeID]bool // from→to blocked
 	changed  bool                        // topology changed since the last gossip round
+	split    bool                        // some node holds dead a member it could reach: only a join heals that
 	DropRate float64                     // chance a message is lost
 	MaxDelay int                         // extra delay 0..MaxDelay ticks (reorders)
 	Hook     func(m election.Message) bool
@@ -95,6 +123,12 @@ func New(opts Options) (*Sim, error) {
 	if opts.FailDelay == 0 {
 		opts.FailDelay = 2
 	}
+	if opts.DeadGossipTicks == 0 {
+		opts.DeadGossipTicks = 20
+	}
+	if opts.RejoinEvery == 0 {
+		opts.RejoinEvery = 10
+	}
 	s := &Sim{
 		opts:      opts,
 		rng:       rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
@@ -105,7 +139,7 @@ func New(opts Options) (*Sim, error) {
 	}
 	s.Check = newChecker(s)
 	for i := 1; i <= opts.N; i++ {
-		s.nodes = append(s.nodes, &node{id: election.NodeID(i)})
+		s.nodes = append(s.nodes, &node{id: election.NodeID(i), deadAt: map[election.NodeID]uint64{}, deadInc: map[election.NodeID]uint64{}})
 	}
 	for _, n := range s.nodes {
 		n.view = map[election.NodeID]bool{}
@@ -188,6 +222,7 @@ func (s *Sim) Restart(id election.NodeID) error {
 	if n.up {
 		return nil
 	}
+	n.inc++ // a new incarnation: joining, it is announced to everyone it reaches
 	for _, o := range s.nodes {
 		if o != n {
 			n.view[o.id] = s.visible(n, o)
@@ -293,6 +328,9 @@ func (s *Sim) Step() error {
 		s.changed = false
 		s.gossip()
 	}
+	if s.split && s.now%uint64(s.opts.RejoinEvery) == 0 {
+		s.rejoin()
+	}
 	s.drain()
 	return s.Check.check()
 }
@@ -341,7 +379,14 @@ func (s *Sim) deliver() {
 	}
 }
 
+// gossip is one round of membership: each node declares dead the members it
+// cannot reach both ways, and learns a member it can reach is alive only as
+// memberlist would: the member restarted (a new incarnation, which it
+// announces by joining), or it was declared dead less than DeadGossipTicks
+// ago (gossip still reaches it, and it refutes). Otherwise the two stay
+// apart until a join (rejoin).
 func (s *Sim) gossip() {
+	s.split = false
 	for _, n := range s.nodes {
 		if !n.up {
 			continue
@@ -351,17 +396,72 @@ func (s *Sim) gossip() {
 				continue
 			}
 			vis := s.visible(n, o)
-			if vis == n.view[o.id] {
-				continue
+			switch {
+			case vis == n.view[o.id]:
+			case !vis:
+				s.setView(n, o, false)
+			case o.inc > n.deadInc[o.id] || s.now-n.deadAt[o.id] <= uint64(s.opts.DeadGossipTicks):
+				s.setView(n, o, true)
+			default:
+				s.split = true
 			}
-			n.view[o.id] = vis
-			ev := election.Event{Type: election.EventDead, Member: s.member(o.id)}
-			if vis {
-				ev.Type = election.EventJoin
-			}
-			n.sm.Observe(ev)
 		}
 	}
+}
+
+func (s *Sim) setView(n, o *node, alive bool) {
+	if n.view[o.id] == alive {
+		return
+	}
+	n.view[o.id] = alive
+	ev := election.Event{Type: election.EventJoin, Member: s.member(o.id)}
+	if !alive {
+		ev.Type = election.EventDead
+		n.deadAt[o.id], n.deadInc[o.id] = s.now, o.inc
+	}
+	n.sm.Observe(ev)
+}
+
+// rejoin runs every node's retry-join: it joins the members its policy
+// names. A join between two nodes that can reach each other makes them
+// alive to each other, and each refutes the other side's verdict of death,
+// so every node that can reach them learns they are alive.
+func (s *Sim) rejoin() {
+	s.split = false
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		var missing []*node
+		alone := true
+		for _, o := range s.nodes {
+			if o == n {
+				continue
+			}
+			if n.view[o.id] {
+				alone = false
+			} else {
+				missing = append(missing, o)
+			}
+		}
+		if s.opts.Rejoin == RejoinAlone && !alone {
+			continue
+		}
+		for _, o := range missing {
+			if !s.visible(n, o) {
+				continue
+			}
+			for _, x := range s.nodes {
+				if x.up && x != n && s.visible(x, n) {
+					s.setView(x, n, true)
+				}
+				if x.up && x != o && s.visible(x, o) {
+					s.setView(x, o, true)
+				}
+			}
+		}
+	}
+	s.changed = true // a last gossip round finds what is still apart
 }
 
 func (s *Sim) drain() {
