@@ -186,10 +186,21 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// Stop leaves gossip and stops every server; it waits for the loop.
+// Stop hands leadership over (a leader transfers to its best-ranked live
+// member and waits, at most two heartbeat timeouts, to see it lead; from
+// then on it never claims leadership), then leaves gossip and stops every
+// server; it waits for the loop. A follower leaves at once.
 func (d *Daemon) Stop() error {
 	var err error
 	d.stop.Do(func() {
+		wait := 2 * d.Config.HeartbeatTimeout
+		hctx, hcancel := context.WithTimeout(context.Background(), wait+time.Second)
+		if to, herr := d.Node.Handover(hctx, wait); herr != nil {
+			d.log.Warn("stopping: handover", "to", uint64(to), "err", herr)
+		} else if to != 0 {
+			d.log.Info("stopping: handed leadership over", "to", uint64(to))
+		}
+		hcancel()
 		d.cancel()
 		select {
 		case err = <-d.runErr:

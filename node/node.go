@@ -115,7 +115,12 @@ type Node struct {
 	events  <-chan MemberEvent
 	members map[election.NodeID]*memberRec
 	killed  bool
-	dirty   bool // membership or killed changed since the last publish
+	leaving bool // Handover began: never report this node as the leader again
+	// handingTo is the member Handover sent its leadership to, until that
+	// message failed; handoverLost says it failed.
+	handingTo    election.NodeID
+	handoverLost chan struct{}
+	dirty        bool // membership or killed changed since the last publish
 	// published is what the last publish read from the state machine.
 	published statusKey
 	since     time.Time
@@ -149,15 +154,16 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.New("node: NewMembership and Transport are required")
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", uint64(cfg.Self.ID)),
-		inbox:    make(chan transport.Inbound, cfg.InboxSize),
-		failures: make(chan election.Message, cfg.InboxSize),
-		peerDown: make(chan election.Message, 16),
-		cmds:     make(chan command, 16),
-		members:  map[election.NodeID]*memberRec{},
-		stopped:  make(chan struct{}),
-		clock:    newTickClock(cfg.Tick),
+		cfg:          cfg,
+		log:          cfg.Logger.With("node", uint64(cfg.Self.ID)),
+		inbox:        make(chan transport.Inbound, cfg.InboxSize),
+		failures:     make(chan election.Message, cfg.InboxSize),
+		peerDown:     make(chan election.Message, 16),
+		cmds:         make(chan command, 16),
+		members:      map[election.NodeID]*memberRec{},
+		stopped:      make(chan struct{}),
+		handoverLost: make(chan struct{}, 1),
+		clock:        newTickClock(cfg.Tick),
 	}
 	if err := n.startMachine(); err != nil {
 		return nil, err
@@ -249,6 +255,13 @@ func (n *Node) Run(ctx context.Context) error {
 		case m := <-n.failures:
 			if !n.killed {
 				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
+			}
+			if m.Type == election.MsgTimeoutNow && m.To == n.handingTo && m.To != 0 {
+				n.handingTo = 0
+				select {
+				case n.handoverLost <- struct{}{}:
+				default:
+				}
 			}
 		case m := <-n.peerDown:
 			n.peerGone(m)
@@ -416,7 +429,7 @@ func (n *Node) publish() {
 	st := n.sm.Status()
 	n.published = keyOf(st)
 	li := LeaderInfo{ID: st.Leader, Term: st.LeaderTerm, Since: n.since, State: roleState(st.Role)}
-	if n.killed {
+	if n.killed || (n.leaving && li.ID == n.cfg.Self.ID) {
 		li = LeaderInfo{State: StateNoLeader, Term: st.LeaderTerm}
 	}
 	if li.ID == 0 {
@@ -541,6 +554,71 @@ func (n *Node) Transfer(ctx context.Context, id election.NodeID) error {
 		}
 		return n.sm.Transfer(id)
 	})
+}
+
+// Handover prepares this node to stop (SIGTERM): from now on it never
+// reports itself as the leader (Leader, /leader/self). If it leads, it
+// transfers its leadership to the best-ranked live member (highest
+// priority, then id) and waits, at most wait, until it sees another node
+// lead, so the cluster is leaderless only for the transfer's round trip,
+// then lingers one heartbeat interval so every follower hears of the new
+// leader before this node leaves; it stops waiting early if the transfer
+// message could not be delivered.
+// It returns the member it handed over to, 0 if it did not lead or had no
+// one to hand over to. A node that does not lead returns at once. The
+// caller then stops the node (its Run's context).
+func (n *Node) Handover(ctx context.Context, wait time.Duration) (election.NodeID, error) {
+	sub := n.Subscribe()
+	defer sub.Close()
+	var to election.NodeID
+	err := n.do(ctx, func() error {
+		n.leaving, n.dirty = true, true
+		if n.killed || n.sm.Status().Role != election.RoleLeader {
+			return nil
+		}
+		for id, rec := range n.members {
+			if best := n.members[to]; rec.alive && (best == nil || cmp.Or(cmp.Compare(rec.Priority, best.Priority), cmp.Compare(id, to)) > 0) {
+				to = id
+			}
+		}
+		if to == 0 {
+			return nil
+		}
+		n.handingTo = to
+		return n.sm.Transfer(to)
+	})
+	if err != nil || to == 0 {
+		return to, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case li, ok := <-sub.C():
+			if !ok {
+				return to, ErrStopped
+			}
+			if li.ID != 0 && li.ID != n.cfg.Self.ID {
+				// Linger one heartbeat interval, still answering peers: a
+				// follower the new leader's announcement has not reached
+				// yet learns of it from its next heartbeat's answer, and
+				// does not campaign when this node leaves.
+				linger := time.NewTimer(n.cfg.HeartbeatInterval + 2*n.cfg.Tick)
+				defer linger.Stop()
+				select {
+				case <-linger.C:
+				case <-ctx.Done():
+				}
+				return to, nil
+			}
+		case <-n.handoverLost:
+			return to, fmt.Errorf("node: the handover to %d could not be delivered", to)
+		case <-timer.C:
+			return to, fmt.Errorf("node: handed over to %d, but no new leader was seen within %v", to, wait)
+		case <-ctx.Done():
+			return to, ctx.Err()
+		}
+	}
 }
 
 // Kill makes the node crash-stop as far as its peers can tell: it stops
