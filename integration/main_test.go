@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -390,46 +389,16 @@ func devConfig(i int, alg, dataDir string, join []string) config.Config {
 
 // ---- ports ----
 
-var ports struct {
-	mu   sync.Mutex
-	next int
-}
-
-// Ports handed out by freePort come from below Linux's ephemeral range
-// (32768-60999), so listeners on :0 elsewhere in this process cannot take
-// them between freePort and the process that binds them.
-const portLo, portHi = 20000, 32000
-
 // freePort returns a loopback port that is free for both TCP and UDP (gossip
-// binds both), and that this process has not handed out before.
+// binds both), and that this process has not handed out before: one source
+// with the dev clusters' gossip ports (devcluster.FreePort).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ports.mu.Lock()
-	defer ports.mu.Unlock()
-	if ports.next == 0 {
-		ports.next = portLo + (os.Getpid()*97)%(portHi-portLo)
+	p, err := devcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range portHi - portLo {
-		p := ports.next
-		ports.next++
-		if ports.next >= portHi {
-			ports.next = portLo
-		}
-		addr := "127.0.0.1:" + strconv.Itoa(p)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return p
-	}
-	t.Fatal("no free port")
-	return 0
+	return p
 }
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

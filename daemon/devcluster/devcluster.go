@@ -1,14 +1,17 @@
 // Package devcluster runs a local cluster of real nodes in one process
-// (electord dev, and the integration tests): N daemons on 127.0.0.1, node 1
-// first and the others joining it, with every leader change printed.
+// (electord dev, and the integration tests): N daemons on 127.0.0.1, each
+// seeded with every other node's gossip address, with every leader change
+// printed.
 package devcluster
 
 import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -90,7 +93,10 @@ func Config(i int, opts Options, dataDir string, join []string) config.Config {
 	return c
 }
 
-// Start starts a local cluster: node 1 first, the others joining it.
+// Start starts a local cluster, node 1 first. Every node's join list names
+// every other node's gossip address (with BasePort 0, ports are reserved
+// first, see FreePort), so any node, node 1 included, finds the cluster again after
+// `electctl kill N; electctl revive N` or a partition.
 func Start(opts Options) (*Cluster, error) {
 	if opts.Algorithm == "" {
 		opts.Algorithm = algorithms.Default
@@ -110,9 +116,16 @@ func Start(opts Options) (*Cluster, error) {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(opts.LogLevel))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var join []string
+	gossip, err := gossipAddrs(opts)
+	if err != nil {
+		return nil, err
+	}
 	for i := 1; i <= opts.Nodes; i++ {
+		join := slices.Concat(gossip[:i-1], gossip[i:])
 		cfg := Config(i, opts, dir, join)
+		if cfg.GossipAddr == "127.0.0.1:0" { // not set by Tune
+			cfg.GossipAddr = gossip[i-1]
+		}
 		o := daemon.Options{Logger: log.With("dev-node", i)}
 		if opts.Peers != nil {
 			o.Peers = opts.Peers(election.NodeID(cfg.ID))
@@ -123,9 +136,6 @@ func Start(opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		c.Nodes = append(c.Nodes, d)
-		if i == 1 {
-			join = []string{d.GossipAddr}
-		}
 	}
 	fmt.Fprintf(c.out, "electord dev: %d nodes, algorithm %s, quorum %d, data in %s\n", opts.Nodes, opts.Algorithm, opts.Quorum, dir)
 	fmt.Fprintf(c.out, "%-4s %-8s %-21s %-21s %-21s %s\n", "ID", "NAME", "API", "PEER", "HTTP", "GOSSIP")
@@ -137,6 +147,65 @@ func Start(opts Options) (*Cluster, error) {
 		c.watch(d)
 	}
 	return c, nil
+}
+
+// gossipAddrs is every node's gossip address: from BasePort, or with
+// BasePort 0 a free port for each (see FreePort).
+func gossipAddrs(opts Options) ([]string, error) {
+	addrs := make([]string, opts.Nodes)
+	for i := range addrs {
+		if opts.BasePort != 0 {
+			addrs[i] = "127.0.0.1:" + strconv.Itoa(opts.BasePort+10*i+2)
+			continue
+		}
+		p, err := FreePort()
+		if err != nil {
+			return nil, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	return addrs, nil
+}
+
+// FreePort picks loopback ports in [portLo, portHi): below Linux's
+// ephemeral range (32768-60999), so that no ":0" listener of this process or
+// another takes one between the pick and the bind.
+const portLo, portHi = 10000, 32000
+
+var ports struct {
+	mu   sync.Mutex
+	next int
+}
+
+// FreePort returns a loopback port free for both TCP and UDP (gossip binds
+// both) that this process has not handed out before (the integration tests
+// take theirs here too, so the two never collide).
+func FreePort() (int, error) {
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.next == 0 {
+		ports.next = portLo + (os.Getpid()*97)%(portHi-portLo)
+	}
+	for range portHi - portLo {
+		p := ports.next
+		ports.next++
+		if ports.next >= portHi {
+			ports.next = portLo
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("no loopback port free for TCP and UDP in %d-%d", portLo, portHi)
 }
 
 // watch prints d's leadership changes and when the cluster agrees.
