@@ -3,6 +3,7 @@
 //	electbench failover  [--nodes 5] [--kills 30] [--algorithms bully,ring]
 //	                     [--electord [label=]path,...] [--rounds 1] [--out file]
 //	electbench stability [--duration 10m] [--hogs 2]
+//	electbench rolling   [--terms 20] [--rolls 3] (graceful stops: rolling.go)
 //	electbench chaos     [--duration 10m] [--seed S] [--algorithm bully,ring] [--quorum 0,5]  (root; see chaos.go, docs/CHAOS.md)
 //
 // failover starts the electord processes with the default configuration,
@@ -53,6 +54,8 @@ func main() {
 		err = failover(os.Args[2:])
 	case "stability":
 		err = stability(os.Args[2:])
+	case "rolling":
+		err = rolling(os.Args[2:])
 	case "idle":
 		err = idle(os.Args[2:])
 	case "scale":
@@ -71,7 +74,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|idle|scale [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale [flags]  (-h for flags)")
 	os.Exit(2)
 }
 
