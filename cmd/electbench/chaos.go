@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -43,6 +45,7 @@ func chaosCmd(args []string) error {
 	dir := fs.String("dir", "", "keep the nodes' data dirs and logs here (default: a temporary directory, removed)")
 	out := fs.String("out", "", "also write the report to this file")
 	verbose := fs.Bool("v", false, "log every fault and process change")
+	docker := fs.Bool("docker", false, "run the nodes as containers of a FROM scratch image on a Docker network (electord built with CGO_ENABLED=0) instead of in network namespaces")
 	fs.Parse(args)
 	if err := faultnet.Available(); err != nil {
 		return err
@@ -67,7 +70,14 @@ func chaosCmd(args []string) error {
 		}
 		qs = append(qs, v)
 	}
-	path, cleanup, err := electordBinary(*bin)
+	var path string
+	var cleanup func()
+	var err error
+	if *docker && *bin == "" {
+		path, cleanup, err = staticElectord()
+	} else {
+		path, cleanup, err = electordBinary(*bin)
+	}
 	if err != nil {
 		return err
 	}
@@ -98,8 +108,12 @@ func chaosCmd(args []string) error {
 
 	quiet := func(string, ...any) {}
 	pr("# electbench chaos\n\n`electbench chaos %s`\n\n", strings.Join(args, " "))
-	pr("- %s, %s/%s, %d CPUs, %d electord processes, seed %d, %v per configuration, load average at start %s\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *nodes, *seed, *duration, loadavg())
+	where := "each in its own network namespace"
+	if *docker {
+		where = "each in a Docker container (FROM scratch)"
+	}
+	pr("- %s, %s/%s, %d CPUs, %d electord processes %s, seed %d, %v per configuration, load average at start %s\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *nodes, where, *seed, *duration, loadavg())
 	type row struct {
 		algo   string
 		quorum int
@@ -113,7 +127,7 @@ func chaosCmd(args []string) error {
 			}
 			logf("chaos: %s, quorum %d, %v", algo, q, *duration)
 			o := chaos.Options{Binary: path, Nodes: *nodes, Algorithm: algo, Quorum: q, Args: strings.Fields(*extra),
-				Seed: *seed, Duration: *duration, Kinds: ks, HoldMin: *holdMin, HoldMax: *holdMax, Logf: quiet}
+				Seed: *seed, Duration: *duration, Kinds: ks, HoldMin: *holdMin, HoldMax: *holdMax, Logf: quiet, Docker: *docker}
 			if *verbose {
 				o.Logf = logf
 			}
@@ -149,6 +163,24 @@ func chaosCmd(args []string) error {
 			rep.Unhealed, ruleCounts(rep))
 	}
 	return nil
+}
+
+// staticElectord builds cmd/electord with CGO_ENABLED=0, for a FROM
+// scratch image.
+func staticElectord() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "electbench-static-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "electord")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/electord/electord/cmd/electord")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building a static electord: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 // reportTo returns a printf to stdout and, if path is not empty, to the

@@ -66,7 +66,10 @@ type Options struct {
 	// Grace and AgreeMax: see history.Config.
 	Grace, AgreeMax time.Duration
 	Dir             string // data dirs and logs; "" = temporary
-	Logf            func(format string, a ...any)
+	// Docker runs the nodes as containers (faultnet.Config.Docker);
+	// Binary must then be static (CGO_ENABLED=0).
+	Docker bool
+	Logf   func(format string, a ...any)
 }
 
 // Result is what a run found.
@@ -119,7 +122,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	t0 := time.Now()
 	c, err := faultnet.New(faultnet.Config{
-		Binary: o.Binary, Nodes: o.Nodes, Algorithm: o.Algorithm, Quorum: o.Quorum, Args: o.Args, Dir: o.Dir,
+		Binary: o.Binary, Nodes: o.Nodes, Algorithm: o.Algorithm, Quorum: o.Quorum, Args: o.Args, Dir: o.Dir, Docker: o.Docker,
 		OnChange: func(t faultnet.Topology) { rec.Topology(history.Topology(t)) },
 		Logf:     logf,
 	})

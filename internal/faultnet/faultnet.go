@@ -80,6 +80,10 @@ type Config struct {
 	// Dir holds the nodes' data dirs and logs; "" = a temporary directory,
 	// removed by Close.
 	Dir string
+	// Docker runs every node as a container of a FROM scratch image
+	// built around Binary (which must be static: CGO_ENABLED=0) on a
+	// user-defined Docker network, instead of in network namespaces.
+	Docker bool
 	// OnChange is called (synchronously) after every change of the
 	// network or of a process, with the new Topology.
 	OnChange func(Topology)
@@ -122,17 +126,68 @@ type Node struct {
 	APIAddr string
 
 	state  State
-	cmd    *exec.Cmd
-	exited chan struct{}
+	proc   proc
 	starts int
+}
+
+// proc is one run of a node's process.
+type proc interface {
+	// signal delivers sig (for a container: SIGSTOP and SIGCONT are
+	// docker pause and unpause).
+	signal(sig syscall.Signal) error
+	exited() <-chan struct{}
+	String() string
+}
+
+// driver is where the nodes run: network namespaces (nsDriver) or Docker
+// containers (dockerDriver).
+type driver interface {
+	// setup makes the network; the nodes' addresses are set.
+	setup(c *Cluster) error
+	// dataDir is node nd's --data-dir as its process sees it.
+	dataDir(c *Cluster, nd *Node) string
+	// start starts nd's process, its output going to log.
+	start(c *Cluster, nd *Node, log *os.File) (proc, error)
+	// rules replaces the iptables filter table of nd's network.
+	rules(nd *Node, rules string) error
+	// dial dials a node's address from the observer's place.
+	dial(ctx context.Context, network, addr string) (net.Conn, error)
+	// teardown removes everything setup and start made (processes first).
+	teardown(c *Cluster) error
+}
+
+// cmdProc is a process the harness started and waits for.
+type cmdProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startCmd(cmd *exec.Cmd, log *os.File) (*cmdProc, error) {
+	cmd.Stdout, cmd.Stderr = log, log
+	// SIGKILL reaches the child if the harness dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &cmdProc{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *cmdProc) signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *cmdProc) exited() <-chan struct{}         { return p.done }
+func (p *cmdProc) String() string {
+	if st := p.cmd.ProcessState; st != nil {
+		return fmt.Sprintf("pid %d, %v", p.cmd.Process.Pid, st)
+	}
+	return fmt.Sprintf("pid %d", p.cmd.Process.Pid)
 }
 
 // Cluster is a set of electord nodes on a network it can cut.
 type Cluster struct {
 	cfg   Config
 	name  string // Prefix + pid + seq
-	hub   string
-	hubFD int
+	drv   driver
 	dir   string
 	tmp   bool
 	Nodes []*Node // Nodes[i-1] is node i
@@ -194,8 +249,12 @@ func New(cfg Config) (c *Cluster, err error) {
 		return nil, fmt.Errorf("faultnet: %d nodes (1..%d)", cfg.Nodes, maxNodes)
 	}
 	Sweep(cfg.Logf)
-	c = &Cluster{cfg: cfg, name: fmt.Sprintf("%s%d-%d-", Prefix, os.Getpid(), seq.Add(1)), hubFD: -1}
-	c.hub = c.name + "hub"
+	c = &Cluster{cfg: cfg, name: fmt.Sprintf("%s%d-%d-", Prefix, os.Getpid(), seq.Add(1))}
+	if cfg.Docker {
+		c.drv = &dockerDriver{}
+	} else {
+		c.drv = &nsDriver{hubFD: -1}
+	}
 	c.dir = cfg.Dir
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "faultnet-"); err != nil {
@@ -216,35 +275,15 @@ func New(cfg Config) (c *Cluster, err error) {
 		c.cut[i] = make([]bool, n+1)
 	}
 	c.applied = make([]string, n+1)
-	cmds := [][]string{
-		{"netns", "add", c.hub},
-		{"-n", c.hub, "link", "set", "lo", "up"},
-		{"-n", c.hub, "link", "add", "br0", "type", "bridge"},
-		{"-n", c.hub, "addr", "add", ip(hubHost) + "/24", "dev", "br0"},
-		{"-n", c.hub, "link", "set", "br0", "up"},
-	}
 	for i := 1; i <= n; i++ {
-		nd := &Node{ID: i, NS: c.name + "n" + strconv.Itoa(i), IP: ip(i)}
+		c.Nodes = append(c.Nodes, &Node{ID: i})
+	}
+	if err := c.drv.setup(c); err != nil {
+		return nil, fmt.Errorf("faultnet: %w", err)
+	}
+	for _, nd := range c.Nodes {
 		nd.HTTPURL = fmt.Sprintf("http://%s:%d", nd.IP, HTTPPort)
 		nd.APIAddr = fmt.Sprintf("%s:%d", nd.IP, APIPort)
-		c.Nodes = append(c.Nodes, nd)
-		v := "v" + strconv.Itoa(i)
-		cmds = append(cmds,
-			[]string{"netns", "add", nd.NS},
-			[]string{"-n", nd.NS, "link", "set", "lo", "up"},
-			[]string{"-n", c.hub, "link", "add", v, "type", "veth", "peer", "name", "eth0", "netns", nd.NS},
-			[]string{"-n", c.hub, "link", "set", v, "master", "br0", "up"},
-			[]string{"-n", nd.NS, "addr", "add", nd.IP + "/24", "dev", "eth0"},
-			[]string{"-n", nd.NS, "link", "set", "eth0", "up"},
-		)
-	}
-	for _, a := range cmds {
-		if err := run("ip", a...); err != nil {
-			return nil, fmt.Errorf("faultnet: %w", err)
-		}
-	}
-	if c.hubFD, err = unix.Open("/run/netns/"+c.hub, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-		return nil, fmt.Errorf("faultnet: opening the hub namespace: %w", err)
 	}
 	c.client = &http.Client{Transport: &http.Transport{
 		DialContext:         c.DialContext,
@@ -263,7 +302,7 @@ func New(cfg Config) (c *Cluster, err error) {
 			"--peer-addr", fmt.Sprintf("%s:%d", nd.IP, PeerPort),
 			"--gossip-addr", fmt.Sprintf("%s:%d", nd.IP, GossipPort),
 			"--http-addr", fmt.Sprintf("%s:%d", nd.IP, HTTPPort),
-			"--data-dir", filepath.Join(c.dir, "node-"+strconv.Itoa(nd.ID)),
+			"--data-dir", c.drv.dataDir(c, nd),
 			"--bootstrap-expect", strconv.Itoa(n),
 			"--join", strings.Join(slices.Delete(slices.Clone(seeds), nd.ID-1, nd.ID), ","),
 			"--log-level", "warn",
@@ -282,6 +321,78 @@ func New(cfg Config) (c *Cluster, err error) {
 	return c, nil
 }
 
+// nsDriver runs every node in its own network namespace, plugged into a
+// bridge in a hub namespace (the observer's place).
+type nsDriver struct {
+	hub   string
+	hubFD int
+}
+
+func (d *nsDriver) setup(c *Cluster) error {
+	d.hub = c.name + "hub"
+	cmds := [][]string{
+		{"netns", "add", d.hub},
+		{"-n", d.hub, "link", "set", "lo", "up"},
+		{"-n", d.hub, "link", "add", "br0", "type", "bridge"},
+		{"-n", d.hub, "addr", "add", ip(hubHost) + "/24", "dev", "br0"},
+		{"-n", d.hub, "link", "set", "br0", "up"},
+	}
+	for _, nd := range c.Nodes {
+		nd.NS, nd.IP = c.name+"n"+strconv.Itoa(nd.ID), ip(nd.ID)
+		v := "v" + strconv.Itoa(nd.ID)
+		cmds = append(cmds,
+			[]string{"netns", "add", nd.NS},
+			[]string{"-n", nd.NS, "link", "set", "lo", "up"},
+			[]string{"-n", d.hub, "link", "add", v, "type", "veth", "peer", "name", "eth0", "netns", nd.NS},
+			[]string{"-n", d.hub, "link", "set", v, "master", "br0", "up"},
+			[]string{"-n", nd.NS, "addr", "add", nd.IP + "/24", "dev", "eth0"},
+			[]string{"-n", nd.NS, "link", "set", "eth0", "up"},
+		)
+	}
+	for _, a := range cmds {
+		if err := run("ip", a...); err != nil {
+			return err
+		}
+	}
+	var err error
+	if d.hubFD, err = unix.Open("/run/netns/"+d.hub, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return fmt.Errorf("opening the hub namespace: %w", err)
+	}
+	return nil
+}
+
+func (d *nsDriver) dataDir(c *Cluster, nd *Node) string {
+	return filepath.Join(c.dir, "node-"+strconv.Itoa(nd.ID))
+}
+
+func (d *nsDriver) start(c *Cluster, nd *Node, log *os.File) (proc, error) {
+	// ip execs electord in place: the pid is electord's.
+	return startCmd(exec.Command("ip", append([]string{"netns", "exec", nd.NS, c.cfg.Binary}, nd.Args...)...), log)
+}
+
+func (d *nsDriver) rules(nd *Node, rules string) error { return restore(nd.NS, rules) }
+
+func (d *nsDriver) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return dialIn(ctx, d.hubFD, network, addr)
+}
+
+func (d *nsDriver) teardown(c *Cluster) error {
+	if d.hubFD >= 0 {
+		unix.Close(d.hubFD)
+		d.hubFD = -1
+	}
+	var errs []error
+	for _, nd := range c.Nodes {
+		if nd.NS != "" {
+			errs = append(errs, deleteNS(nd.NS))
+		}
+	}
+	if d.hub != "" {
+		errs = append(errs, deleteNS(d.hub))
+	}
+	return errors.Join(errs...)
+}
+
 func ip(host int) string { return subnetPrefix + strconv.Itoa(host) }
 
 // Dir is where the nodes' data dirs and logs (node-<i>.log) are.
@@ -294,15 +405,18 @@ func (c *Cluster) Node(i int) *Node { return c.Nodes[i-1] }
 // from the hub namespace. Its requests need their own timeouts.
 func (c *Cluster) HTTPClient() *http.Client { return c.client }
 
-// DialContext dials addr from inside the hub namespace (the observer's
-// place: no rule ever cuts it).
+// DialContext dials addr from the observer's place, which no rule ever
+// cuts: the hub namespace (or, with Docker, the host).
 func (c *Cluster) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	return dialIn(ctx, c.hubFD, network, addr)
+	return c.drv.dial(ctx, network, addr)
 }
 
 // DialFrom dials addr from inside node i's namespace, as node i would: the
-// rules that cut node i's links apply.
+// rules that cut node i's links apply. Namespaces only (not Docker).
 func (c *Cluster) DialFrom(ctx context.Context, i int, network, addr string) (net.Conn, error) {
+	if c.Node(i).NS == "" {
+		return nil, errors.New("faultnet: DialFrom needs network namespaces")
+	}
 	fd, err := unix.Open("/run/netns/"+c.Node(i).NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -361,19 +475,20 @@ func (c *Cluster) start(nd *Node) error {
 		return err
 	}
 	fmt.Fprintf(logFile, "=== faultnet: start %d at %s\n", nd.starts+1, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command("ip", append([]string{"netns", "exec", nd.NS, c.cfg.Binary}, nd.Args...)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// ip execs electord in place: SIGKILL reaches it if the harness dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	p, err := c.drv.start(c, nd, logFile)
+	logFile.Close() // the process has its own descriptor
+	if err != nil {
 		return fmt.Errorf("faultnet: starting node %d: %w", nd.ID, err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); logFile.Close(); close(exited) }()
-	nd.cmd, nd.exited, nd.state = cmd, exited, Running
+	nd.proc, nd.state = p, Running
 	nd.starts++
-	c.logf("node %d: started (pid %d)", nd.ID, cmd.Process.Pid)
+	c.logf("node %d: started (%v)", nd.ID, p)
+	// A container's network is new at every start: put its rules back.
+	if rs := c.applied[nd.ID]; c.cfg.Docker && rs != "" {
+		if err := c.drv.rules(nd, rs); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -392,8 +507,8 @@ func (c *Cluster) reap(nd *Node) {
 		return
 	}
 	select {
-	case <-nd.exited:
-		c.logf("node %d: exited by itself (%v)", nd.ID, nd.cmd.ProcessState)
+	case <-nd.proc.exited():
+		c.logf("node %d: exited by itself (%v)", nd.ID, nd.proc)
 		nd.state = Down
 	default:
 	}
@@ -429,20 +544,20 @@ func (c *Cluster) stop(i int, sig syscall.Signal, timeout time.Duration) error {
 	if nd.state == Down {
 		return fmt.Errorf("faultnet: node %d is down", i)
 	}
-	if nd.state == Paused && sig != syscall.SIGKILL {
-		nd.cmd.Process.Signal(syscall.SIGCONT)
+	if nd.state == Paused {
+		nd.proc.signal(syscall.SIGCONT)
 	}
-	nd.cmd.Process.Signal(sig)
+	nd.proc.signal(sig)
 	var err error
 	if sig != syscall.SIGKILL {
 		select {
-		case <-nd.exited:
+		case <-nd.proc.exited():
 		case <-time.After(timeout):
 			err = fmt.Errorf("faultnet: node %d did not exit within %v of %v", i, timeout, sig)
-			nd.cmd.Process.Signal(syscall.SIGKILL)
+			nd.proc.signal(syscall.SIGKILL)
 		}
 	}
-	<-nd.exited
+	<-nd.proc.exited()
 	nd.state = Down
 	c.logf("node %d: %v, exited", i, sig)
 	c.changedLocked()
@@ -463,7 +578,7 @@ func (c *Cluster) signal(i int, sig syscall.Signal, from, to State) error {
 	if nd.state != from {
 		return fmt.Errorf("faultnet: node %d is %s, not %s", i, nd.state, from)
 	}
-	if err := nd.cmd.Process.Signal(sig); err != nil {
+	if err := nd.proc.signal(sig); err != nil {
 		return err
 	}
 	nd.state = to
@@ -503,7 +618,11 @@ func (c *Cluster) Links(edit func(cut [][]bool)) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if errs[nd.ID] = restore(nd.NS, rs); errs[nd.ID] == nil {
+			if nd.state == Down && c.cfg.Docker {
+				c.applied[nd.ID] = rs // applied when it starts
+				return
+			}
+			if errs[nd.ID] = c.drv.rules(nd, rs); errs[nd.ID] == nil {
 				c.applied[nd.ID] = rs
 			}
 		}()
@@ -615,11 +734,11 @@ func (c *Cluster) Close() error {
 	c.closed = true
 	live.Delete(c)
 	for _, nd := range c.Nodes {
-		if nd.state != Down && nd.cmd != nil {
-			nd.cmd.Process.Signal(syscall.SIGCONT)
-			nd.cmd.Process.Signal(syscall.SIGKILL)
+		if nd.state != Down && nd.proc != nil {
+			nd.proc.signal(syscall.SIGCONT)
+			nd.proc.signal(syscall.SIGKILL)
 			select {
-			case <-nd.exited:
+			case <-nd.proc.exited():
 			case <-time.After(5 * time.Second):
 			}
 			nd.state = Down
@@ -628,19 +747,11 @@ func (c *Cluster) Close() error {
 	if c.client != nil {
 		c.client.CloseIdleConnections()
 	}
-	if c.hubFD >= 0 {
-		unix.Close(c.hubFD)
-		c.hubFD = -1
-	}
-	var errs []error
-	for _, nd := range c.Nodes {
-		errs = append(errs, deleteNS(nd.NS))
-	}
-	errs = append(errs, deleteNS(c.hub))
+	err := c.drv.teardown(c)
 	if c.tmp {
 		os.RemoveAll(c.dir)
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // deleteNS kills whatever still runs in namespace ns and deletes it; a
@@ -664,6 +775,7 @@ func deleteNS(ns string) error {
 // faultnet run left behind: those named with Prefix whose creating process
 // no longer exists. It reports each removal through logf (nil: silent).
 func Sweep(logf func(string, ...any)) {
+	sweepDocker(logf)
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
 		return
@@ -674,16 +786,22 @@ func Sweep(logf func(string, ...any)) {
 			continue
 		}
 		name := f[0]
-		pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, Prefix), "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err == nil && pid > 0 && (pid == os.Getpid() || syscall.Kill(pid, 0) == nil) {
+		if !stale(name) {
 			continue // its creator still runs
 		}
-		err = deleteNS(name)
+		err := deleteNS(name)
 		if logf != nil {
 			logf("faultnet: swept leftover namespace %s (%v)", name, err)
 		}
 	}
+}
+
+// stale says whether name (Prefix + pid + ...) was made by a process that
+// no longer exists.
+func stale(name string) bool {
+	pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, Prefix), "-")
+	pid, err := strconv.Atoi(pidStr)
+	return err != nil || pid <= 0 || (pid != os.Getpid() && syscall.Kill(pid, 0) != nil)
 }
 
 // CleanupOnSignal closes every open Cluster when the process gets SIGINT,

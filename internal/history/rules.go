@@ -173,6 +173,7 @@ func (c *checker) termMonotonic() {
 	type state struct {
 		max    uint64
 		maxAt  time.Time
+		maxObs Obs
 		inDrop bool
 	}
 	st := map[int]*state{}
@@ -187,13 +188,24 @@ func (c *checker) termMonotonic() {
 		}
 		switch {
 		case o.Term >= s.max:
-			s.max, s.maxAt, s.inDrop = o.Term, o.Sent, false
+			s.max, s.maxAt, s.maxObs, s.inDrop = o.Term, o.Sent, o, false
 		case !s.inDrop:
 			s.inDrop = true
-			c.add(o.Sent, RuleTermMonotonic, "node %d (%v) reports term %s (state %q), after term %s at %s",
-				o.Node, o.Kind, c.term(o.Term), o.State, c.term(s.max), c.rel(s.maxAt))
+			c.add(o.Sent, RuleTermMonotonic, "node %d reports term %s (%s), after term %s at %s (%s)",
+				o.Node, c.term(o.Term), describe(o), c.term(s.max), c.rel(s.maxAt), describe(s.maxObs))
 		}
 	}
+}
+
+// describe says what an answer was, briefly.
+func describe(o Obs) string {
+	switch {
+	case o.Kind == Self:
+		return fmt.Sprintf("/leader/self %d, state %s", o.Code, o.State)
+	case o.Code == http.StatusOK:
+		return fmt.Sprintf("/leader: node %d leads, state %s", o.ID, o.State)
+	}
+	return fmt.Sprintf("/leader: no leader, state %s", o.State)
 }
 
 // twoClaims: no two nodes claim at overlapping moments. Polling cannot see
