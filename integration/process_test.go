@@ -136,11 +136,16 @@ func (p *proc) log() string {
 // startProcs starts n electord processes, node 1 first and the others
 // joining it; they are stopped, and their logs printed on failure, when the
 // test ends.
-func startProcs(t *testing.T, n int, alg string) []*proc {
+func startProcs(t *testing.T, n int, alg string) []*proc { return startProcsWith(t, n, alg, nil) }
+
+// startProcsWith is startProcs with extra flags for every process.
+func startProcsWith(t *testing.T, n int, alg string, extra []string) []*proc {
 	dir := t.TempDir()
 	var ps []*proc
 	for i := 1; i <= n; i++ {
-		ps = append(ps, newProc(t, dir, i, alg))
+		p := newProc(t, dir, i, alg)
+		p.extra = extra
+		ps = append(ps, p)
 	}
 	t.Cleanup(func() {
 		for _, p := range ps {

@@ -45,6 +45,13 @@ YAML file (--config), in that order of precedence.`,
 				log.Info("stopping: electctl kill --exit")
 			case <-d.Done():
 			}
+			// A leader hands over before it leaves (bounded by two
+			// heartbeat timeouts); a second signal ends the process at once.
+			go func() {
+				s := <-sigs
+				log.Warn("second signal: exiting without a clean stop", "signal", s.String())
+				os.Exit(1)
+			}()
 			return d.Stop()
 		},
 	}

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// peerDown is what the GRPC transport reports when a heartbeat to id was
+// refused and a re-dial was refused too.
+func peerDown(from, to election.NodeID) (election.Message, error) {
+	return election.Message{Type: election.MsgHeartbeat, From: from, To: to},
+		fmt.Errorf("%w: %w", transport.ErrPeerDown, io.EOF)
+}
+
+// withLeader3 runs f for each algorithm on a 3-node cluster once node 3
+// leads.
+func withLeader3(t *testing.T, f func(t *testing.T, c *cluster, old LeaderInfo)) {
+	for _, algo := range []string{"ring", "bully"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			f(t, c, c.agree(5*time.Second, 3))
+		})
+	}
+}
+
+// A follower told that its leader's host refuses connections campaigns at
+// once: the survivors agree well before the heartbeat timeout (250 ms plus
+// jitter) would have let them.
+func TestNodePeerDownLeaderCampaigns(t *testing.T) {
+	withLeader3(t, func(t *testing.T, c *cluster, old LeaderInfo) {
+		// Node 3's process is gone as its peers see it: connections to
+		// it are refused, and gossip has not noticed (no leave, no
+		// death). It keeps running, unheard, outside the agreement.
+		c.net.Down(3)
+		n3, stop3 := c.nodes[3], c.cancel[3]
+		delete(c.nodes, 3)
+		delete(c.cancel, 3)
+		t.Cleanup(func() { stop3(); <-n3.Done() })
+		t0 := time.Now()
+		for _, id := range []election.NodeID{1, 2} {
+			c.nodes[id].Failed(peerDown(id, 3))
+		}
+		li := c.agree(5*time.Second, 2)
+		if took := time.Since(t0); took >= 200*time.Millisecond {
+			t.Errorf("the survivors agreed %v after the leader was reported down, want under 200ms", took)
+		}
+		if li.Term <= old.Term {
+			t.Errorf("new term %v not above %v", li.Term, old.Term)
+		}
+	})
+}
+
+// A refused connection to anyone but the leader a follower follows changes
+// nothing: not at a follower (about another follower), not at the leader.
+func TestNodePeerDownOfNonLeaderIgnored(t *testing.T) {
+	withLeader3(t, func(t *testing.T, c *cluster, old LeaderInfo) {
+		c.nodes[2].Failed(peerDown(2, 1))
+		c.nodes[3].Failed(peerDown(3, 1))
+		c.nodes[3].Failed(peerDown(3, 2))
+		c.nodes[1].Failed(peerDown(1, 2))
+		time.Sleep(300 * time.Millisecond) // the window in which a campaign would show
+		if li := c.agree(5*time.Second, 3); li.Term != old.Term {
+			t.Errorf("the leadership changed: term %v -> %v", old.Term, li.Term)
+		}
+	})
+}
+
+// Handover on the leader transfers to the best-ranked live member, returns
+// once it leads, and the old leader never reports itself as the leader
+// after Handover began; on a follower it returns at once.
+func TestNodeHandover(t *testing.T) {
+	withLeader3(t, func(t *testing.T, c *cluster, old LeaderInfo) {
+		if to, err := c.nodes[1].Handover(context.Background(), time.Second); to != 0 || err != nil {
+			t.Errorf("Handover on a follower: %d, %v; want 0, nil", to, err)
+		}
+		sub := c.nodes[3].Subscribe()
+		defer sub.Close()
+		<-sub.C() // the current state
+		t0 := time.Now()
+		to, err := c.nodes[3].Handover(context.Background(), time.Second)
+		if err != nil || to != 2 {
+			t.Fatalf("Handover on the leader: %d, %v; want 2, nil", to, err)
+		}
+		t.Logf("handed over in %v (with the linger)", time.Since(t0).Round(time.Millisecond))
+		li := c.agree(time.Second, 2)
+		if li.Term <= old.Term {
+			t.Errorf("new term %v not above %v", li.Term, old.Term)
+		}
+		if c.nodes[3].Leader().Self {
+			t.Error("the old leader still reports itself as the leader")
+		}
+		for {
+			select {
+			case ev := <-sub.C():
+				if ev.Self || ev.ID == 3 {
+					t.Errorf("after Handover began the old leader published %+v", ev)
+				}
+				continue
+			default:
+			}
+			break
+		}
+	})
+}
