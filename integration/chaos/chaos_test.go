@@ -45,6 +45,7 @@ func runMain(m *testing.M) int {
 	}
 	electordBin = filepath.Join(dir, "electord")
 	cmd := exec.Command(gobin, "build", "-o", electordBin, "./cmd/electord")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static: the Docker variant's FROM scratch image takes it too
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: building electord: %v\n%s", err, out)
@@ -79,18 +80,40 @@ func TestChaos(t *testing.T) {
 		for _, quorum := range []int{0, 5} {
 			name := fmt.Sprintf("%s/quorum=%d", algo, quorum)
 			t.Run(name, func(t *testing.T) {
-				o := chaos.Options{Binary: electordBin, Nodes: 5, Algorithm: algo, Quorum: quorum, Seed: seed(t),
-					Dir: t.TempDir(), Logf: t.Logf}
-				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-				defer cancel()
-				res, err := chaos.Run(ctx, o)
-				if err != nil {
-					t.Fatalf("harness: %v", err)
-				}
-				report(t, res)
+				tour(t, chaos.Options{Algorithm: algo, Quorum: quorum}, 4*time.Minute)
 			})
 		}
 	}
+}
+
+// TestChaosDocker runs one tour on Docker containers (FROM scratch, one
+// user-defined network), bully with quorum 5. It runs only with
+// ELECTORD_CHAOS_DOCKER=1, and needs root and a Docker engine.
+func TestChaosDocker(t *testing.T) {
+	if os.Getenv("ELECTORD_CHAOS_DOCKER") != "1" {
+		t.Skip("Docker chaos schedule skipped: set ELECTORD_CHAOS_DOCKER=1 to run it (root, a Docker engine)")
+	}
+	if err := faultnet.Available(); err != nil {
+		t.Skipf("Docker chaos schedule skipped: %v", err)
+	}
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		t.Skipf("Docker chaos schedule skipped: docker info: %v", err)
+	}
+	tour(t, chaos.Options{Algorithm: "bully", Quorum: 5, Docker: true}, 6*time.Minute)
+}
+
+// tour runs one tour of 5 nodes with o's algorithm, quorum and place, and
+// reports; limit bounds it.
+func tour(t *testing.T, o chaos.Options, limit time.Duration) {
+	t.Helper()
+	o.Binary, o.Nodes, o.Seed, o.Dir, o.Logf = electordBin, 5, seed(t), t.TempDir(), t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	res, err := chaos.Run(ctx, o)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	report(t, res)
 }
 
 // report logs the figures and fails the test on every violation.

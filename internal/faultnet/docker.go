@@ -30,7 +30,7 @@ type dockerDriver struct {
 	image   string
 }
 
-// dockerSubnet is the cluster's network: 10.78.<k>.0/24, k from the pid and
+// dockerSubnet is the cluster's network: 10.78.<k>.0/24 (node i is .10+i), k from the pid and
 // the cluster's sequence number (Docker refuses overlapping networks; setup
 // tries the next k).
 func dockerSubnet(k int) string { return fmt.Sprintf("10.78.%d.", k%250) }
@@ -58,7 +58,7 @@ func (d *dockerDriver) setup(c *Cluster) error {
 		}
 	}
 	for _, nd := range c.Nodes {
-		nd.IP = prefix + strconv.Itoa(nd.ID)
+		nd.IP = prefix + strconv.Itoa(10+nd.ID) // .1 is the gateway
 	}
 	return nil
 }
@@ -111,8 +111,7 @@ func (d *dockerDriver) dataDir(*Cluster, *Node) string { return "/data" }
 func (d *dockerDriver) start(c *Cluster, nd *Node, log *os.File) (proc, error) {
 	name := d.container(c, nd)
 	if nd.starts == 0 {
-		args := append([]string{"create", "--name", name, "--network", d.network, "--ip", nd.IP,
-			"--cap-add", "NET_ADMIN", d.image}, nd.Args...)
+		args := append([]string{"create", "--name", name, "--network", d.network, "--ip", nd.IP, d.image}, nd.Args...)
 		if err := run("docker", args...); err != nil {
 			return nil, err
 		}

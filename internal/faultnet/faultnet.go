@@ -263,9 +263,10 @@ func New(cfg Config) (c *Cluster, err error) {
 		c.tmp = true
 	}
 	live.Store(c, struct{}{})
+	made := c // a failing return sets c to nil
 	defer func() {
 		if err != nil {
-			c.Close()
+			made.Close()
 			c = nil
 		}
 	}()
