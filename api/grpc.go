@@ -41,6 +41,16 @@ const ForwardedKey = "electord-forwarded"
 //     handed to the transport. Exit should stop the gRPC server gracefully
 //     so that the reply reaches the caller.
 //
+// A killed node (electctl kill without --exit, Backend.Kill) answers like a
+// crashed one: GetLeader, Status, Members, WatchLeader (new streams, and
+// open ones at the next change), Resign and Transfer fail with Unavailable
+// and NO LeaderInfo detail, which clients take for an unreachable endpoint,
+// so they move on to their next one. Only Kill and Revive are served, so an
+// operator can revive it (or end it with --exit) through its own endpoint
+// or through another node's forward. The sidecar HTTP endpoint keeps
+// answering (its /leader and /leader/self say no leader, 503; /healthz is
+// about the process, which runs).
+//
 // Errors map to codes: node.ErrUnknownNode → NotFound; node.ErrNotLeader,
 // node.ErrKilled and election.ErrNoCandidate → FailedPrecondition;
 // node.ErrStopped → Unavailable; context errors → DeadlineExceeded or
@@ -165,14 +175,29 @@ func (s *service) unavailable(msg string) error {
 	return st.Err()
 }
 
+// killed is the error of every call but Kill and Revive on a killed node:
+// Unavailable without the LeaderInfo detail, as if the node were down.
+func (s *service) killed() error {
+	if !s.b.Status().Killed {
+		return nil
+	}
+	return status.Errorf(codes.Unavailable, "node %d is killed (electctl kill): it serves only kill and revive until revived", s.b.Self())
+}
+
 // ---- queries ----
 
 func (s *service) GetLeader(context.Context, *electordv1.GetLeaderRequest) (*electordv1.LeaderInfo, error) {
+	if err := s.killed(); err != nil {
+		return nil, err
+	}
 	return LeaderToProto(s.b.Leader()), nil
 }
 
 func (s *service) Status(context.Context, *electordv1.StatusRequest) (*electordv1.StatusResponse, error) {
 	st := s.b.Status()
+	if st.Killed {
+		return nil, s.killed()
+	}
 	return &electordv1.StatusResponse{
 		SelfId:    uint64(st.Self),
 		Algorithm: st.Algorithm,
@@ -182,6 +207,9 @@ func (s *service) Status(context.Context, *electordv1.StatusRequest) (*electordv
 }
 
 func (s *service) Members(context.Context, *electordv1.MembersRequest) (*electordv1.MembersResponse, error) {
+	if err := s.killed(); err != nil {
+		return nil, err
+	}
 	return &electordv1.MembersResponse{Members: membersToProto(s.b.Members())}, nil
 }
 
@@ -206,6 +234,9 @@ func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.Se
 	after := election.Term(req.GetAfterTerm())
 	sub := s.b.Subscribe()
 	defer sub.Close()
+	if err := s.killed(); err != nil {
+		return err
+	}
 
 	var (
 		seq, dropped uint64
@@ -236,6 +267,9 @@ func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.Se
 		case li, ok := <-sub.C():
 			if !ok {
 				return s.unavailable("leader subscription ended (node stopping)")
+			}
+			if err := s.killed(); err != nil {
+				return err
 			}
 			if err := send(li); err != nil {
 				return err
@@ -393,6 +427,9 @@ func (s *service) Revive(ctx context.Context, req *electordv1.ReviveRequest) (*e
 }
 
 func (s *service) Resign(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
+	if err := s.killed(); err != nil {
+		return nil, err
+	}
 	if s.b.Leader().Self {
 		if err := s.b.Resign(ctx); err != nil {
 			return nil, s.statusError(err)
@@ -409,6 +446,9 @@ func (s *service) Resign(ctx context.Context, req *electordv1.ResignRequest) (*e
 }
 
 func (s *service) Transfer(ctx context.Context, req *electordv1.TransferRequest) (*electordv1.CommandResponse, error) {
+	if err := s.killed(); err != nil {
+		return nil, err
+	}
 	id := election.NodeID(req.GetId())
 	if _, err := s.member(id); err != nil {
 		return nil, err
