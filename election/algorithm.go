@@ -43,6 +43,14 @@ type MessageChecker interface {
 	CheckMessage(h Host, m Message) (reason string)
 }
 
+// TickDuer is an optional Algorithm feature for idle nodes: TicksUntilDue
+// says how many Ticks from now the algorithm's own timers may next act (1:
+// the next Tick may; 0: no timer is armed). Smaller than the truth is safe;
+// larger delays a timer. An algorithm without it is asked on every tick.
+type TickDuer interface {
+	TicksUntilDue(h Host) int
+}
+
 // Standing is what an algorithm may know of this node's position.
 type Standing struct {
 	// Role, Leader and LeaderTerm are the leadership this node believes in.

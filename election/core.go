@@ -618,6 +618,60 @@ func (c *core) tickNoLeader() {
 	}
 }
 
+// TicksUntilDue says how many Ticks from now this machine may next act:
+// send a message or change its leadership (1: the next Tick may; 0: no timer
+// is armed). The Ticks before it only advance counters. The instance loop
+// uses it to sleep through idle ticks (node.DueTicker); it errs early, never
+// late, and the simulator checks that after every tick.
+func (c *core) TicksUntilDue() int {
+	due := 0
+	at := func(k int) {
+		k = max(k, 1)
+		if due == 0 || k < due {
+			due = k
+		}
+	}
+	switch c.role {
+	case RoleLeader:
+		lt := uint64(c.cfg.LeaderTimeoutTicks)
+		at(int(lt - (c.now-c.leaseFrom)%lt)) // the re-announcement round
+		if c.majority() > 1 {
+			at(int(min(c.leaseEnd()-min(c.leaseEnd(), c.now), 1<<30)))
+			if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID {
+				at(1)
+			}
+		}
+	case RoleFollower:
+		if c.cfg.Preempt && !c.excluded() && c.majority() <= 1 {
+			if lr, ok := c.rankOf(c.leader); ok && lr.Less(c.self) {
+				at(1)
+			}
+		}
+		at(c.cfg.HeartbeatTicks - c.hbElapsed)
+		at(c.suspectAt - c.sinceAck + 1)
+	case RoleElecting:
+		if c.proposal != 0 {
+			at(c.cfg.ElectionTimeoutTicks - c.proposalAge + 1)
+		}
+	case RoleNoLeader:
+		if !c.bootstrapping || len(c.ringView()) >= c.cfg.BootstrapExpect {
+			k := c.idleWait - c.idle
+			if c.excludeEnd != 0 {
+				k = max(k, int(min(c.excludeEnd-min(c.excludeEnd, c.now), 1<<30)))
+			}
+			at(k)
+		}
+	}
+	if d, ok := c.algo.(TickDuer); ok {
+		if k := d.TicksUntilDue(c.host()); k > 0 {
+			at(k)
+		}
+	} else {
+		at(1)
+	}
+	return due
+}
+
 // bootstrap reports whether this node is a first start that has not yet
 // seen BootstrapExpect members nor known a leader, and so does not campaign
 // on its own. It latches when asked: the first time it finds enough members

@@ -147,6 +147,18 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 	}
 }
 
+// TicksUntilDue implements election.TickDuer: the answer or election timeout.
+func (b *Bully) TicksUntilDue(h election.Host) int {
+	cfg := h.Config()
+	switch b.phase {
+	case awaitAnswer:
+		return max(1, cfg.AnswerTimeoutTicks-b.elapsed+1)
+	case awaitLeader:
+		return max(1, cfg.ElectionTimeoutTicks-b.elapsed+1)
+	}
+	return 0
+}
+
 // Tick implements election.Algorithm.
 func (b *Bully) Tick(h election.Host) {
 	if b.phase == idle {

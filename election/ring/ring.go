@@ -203,6 +203,14 @@ func (r *Ring) Coordinated(h election.Host, m election.Message, accepted bool) {
 	h.Send(m)
 }
 
+// TicksUntilDue implements election.TickDuer: the round's timeout.
+func (r *Ring) TicksUntilDue(h election.Host) int {
+	if !r.active {
+		return 0
+	}
+	return max(1, r.timeout(h)-r.elapsed+1)
+}
+
 // Tick implements election.Algorithm.
 func (r *Ring) Tick(h election.Host) {
 	if !r.active {

@@ -320,8 +320,18 @@ func (s *Sim) Step() error {
 	s.now++
 	s.deliver()
 	for _, n := range s.nodes {
-		if n.up {
-			n.sm.Tick()
+		if !n.up {
+			continue
+		}
+		// The instance loop sleeps through ticks that TicksUntilDue says do
+		// nothing: check that every such tick indeed produces nothing.
+		quiet := false
+		if d, ok := n.sm.(interface{ TicksUntilDue() int }); ok && !n.sm.HasReady() {
+			quiet = d.TicksUntilDue() != 1
+		}
+		n.sm.Tick()
+		if quiet && n.sm.HasReady() {
+			s.Check.fail("node %d acted on a tick its TicksUntilDue said was idle", n.id)
 		}
 	}
 	if s.changed && s.now%uint64(s.opts.GossipEvery) == 0 {
