@@ -226,7 +226,8 @@ func (s *service) Members(context.Context, *electordv1.MembersRequest) (*elector
 // that has not caught up yet (terms never decrease on a node, so once one
 // event passes, all later ones do). An event AT after_term is sent, unlike
 // the "greater than" of the proto comment: within one term the news can be
-// that its leader is gone (a no-leader event keeps the last term), and the
+// that its leader is gone (a no-leader event carries the highest term the
+// node knows, at least its last leader's), and the
 // first event of a resumed stream is the answering node's current view,
 // which the client may compare with what it had.
 func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.ServerStreamingServer[electordv1.LeaderEvent]) error {

@@ -508,7 +508,7 @@ type Event struct {
 // Watch streams leadership changes until ctx ends, then closes the channel.
 // The first event is the current leader as the first answering endpoint
 // sees it. When the stream breaks, Watch tries the endpoints again in
-// order, resuming after the highest term it has delivered (the server then
+// order, resuming after the highest leader term it has delivered (the server then
 // skips views older than that term); after a pass in which no endpoint
 // answered it waits (exponential backoff with jitter) before the next one.
 // Read the channel promptly: while it is not read, the server drops events
@@ -530,7 +530,7 @@ func (c *Client) watch(ctx context.Context, out chan<- Event) {
 		}
 	}
 	var (
-		after   Term // the highest term delivered
+		after   Term // the highest term of a leader delivered
 		streams int  // streams that delivered an event
 		wait    = c.opts.backoffMin
 	)
@@ -592,7 +592,10 @@ func (c *Client) stream(ctx context.Context, ep *endpoint, after *Term, resumed 
 			return n, err
 		}
 		ev := Event{Leader: leaderFromProto(p.GetLeader()), Seq: p.GetSeq(), Dropped: p.GetDropped(), Endpoint: ep.addr, Resumed: resumed && n == 0}
-		if ev.Leader.Term > *after {
+		// Only a leader's term moves the resume point: a no-leader event
+		// carries the highest term its node knows (a campaign's, say), which
+		// the leader finally agreed on may not reach.
+		if ev.Leader.HasLeader() && ev.Leader.Term > *after {
 			*after = ev.Leader.Term
 		}
 		if !emit(ev) {
