@@ -165,7 +165,9 @@ func TestPartitionHealsMembership(t *testing.T) {
 			time.Sleep(3 * time.Second) // held past GossipToTheDeadTime (2s): names forgotten
 
 			c.heal()
-			healed := waitViews(t, nodes, [][]election.NodeID{all, all, all, all, all}, 5*time.Second, "heal")
+			// Goal: within about RejoinEvery + RejoinMaxBackoff (3s, local);
+			// the deadline leaves room for a loaded machine.
+			healed := waitViews(t, nodes, [][]election.NodeID{all, all, all, all, all}, deadline, "heal")
 			t.Logf("every view converged %v after the heal", healed)
 		})
 	}

@@ -40,7 +40,9 @@ const (
 // RejoinEvery, then twice that, up to Preset.RejoinMaxBackoff (with
 // jitter), and at most RejoinPerRound joins are in flight, so members gone
 // for good cost little. A member away longer than ForgetKnownAfter is
-// dropped. It stops at Shutdown. Call it at most once.
+// dropped. A seed address that is no member's gossip address (a load
+// balancer in front of the nodes) is joined every round. It stops at
+// Shutdown. Call it at most once.
 func (m *Membership) RetryJoin() {
 	preset, _ := presetByName(m.cfg.Preset)
 	retryJoin{m: m, seeds: m.cfg.Join, log: m.log, retry: RetryJoinEvery,
@@ -228,7 +230,7 @@ func (r retryJoin) done(state map[string]*backoff, res joinResult) {
 	}
 	b.inFlight = false
 	if res.err == nil {
-		r.log.Info("joined a missing member again", "addr", res.addr)
+		r.log.Debug("joined a missing member again", "addr", res.addr)
 		delete(state, res.addr)
 		return
 	}
