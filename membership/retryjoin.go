@@ -16,6 +16,10 @@ import (
 const (
 	// RetryJoinEvery is how often seeds are tried until one answers.
 	RetryJoinEvery = 500 * time.Millisecond
+	// RetryJoinWarnAfter is how long seeds may not answer before it is
+	// logged as a warning: nodes started together (a dev cluster, a
+	// StatefulSet) find their seeds down for a moment.
+	RetryJoinWarnAfter = 5 * time.Second
 	// RejoinPerRound bounds the joins in flight at once, so a node that
 	// knew many members, now unreachable, does bounded work per round.
 	RejoinPerRound = 8
@@ -151,11 +155,10 @@ type joinResult struct {
 // start makes the first attempt now, then retries in a goroutine that ends
 // when stop is closed.
 func (r retryJoin) start(stop <-chan struct{}) {
+	began := time.Now()
 	joined := len(r.seeds) == 0 || r.try()
-	if !joined {
-		r.log.Warn("no gossip seed answered yet; retrying every "+r.retry.String(), "join", r.seeds)
-	}
 	go func() {
+		warned := false
 		state := map[string]*backoff{}
 		results := make(chan joinResult, r.perRound)
 		inFlight := 0
@@ -179,6 +182,10 @@ func (r retryJoin) start(stop <-chan struct{}) {
 					r.log.Info("joined gossip through a seed", "join", r.seeds)
 					timer.Reset(r.jitter(r.rejoin))
 				} else {
+					if !warned && time.Since(began) >= RetryJoinWarnAfter {
+						warned = true
+						r.log.Warn("no gossip seed answered for "+RetryJoinWarnAfter.String()+"; still retrying every "+r.retry.String(), "join", r.seeds)
+					}
 					timer.Reset(r.retry)
 				}
 				continue
