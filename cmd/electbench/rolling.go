@@ -17,8 +17,10 @@ package main
 // during which no running node reports that it leads (the /leader/self 200s
 // of the cluster). For a leader's SIGTERM it reports that gap and the time
 // from the signal until every survivor agrees on the new leader; for a roll,
-// the leaderless time summed over the whole roll and the number of moments
-// two nodes claimed at once.
+// the leaderless time summed over the whole roll; for both, the number of
+// samples at which two nodes claimed at once (printed in the ms columns).
+// An old leader that keeps claiming while it leaves shows as double claims
+// and a long time until survivors agree, not as a leaderless gap.
 
 import (
 	"flag"
@@ -85,9 +87,19 @@ func rolling(args []string) error {
 var gracefulRows = []string{
 	"leader SIGTERM: leaderless gap",
 	"leader SIGTERM: until survivors agree",
+	"leader SIGTERM: double claims (sampled moments)",
 	"rolling restart: leaderless in total",
 	"rolling restart: double claims (sampled moments)",
 }
+
+// The rows by name.
+const (
+	rowTermGap = iota
+	rowTermAgree
+	rowTermDouble
+	rowRollGap
+	rowRollDouble
+)
 
 // claims samples the cluster: how long no running node claimed to lead, and
 // at how many samples two or more did.
@@ -208,15 +220,17 @@ func measureGraceful(c *cluster, terms, rolls int) (map[string]*result, error) {
 		go func() { c.terminate(leader); close(done) }()
 		_, at, err := c.waitAgreed(10*time.Second, func(v *pb.LeaderInfo) bool { return v.Id != old.Id && v.Term > old.Term })
 		if err != nil {
-			res[gracefulRows[1]].failed++
-			res[gracefulRows[0]].failed++
+			for _, r := range []int{rowTermGap, rowTermAgree, rowTermDouble} {
+				res[gracefulRows[r]].failed++
+			}
 			logf("SIGTERM %d: %v", i+1, err)
 		} else {
 			<-done
-			gap, _ := cl.read()
-			res[gracefulRows[0]].s = append(res[gracefulRows[0]].s, gap)
-			res[gracefulRows[1]].s = append(res[gracefulRows[1]].s, at.Sub(t0))
-			logf("SIGTERM %d: leader %d, leaderless %s ms, survivors agree after %s ms", i+1, old.Id, ms(gap), ms(at.Sub(t0)))
+			gap, double := cl.read()
+			res[gracefulRows[rowTermGap]].s = append(res[gracefulRows[rowTermGap]].s, gap)
+			res[gracefulRows[rowTermAgree]].s = append(res[gracefulRows[rowTermAgree]].s, at.Sub(t0))
+			res[gracefulRows[rowTermDouble]].s = append(res[gracefulRows[rowTermDouble]].s, time.Duration(double)*time.Millisecond)
+			logf("SIGTERM %d: leader %d, leaderless %s ms, survivors agree after %s ms, %d double-claim samples", i+1, old.Id, ms(gap), ms(at.Sub(t0)), double)
 		}
 		<-done
 		if err := c.start(leader); err != nil {
@@ -257,11 +271,11 @@ func measureGraceful(c *cluster, terms, rolls int) (map[string]*result, error) {
 		}
 		logf("roll %d: leaderless ms by node (while stopping + while restarting): %s", i+1, strings.Join(steps, ", "))
 		if failed {
-			res[gracefulRows[2]].failed++
+			res[gracefulRows[rowRollGap]].failed++
 			continue
 		}
-		res[gracefulRows[2]].s = append(res[gracefulRows[2]].s, none)
-		res[gracefulRows[3]].s = append(res[gracefulRows[3]].s, time.Duration(double)*time.Millisecond)
+		res[gracefulRows[rowRollGap]].s = append(res[gracefulRows[rowRollGap]].s, none)
+		res[gracefulRows[rowRollDouble]].s = append(res[gracefulRows[rowRollDouble]].s, time.Duration(double)*time.Millisecond)
 		logf("roll %d: leaderless %s ms in total, %d double-claim samples", i+1, ms(none), double)
 	}
 	return res, nil
