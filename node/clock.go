@@ -24,8 +24,9 @@ type DueTicker interface {
 // maxIdleTicks bounds a sleep when the machine has no timer armed.
 const maxIdleTicks = 100
 
-// maxCatchUp bounds the ticks applied at once after the loop fell behind
-// (100 s at the default period); beyond it the rest are dropped.
+// maxCatchUp bounds the ticks a catchAll clock applies at once after the
+// loop fell behind (100 s at the default period); beyond it the rest are
+// dropped.
 const maxCatchUp = 10000
 
 // tickClock drives the state machine's Tick. A machine that is not a
@@ -33,11 +34,15 @@ const maxCatchUp = 10000
 // is ticked only when a tick is due: the loop sleeps until then, and before
 // any other call on the machine the ticks that have elapsed are applied
 // (never the due one), so the machine's counters are what per-period ticking
-// would have made them. A loop that falls behind (a pause, SIGSTOP, a
-// starved process) applies every tick it missed when it runs again, up to
-// maxCatchUp: the machine's clock keeps up with the wall clock, so a leader
-// whose quorum lease ran out while it was paused steps down before it does
-// anything else, and the lease's end by the wall clock (tickWall) is right.
+// would have made them. A loop that falls behind by more than a period (a
+// pause, SIGSTOP, a starved process) drops the ticks it missed, as a
+// time.Ticker does, so a starved follower does not suspect its leader
+// before it reads the answers waiting for it; but while catchAll says so (a
+// quorum-mode leader) it applies every tick it missed, up to maxCatchUp: its
+// clock keeps up with the wall clock, so a lease that ran out while it was
+// paused ends before it does anything else, and the lease's end by the wall
+// clock (tickWall) is right. (A follower's dropped ticks only lengthen its
+// promises, which is safe.)
 type tickClock struct {
 	period time.Duration
 	ticker *time.Ticker // periodic mode
@@ -48,6 +53,8 @@ type tickClock struct {
 	ahead  int       // due mode: the timer fires this many ticks after last
 	// ticking: the ticker runs (periodic mode).
 	ticking bool
+	// catchAll, when set and true, makes fire apply every missed tick.
+	catchAll func() bool
 }
 
 func newTickClock(period time.Duration) *tickClock {
@@ -96,14 +103,16 @@ func (c *tickClock) fire() {
 	if c.due == nil {
 		k = 1
 	}
-	k = max(k, min(int(time.Since(c.last)/c.period), maxCatchUp))
+	if c.catchAll != nil && c.catchAll() {
+		k = max(k, min(int(time.Since(c.last)/c.period), maxCatchUp))
+	}
 	for range k {
 		c.inner.Tick()
 	}
 	c.last = c.last.Add(time.Duration(k) * c.period)
 	c.ahead = 0
-	if now := time.Now(); now.Sub(c.last) > maxCatchUp*c.period {
-		c.last = now // too far behind: drop the rest
+	if now := time.Now(); now.Sub(c.last) > c.period {
+		c.last = now // fell behind: drop the missed ticks
 	}
 }
 

@@ -68,22 +68,20 @@ func TestTickClockPeriodicWithoutDueTicker(t *testing.T) {
 	if _, ok := sm.(*clocked); ok {
 		t.Fatal("a machine without TicksUntilDue was wrapped")
 	}
-	start := time.Now()
 	w := run(t, c, sm, 200*time.Millisecond, time.Hour)
-	periods := int(time.Since(start) / (2 * time.Millisecond))
-	// One tick a wakeup, and a wakeup that came late applies the ticks it
-	// missed: the machine's clock keeps up with the wall clock.
-	if w < 50 || m.now < w || m.now > periods+1 || m.now < periods-2 {
-		t.Errorf("periodic mode: %d wakeups, %d ticks in %d periods; want a tick per period and at least one per wakeup", w, m.now, periods)
+	if w < 50 || m.now != w {
+		t.Errorf("periodic mode: %d wakeups, %d ticks; want one tick a wakeup, about 100", w, m.now)
 	}
 }
 
 // TestTickClockCatchesUpAfterAPause: a loop that could not run for a while
 // (SIGSTOP, a starved process) applies every tick it missed on its next
-// wakeup, so a quorum leader's lease that ran out meanwhile is seen to have.
+// wakeup while catchAll says so (a quorum-mode leader), so a lease that ran
+// out meanwhile is seen to have; otherwise it drops them.
 func TestTickClockCatchesUpAfterAPause(t *testing.T) {
 	m := &dueMachine{every: 5}
 	c := newTickClock(2 * time.Millisecond)
+	c.catchAll = func() bool { return true }
 	sm := c.wrap(plain{m: m})
 	c.start()
 	defer c.stop()

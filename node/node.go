@@ -132,6 +132,12 @@ type Node struct {
 	hub      hub
 	stopped  chan struct{}
 	counters Counters
+	// leaseUntil (quorum mode): until when, by the wall clock in Unix
+	// nanoseconds, this node may claim leadership; 0 when it may not.
+	leaseUntil atomic.Int64
+	// leading (quorum mode): this node led at the last updateLease; its
+	// clock then applies every tick it missed (see tickClock).
+	leading atomic.Bool
 }
 
 // Counters are the node's event counts, for metrics and tests.
@@ -164,6 +170,9 @@ func New(cfg Config) (*Node, error) {
 		stopped:      make(chan struct{}),
 		handoverLost: make(chan struct{}, 1),
 		clock:        newTickClock(cfg.Tick),
+	}
+	if cfg.Quorum > 0 {
+		n.clock.catchAll = n.leading.Load
 	}
 	if err := n.startMachine(); err != nil {
 		return nil, err
@@ -275,6 +284,7 @@ func (n *Node) Run(ctx context.Context) error {
 			c()
 		}
 		n.process(reply, replyTo)
+		n.updateLease()
 		n.clock.arm()
 	}
 }
@@ -494,8 +504,38 @@ func (n *Node) Self() election.NodeID { return n.cfg.Self.ID }
 // Leader is who leads, as this node sees it.
 func (n *Node) Leader() LeaderInfo {
 	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.leader
+	li := n.leader
+	n.mu.RUnlock()
+	if li.Self && !n.leaseHeld() {
+		// Quorum mode: the lease ran out by the wall clock, although the
+		// loop (paused, starved) has not stepped down yet. Claim nothing.
+		li = LeaderInfo{State: StateNoLeader, Term: li.Term}
+	}
+	return li
+}
+
+// leaseHeld reports whether this node may claim leadership now: always
+// outside quorum mode; in quorum mode only before its lease's end by the
+// wall clock, checked on every call.
+func (n *Node) leaseHeld() bool {
+	return n.cfg.Quorum == 0 || time.Now().UnixNano() < n.leaseUntil.Load()
+}
+
+// updateLease publishes, in quorum mode, the wall-clock end of this node's
+// lease: the state machine's lease end in ticks, counted from when its
+// clock's last tick fell due (never later than when the lease's ticks
+// really began, so the estimate errs early).
+func (n *Node) updateLease() {
+	if n.cfg.Quorum == 0 {
+		return
+	}
+	var until int64
+	st := n.sm.Status()
+	n.leading.Store(st.Role == election.RoleLeader)
+	if st.Role == election.RoleLeader && st.LeaseEnd > st.Now && !n.killed && !n.leaving {
+		until = n.clock.tickWall().Add(time.Duration(st.LeaseEnd-st.Now) * n.cfg.Tick).UnixNano()
+	}
+	n.leaseUntil.Store(until)
 }
 
 // Status is this node's view of the cluster.

@@ -63,6 +63,7 @@ type cluster struct {
 	cancel map[election.NodeID]context.CancelFunc
 	dirs   map[election.NodeID]string
 	algo   string
+	quorum int
 }
 
 func newCluster(t *testing.T, algo string, n int) *cluster {
@@ -91,7 +92,7 @@ func (c *cluster) start(id election.NodeID) *Node {
 	self := Meta{ID: id, Name: fmt.Sprintf("n%d", id), PeerAddr: fmt.Sprintf("mem:%d", id), APIAddr: fmt.Sprintf("api:%d", id)}
 	l := &transport.LateReceiver{}
 	tr := c.net.Join(id, l)
-	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr,
+	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Quorum: c.quorum,
 		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
 	if err != nil {
 		c.t.Fatal(err)
@@ -309,5 +310,43 @@ func TestTermStoreWritesAReserve(t *testing.T) {
 	// Beyond the reserve it writes again.
 	if err := r.Save(election.NextTerm(got, 1)); err != nil || r.Writes != 1 {
 		t.Fatalf("beyond the reserve: %v, %d writes", err, r.Writes)
+	}
+}
+
+// TestQuorumLeaderStopsClaimingWhenItsLoopStalls: in quorum mode a leader
+// whose loop cannot run (a pause, a starved process) must stop claiming
+// leadership by the wall clock when its lease runs out, before its state
+// machine gets the chance to notice, since a new leader may be elected by
+// then. Without the wall-clock check, Leader() kept saying Self for as long
+// as the loop was stalled.
+func TestQuorumLeaderStopsClaimingWhenItsLoopStalls(t *testing.T) {
+	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
+		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{},
+		algo: "bully", quorum: 3}
+	for i := 1; i <= 3; i++ {
+		c.start(election.NodeID(i))
+	}
+	t.Cleanup(func() {
+		for id := range c.cancel {
+			c.stop(id)
+		}
+	})
+	li := c.agree(10*time.Second, 0)
+	leader := c.nodes[li.ID]
+	if !leader.Leader().Self {
+		t.Fatalf("leader %d does not claim leadership: %+v", li.ID, leader.Leader())
+	}
+	// Stall the leader's loop for well over a lease (200ms by default).
+	stalled := make(chan struct{})
+	release := make(chan struct{})
+	go leader.do(context.Background(), func() error { close(stalled); <-release; return nil })
+	<-stalled
+	defer close(release)
+	deadline := time.Now().Add(2 * time.Second)
+	for leader.Leader().Self {
+		if time.Now().After(deadline) {
+			t.Fatalf("leader %d still claims leadership 2s into a stalled loop; its lease is 200ms", li.ID)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
 }
