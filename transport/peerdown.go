@@ -88,8 +88,8 @@ func (t *GRPC) peerDown(err error, addr string) error {
 }
 
 // watch follows conn's connectivity state while it lives. When an
-// established connection drops (Ready to Idle or TransientFailure: the
-// peer reset or closed it) it probes the peer's address at once instead of
+// established connection drops (Ready to any other state: the peer reset
+// or closed it) it probes the peer's address at once instead of
 // waiting for the next message to fail; a refused probe is reported as a
 // failed heartbeat to the peer, wrapped in ErrPeerDown. It ends when conn
 // is closed.
@@ -104,7 +104,7 @@ func (l *grpcLink) watch(conn *grpc.ClientConn, id election.NodeID, addr string)
 		if ns == connectivity.Shutdown {
 			return
 		}
-		if s == connectivity.Ready && (ns == connectivity.Idle || ns == connectivity.TransientFailure) &&
+		if s == connectivity.Ready && ns != connectivity.Ready &&
 			probeRefused(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
 			t.peersDown.Add(1)
 			t.cfg.Receiver.Failed(election.Message{Type: election.MsgHeartbeat, From: t.cfg.Self, To: id},
