@@ -104,6 +104,9 @@ func TestPresets(t *testing.T) {
 				}
 			}
 		}
+		if p.RejoinEvery <= 0 || p.RejoinMaxBackoff < p.RejoinEvery {
+			t.Errorf("%s: RejoinEvery %v, RejoinMaxBackoff %v", p.Name, p.RejoinEvery, p.RejoinMaxBackoff)
+		}
 		if mc.ProbeTimeout >= mc.ProbeInterval {
 			t.Errorf("%s: ProbeTimeout %v not below ProbeInterval %v", p.Name, mc.ProbeTimeout, mc.ProbeInterval)
 		}
