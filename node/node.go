@@ -662,8 +662,9 @@ func (n *Node) Handover(ctx context.Context, wait time.Duration) (election.NodeI
 }
 
 // Kill makes the node crash-stop as far as its peers can tell: it stops
-// answering them, stops its state machine and leaves gossip. The process,
-// its API and its persisted term stay.
+// answering them, stops its state machine and leaves gossip. The process
+// and its persisted term stay; its client API answers Unavailable except to
+// Kill and Revive (see api), so clients move on to another endpoint.
 func (n *Node) Kill(ctx context.Context) error {
 	return n.do(ctx, func() error {
 		n.kill(true)
