@@ -220,21 +220,12 @@ func failover(args []string) error {
 		return err
 	}
 	defer cleanup()
-	w := io.Writer(os.Stdout)
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = io.MultiWriter(os.Stdout, f)
+	pr, config, closeOut, err := report(*out, *cf.extra)
+	if err != nil {
+		return err
 	}
-	pr := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	defer closeOut()
 	algos := strings.Split(*cf.algos, ",")
-	config := "default config"
-	if *cf.extra != "" {
-		config = "default config + `" + *cf.extra + "`"
-	}
 
 	side := len(bins) > 1 || *rounds > 1
 	if side {

@@ -25,7 +25,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -47,16 +46,11 @@ func rolling(args []string) error {
 		return err
 	}
 	defer cleanup()
-	w := io.Writer(os.Stdout)
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = io.MultiWriter(os.Stdout, f)
+	pr, _, closeOut, err := report(*out, "")
+	if err != nil {
+		return err
 	}
-	pr := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	defer closeOut()
 	pr("# electbench rolling\n\n`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %d electord processes, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), *cf.nodes, loadavg())
 	for _, b := range bins {
