@@ -400,15 +400,8 @@ func (c *core) stepHeartbeatResp(m Message) {
 		c.follow(m.Leader, m.Term)
 	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
 		// Someone saw a newer leadership whose leader it no longer knows:
-		// lead on above it rather than be refused forever. In quorum mode
-		// that newer leadership had a majority once, so stop claiming and
-		// ask a majority again.
+		// lead on above it rather than be refused forever (see reassert).
 		c.observeTerm(m.Term)
-		if c.majority() > 1 {
-			c.stepDown()
-			c.propose(NextTerm(c.term, c.cfg.ID))
-			break
-		}
 		c.reassert()
 	case c.role != RoleFollower || m.From != c.leader:
 		// Late or unsolicited: nothing to do.
@@ -824,12 +817,15 @@ func (c *core) Status() Status {
 // reassert has a sitting leader announce itself again at a new term, above
 // every term seen: bully's leader does it when a lower node runs an election
 // while it leads, and any leader told of a newer term whose leader is gone.
-// In quorum mode a new term would need a majority again, so the leader
-// announces its current leadership instead (a lower node accepts it: its
-// election term is not a leadership).
+// A node that campaigned or followed at a higher term then follows it, at a
+// term no lower than it saw. In quorum mode only a leader whose lease still
+// holds does so: it counts a majority now, so no other node can (promises
+// are given to one node at a time), and a new term continues the same
+// claim. A leader whose lease is gone steps down and proposes instead.
 func (c *core) reassert() {
-	if c.majority() > 1 {
-		c.broadcast(Message{Type: MsgCoordinator, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
+	if c.majority() > 1 && c.now >= c.leaseEnd() {
+		c.stepDown()
+		c.propose(NextTerm(c.term, c.cfg.ID))
 		return
 	}
 	t := NextTerm(c.term, c.cfg.ID)
