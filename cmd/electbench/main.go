@@ -129,6 +129,32 @@ func commonFlags(fs *flag.FlagSet) common {
 	}
 }
 
+// sideBySide is what a command that measures binaries side by side opens:
+// the binaries, the report's writer and config line, and the algorithms.
+type sideBySide struct {
+	bins   []binary
+	pr     func(string, ...any)
+	config string
+	algos  []string
+	close  func()
+}
+
+// open finds (or builds) the binaries and opens the report (stdout, and out
+// when set); call close when done.
+func (c common) open(out string) (*sideBySide, error) {
+	bins, cleanup, err := binaries(*c.bin)
+	if err != nil {
+		return nil, err
+	}
+	pr, config, closeOut, err := report(out, *c.extra)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	return &sideBySide{bins: bins, pr: pr, config: config, algos: strings.Split(*c.algos, ","),
+		close: func() { closeOut(); cleanup() }}, nil
+}
+
 // setup parses args and finds (or builds) electord; call cleanup when done.
 func setup(fs *flag.FlagSet, args []string, c common) (path string, cleanup func(), err error) {
 	fs.Parse(args)
@@ -215,17 +241,12 @@ func failover(args []string) error {
 	rounds := fs.Int("rounds", 1, "measure every binary this many times, alternating binaries round by round (A, B, A, B, ...)")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
-	bins, cleanup, err := binaries(*cf.bin)
+	sb, err := cf.open(*out)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	pr, config, closeOut, err := report(*out, *cf.extra)
-	if err != nil {
-		return err
-	}
-	defer closeOut()
-	algos := strings.Split(*cf.algos, ",")
+	defer sb.close()
+	bins, pr, config, algos := sb.bins, sb.pr, sb.config, sb.algos
 
 	side := len(bins) > 1 || *rounds > 1
 	if side {

@@ -41,16 +41,12 @@ func rolling(args []string) error {
 	rolls := fs.Int("rolls", 3, "rolling restarts of every node per algorithm")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
-	bins, cleanup, err := binaries(*cf.bin)
+	sb, err := cf.open(*out)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	pr, _, closeOut, err := report(*out, "")
-	if err != nil {
-		return err
-	}
-	defer closeOut()
+	defer sb.close()
+	bins, pr := sb.bins, sb.pr
 	pr("# electbench rolling\n\n`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %d electord processes, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), *cf.nodes, loadavg())
 	for _, b := range bins {
@@ -58,7 +54,7 @@ func rolling(args []string) error {
 	}
 	pr("\n| binary | algorithm | measurement | samples | p50 ms | p99 ms | max ms | failed |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 	for _, b := range bins {
-		for _, algo := range strings.Split(*cf.algos, ",") {
+		for _, algo := range sb.algos {
 			logf("%s, %s", b.label, algo)
 			c, err := startCluster(b.path, algo, *cf.nodes, strings.Fields(*cf.extra), logf)
 			if err != nil {

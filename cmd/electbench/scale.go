@@ -192,17 +192,12 @@ func idle(args []string) error {
 	rounds := fs.Int("rounds", 1, "fresh clusters, measured again, this many times")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
-	bins, cleanup, err := binaries(*cf.bin)
+	sb, err := cf.open(*out)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	pr, config, closeOut, err := report(*out, *cf.extra)
-	if err != nil {
-		return err
-	}
-	defer closeOut()
-	algos := strings.Split(*cf.algos, ",")
+	defer sb.close()
+	bins, pr, config, algos := sb.bins, sb.pr, sb.config, sb.algos
 	pr("# electbench idle: CPU of idle electord processes\n\n")
 	pr("`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %s/%s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg())
