@@ -26,7 +26,9 @@ type Subscription interface {
 type Backend interface {
 	Self() election.NodeID
 	Leader() node.LeaderInfo
-	Subscribe() Subscription
+	// Subscribe opens a watch; see LimitWatchers for the error a bounded
+	// backend returns.
+	Subscribe() (Subscription, error)
 	Status() node.StatusInfo
 	Members() []node.MemberInfo
 	// Kill makes this node crash-stop as its peers see it: it stops

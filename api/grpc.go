@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -80,18 +79,21 @@ const (
 // (clients of package client ping every 30 s; grpc-go's default policy
 // would close their connections). opts are appended.
 func NewGRPCServer(b Backend, opts ...grpc.ServerOption) *grpc.Server {
-	all := []grpc.ServerOption{
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingTime, Timeout: serverPingTimeout}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: serverMinClientPing, PermitWithoutStream: true}),
-	}
-	s := grpc.NewServer(append(all, opts...)...)
-	RegisterElector(s, b)
-	return s
+	return NewLimitedGRPCServer(b, Limits{}, opts...)
+}
+
+// NewLimitedGRPCServer is NewGRPCServer with the bounds of l (zero fields:
+// the defaults): streams per connection, request size, header list size,
+// handshake and idle timeouts. Watches are bounded by wrapping b with
+// LimitWatchers; connections, by serving a LimitListener.
+func NewLimitedGRPCServer(b Backend, l Limits, opts ...grpc.ServerOption) *grpc.Server {
+	return NewSecureGRPCServer(b, l, nil, opts...)
 }
 
 type service struct {
 	electordv1.UnimplementedElectorServer
-	b Backend
+	b   Backend
+	sec *Security // nil: plaintext, forwards too
 }
 
 // ---- conversions ----
@@ -233,11 +235,17 @@ func (s *service) Members(context.Context, *electordv1.MembersRequest) (*elector
 func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.ServerStreamingServer[electordv1.LeaderEvent]) error {
 	ctx := stream.Context()
 	after := election.Term(req.GetAfterTerm())
-	sub := s.b.Subscribe()
-	defer sub.Close()
 	if err := s.killed(); err != nil {
 		return err
 	}
+	sub, err := s.b.Subscribe()
+	if errors.Is(err, ErrTooManyWatchers) {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	if err != nil {
+		return s.statusError(err)
+	}
+	defer sub.Close()
 
 	var (
 		seq, dropped uint64
@@ -322,12 +330,19 @@ func (s *service) forward(ctx context.Context, what string, id election.NodeID, 
 	if addr == "" {
 		return nil, s.unavailable(fmt.Sprintf("%s: node %d has no known api address", what, id))
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if s.sec != nil {
+		creds = s.sec.forwardCredentials()
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, s.unavailable(fmt.Sprintf("%s: node %d at %s: %v", what, id, addr, err))
 	}
 	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, ForwardedKey, fmt.Sprint(s.b.Self()))
+	if caller, err := callerIdentity(ctx); err == nil {
+		ctx = metadata.AppendToOutgoingContext(ctx, ForwardedForKey, caller.String())
+	}
 	resp, err := call(ctx, electordv1.NewElectorClient(conn))
 	if err == nil {
 		return resp, nil

@@ -51,7 +51,7 @@ type httpHandler struct {
 //	GET /watch        Server-Sent Events: "event: leader" with the /leader JSON as data,
 //	                  the current state at once and then every change; a comment every 15 s
 //	GET /             {"name": "<leader name>"} (the Kubernetes leader-elector sidecar's answer)
-//	GET /healthz      200 "ok"
+//	GET /healthz      200 "ok", or 503 and the reason the node takes no part in elections
 //
 // HEAD is accepted wherever GET is. Another method is 405 with an Allow
 // header; an unknown path is 404 with a JSON error.
@@ -143,6 +143,12 @@ func (h *httpHandler) root(w http.ResponseWriter, _ *http.Request) {
 
 func (h *httpHandler) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if fault := h.b.Status().Fault; fault != "" {
+		// The node takes no part in elections (a term it cannot persist).
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(fault + "\n"))
+		return
+	}
 	_, _ = w.Write([]byte("ok\n"))
 }
 
@@ -158,7 +164,14 @@ func (h *httpHandler) watch(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	sub := h.b.Subscribe()
+	sub, err := h.b.Subscribe()
+	if err != nil {
+		hdr.Del("Content-Type")
+		hdr.Del("Cache-Control")
+		hdr.Del("X-Accel-Buffering")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
 	defer sub.Close()
 
 	// write renews the write deadline (the server's WriteTimeout would end

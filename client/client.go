@@ -14,6 +14,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -25,12 +26,14 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
+	"github.com/electord/electord/security"
 )
 
 // NodeID names a node (election.NodeID).
@@ -112,6 +115,8 @@ type options struct {
 	backoffMax  time.Duration
 	keepalive   time.Duration
 	dialOpts    []grpc.DialOption
+	tls         *tls.Config
+	tlsFiles    *security.Files
 }
 
 // Option configures a Client.
@@ -137,14 +142,31 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }
 
+// WithTLS connects over TLS with cfg (a cluster with TLS material refuses
+// plaintext). Build cfg with security.Material.ClientConfig, or use
+// WithTLSFiles.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithTLSFiles connects over TLS: caFile is the cluster CA (PEM) the nodes'
+// certificates must chain to, certFile and keyFile the client's certificate
+// (spiffe://<cluster>/client/<name>, or /admin/<name> for Kill, Revive,
+// Resign and Transfer) and key; certFile and keyFile may be empty (the
+// server will then refuse the call). The files are re-read when they change
+// on disk, until Close. The server's certificate must match the endpoint
+// dialed and name a node of the CA's cluster.
+func WithTLSFiles(caFile, certFile, keyFile string) Option {
+	return func(o *options) { o.tlsFiles = &security.Files{CA: caFile, Cert: certFile, Key: keyFile} }
+}
+
 // ErrClosed is returned by calls on a closed Client.
 var ErrClosed = errors.New("client: closed")
 
 // Client talks to an electord cluster through a list of endpoints. It is
 // safe for concurrent use.
 type Client struct {
-	opts options
-	eps  []*endpoint
+	opts     options
+	eps      []*endpoint
+	material *security.Material // WithTLSFiles: closed by Close
 
 	mu     sync.Mutex
 	closed bool
@@ -177,8 +199,20 @@ func NewWithOptions(endpoints []string, opts ...Option) (*Client, error) {
 	if o.backoffMin <= 0 || o.backoffMax < o.backoffMin {
 		return nil, fmt.Errorf("client: backoff bounds %v..%v: need 0 < min <= max", o.backoffMin, o.backoffMax)
 	}
+	creds := insecure.NewCredentials()
+	var material *security.Material
+	if o.tlsFiles != nil {
+		m, err := security.Load(*o.tlsFiles, security.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		material, o.tls = m, m.ClientConfig()
+	}
+	if o.tls != nil {
+		creds = credentials.NewTLS(o.tls)
+	}
 	dial := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		// Reconnect soon after a node comes back; grpc's default waits up to 2 min.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{BaseDelay: o.backoffMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: o.backoffMax},
@@ -194,7 +228,7 @@ func NewWithOptions(endpoints []string, opts ...Option) (*Client, error) {
 		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.keepalive, Timeout: o.keepalive / 3}))
 	}
 	dial = append(dial, o.dialOpts...)
-	c := &Client{opts: o}
+	c := &Client{opts: o, material: material}
 	for _, addr := range endpoints {
 		addr = strings.TrimSpace(addr)
 		if addr == "" {
@@ -229,6 +263,9 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	if c.material != nil {
+		c.material.Close()
+	}
 	var errs []error
 	for _, ep := range c.eps {
 		errs = append(errs, ep.conn.Close())

@@ -45,23 +45,101 @@ type Config struct {
 	PeerWorkers       int           `mapstructure:"peer-workers"`
 	Tick              time.Duration `mapstructure:"tick"`
 	LogLevel          string        `mapstructure:"log-level"`
+
+	// Limits (issue 11); 0 takes the default.
+	MaxConns         int           `mapstructure:"max-conns"`
+	MaxStreams       int           `mapstructure:"max-streams"`
+	PeerMaxStreams   int           `mapstructure:"peer-max-streams"`
+	MaxWatchers      int           `mapstructure:"max-watchers"`
+	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
+	IdleTimeout      time.Duration `mapstructure:"idle-timeout"`
+
+	// Security (issue 12); see docs/SECURITY.md.
+	Cluster       string `mapstructure:"cluster"`
+	TLSCert       string `mapstructure:"tls-cert"`
+	TLSKey        string `mapstructure:"tls-key"`
+	TLSCA         string `mapstructure:"tls-ca"`
+	HTTPTLS       bool   `mapstructure:"http-tls"`
+	GossipKeyFile string `mapstructure:"gossip-key-file"`
+	GossipLabel   string `mapstructure:"gossip-label"`
+	Insecure      bool   `mapstructure:"insecure"`
+}
+
+// TLS reports whether TLS material is configured.
+func (c Config) TLS() bool { return c.TLSCert != "" || c.TLSKey != "" || c.TLSCA != "" }
+
+// Exposed lists the keys of the peer, gossip and api addresses that are
+// not loopback: a node with one needs TLS and a gossip key, or insecure.
+func (c Config) Exposed() []string {
+	var out []string
+	for _, a := range []struct{ key, val string }{{"peer-addr", c.PeerAddr}, {"gossip-addr", c.GossipAddr}, {"api-addr", c.APIAddr}} {
+		if !loopback(a.val) {
+			out = append(out, a.key+" "+a.val)
+		}
+	}
+	return out
+}
+
+// loopback reports whether a host:port binds loopback only.
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Defaults, each with the reason for its value.
 const (
-	// DefaultHeartbeatInterval: followers check the leader 20 times a second;
-	// on loopback a heartbeat costs about 100µs of CPU per pair.
-	DefaultHeartbeatInterval = 50 * time.Millisecond
-	// DefaultHeartbeatTimeout: five missed heartbeats before suspecting the
-	// leader. With the jitter (a quarter of it) and the election, a crash
-	// fails over in about 0.3 s, under the 500 ms target, while a CPU-starved
-	// node still has 250 ms of slack before it raises a false alarm.
-	DefaultHeartbeatTimeout = 250 * time.Millisecond
+	// DefaultHeartbeatInterval: followers check the leader 5 times a second.
+	// An idle node's CPU is its wakeups, and a heartbeat round trip (a
+	// grpc-go unary call and the node's answer) is most of them: at 50ms a
+	// follower cost 1.1-2.2% of a core, at 200ms 0.4% (docs/BENCHMARKS.md,
+	// "Idle cost and scale"), which is what 128 nodes on 2 cores need. A
+	// crashed leader is not found by missed heartbeats any more but by its
+	// refused connection (transport.ErrPeerDown, tens of milliseconds), so
+	// the interval only bounds how soon a silent leader is noticed.
+	DefaultHeartbeatInterval = 200 * time.Millisecond
+	// DefaultHeartbeatTimeout: three missed heartbeats before suspecting a
+	// silent leader (host down, paused, cut off), the least quorum mode
+	// allows (lease = timeout - interval = 400ms, two heartbeats). The
+	// trade-off: a silent leader is suspected after 0.6-0.75s (timeout plus a
+	// jitter of up to a quarter of it) instead of 0.25-0.31s; with the
+	// election, 5 nodes measured 0.6-0.7s for bully and 1.1-1.7s for ring
+	// (0.8-1.2s and 6-7s at 50ms/250ms, when messages waited behind the
+	// silent leader's queued heartbeats). A CPU-starved node has 600ms of
+	// slack instead of 250ms before it raises a false alarm.
+	// Kept at 600ms, not more, so that timeout plus jitter stays under a
+	// second: how long a cut-off follower may still name its old leader.
+	DefaultHeartbeatTimeout = 600 * time.Millisecond
 	// DefaultPeerServer is the inbound peer server; see docs/BENCHMARKS.md
 	// ("Peer servers") for the measurements behind the choice.
 	DefaultPeerServer = "lf"
 	// DefaultTick is the instance loop's clock; timeouts are rounded up to it.
 	DefaultTick = 10 * time.Millisecond
+
+	// DefaultMaxConns bounds open connections per listener (peer, api,
+	// http): more wait in the kernel's accept queue. A cluster of n nodes
+	// holds about n peer connections per node.
+	DefaultMaxConns = 1024
+	// DefaultMaxStreams bounds concurrent streams per API connection.
+	DefaultMaxStreams = 100
+	// DefaultPeerMaxStreams bounds concurrent streams per peer connection:
+	// a peer sends one message at a time on a link, so a few are plenty,
+	// and each may hold a message of up to 1 MiB while it arrives.
+	DefaultPeerMaxStreams = 16
+	// DefaultMaxWatchers bounds open watches (/watch and WatchLeader).
+	DefaultMaxWatchers = 1024
+	// DefaultHandshakeTimeout closes a peer or API connection that has not
+	// finished its HTTP/2 handshake (a client that connects and says
+	// nothing).
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultIdleTimeout closes a peer or API connection with no stream.
+	DefaultIdleTimeout = 5 * time.Minute
 )
 
 // Register defines every flag, with its default, on fs.
@@ -89,6 +167,20 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("peer-workers", 0, "goroutines in the lf pool (0 = 2×GOMAXPROCS)")
 	fs.Duration("tick", DefaultTick, "the instance loop's clock period")
 	fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Int("max-conns", DefaultMaxConns, "open connections per listener (peer, api, http); more wait to be accepted")
+	fs.Int("max-streams", DefaultMaxStreams, "concurrent streams per API connection")
+	fs.Int("peer-max-streams", DefaultPeerMaxStreams, "concurrent streams per peer connection")
+	fs.Int("max-watchers", DefaultMaxWatchers, "open watches (/watch and WatchLeader together); one more is refused (503, ResourceExhausted)")
+	fs.Duration("handshake-timeout", DefaultHandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake in time")
+	fs.Duration("idle-timeout", DefaultIdleTimeout, "close a peer or API connection with no stream for this long")
+	fs.String("cluster", "", "cluster name: every certificate's spiffe://<cluster>/... identity must name it, and the default gossip-label (default: the cluster of tls-cert)")
+	fs.String("tls-cert", "", "this node's certificate (PEM, spiffe://<cluster>/node/<id>; electord certs node); reloaded when it changes")
+	fs.String("tls-key", "", "the key of tls-cert (PEM); reloaded when it changes")
+	fs.String("tls-ca", "", "the cluster CA certificate(s) (PEM) that sign nodes and clients; reloaded when it changes")
+	fs.Bool("http-tls", false, "serve the sidecar HTTP endpoint over TLS with tls-cert (no client certificate asked)")
+	fs.String("gossip-key-file", "", "gossip encryption keys, one base64 key (16, 24 or 32 bytes) a line, the first in use; reloaded when it changes")
+	fs.String("gossip-label", "", "label on every gossip packet: nodes with another label are ignored (default: the cluster name)")
+	fs.Bool("insecure", false, "allow non-loopback peer, gossip and api addresses without TLS and a gossip key (anyone who reaches them controls the cluster)")
 }
 
 // Load reads the configuration for a command whose flags Register defined
@@ -169,6 +261,15 @@ func (c Config) Validate() error {
 	if c.ID == 0 {
 		bad("id", "must be set to a non-zero node id")
 	}
+	for _, l := range []struct {
+		key string
+		v   int64
+	}{{"max-conns", int64(c.MaxConns)}, {"max-streams", int64(c.MaxStreams)}, {"peer-max-streams", int64(c.PeerMaxStreams)},
+		{"max-watchers", int64(c.MaxWatchers)}, {"handshake-timeout", int64(c.HandshakeTimeout)}, {"idle-timeout", int64(c.IdleTimeout)}} {
+		if l.v < 0 {
+			bad(l.key, "must not be negative (0 takes the default)")
+		}
+	}
 	if err := algorithms.Check(c.Algorithm); err != nil {
 		bad("algorithm", "%v", err)
 	}
@@ -219,6 +320,28 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log-level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.TLS() {
+		for _, f := range []struct{ key, val string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-ca", c.TLSCA}} {
+			if f.val == "" {
+				bad(f.key, "must be set with the other TLS keys (tls-cert, tls-key and tls-ca go together)")
+			}
+		}
+	}
+	if c.HTTPTLS && !c.TLS() {
+		bad("http-tls", "needs tls-cert, tls-key and tls-ca")
+	}
+	if exposed := c.Exposed(); len(exposed) > 0 && !c.Insecure {
+		var missing []string
+		for _, f := range []struct{ key, val string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-ca", c.TLSCA}, {"gossip-key-file", c.GossipKeyFile}} {
+			if f.val == "" {
+				missing = append(missing, f.key)
+			}
+		}
+		if len(missing) > 0 {
+			bad(strings.Join(missing, ", "), "required, since not loopback: %s (anyone who reaches it could control the cluster); "+
+				"create the files with electord certs (docs/SECURITY.md), or start with --insecure", strings.Join(exposed, ", "))
+		}
 	}
 	if c.DataDir != "" {
 		if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {

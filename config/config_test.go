@@ -85,6 +85,10 @@ func TestValidateNamesTheKey(t *testing.T) {
 	if err := base().Validate(); err != nil {
 		t.Fatalf("defaults with an id must validate: %v", err)
 	}
+	if c := base(); c.MaxConns != DefaultMaxConns || c.MaxWatchers != DefaultMaxWatchers || c.PeerMaxStreams != DefaultPeerMaxStreams ||
+		c.MaxStreams != DefaultMaxStreams || c.HandshakeTimeout != DefaultHandshakeTimeout || c.IdleTimeout != DefaultIdleTimeout {
+		t.Fatalf("limit defaults: %+v", c)
+	}
 	cases := []struct {
 		mut  func(*Config)
 		want string
@@ -99,6 +103,10 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *Config) { c.GossipPreset = "wan" }, "gossip-preset:"},
 		{func(c *Config) { c.Join = []string{"http://x"} }, "join:"},
 		{func(c *Config) { c.Quorum, c.HeartbeatTimeout = 3, 2*c.HeartbeatInterval }, "heartbeat-timeout: must be at least 3x"},
+		{func(c *Config) { c.MaxConns = -1 }, "max-conns: must not be negative"},
+		{func(c *Config) { c.MaxWatchers = -1 }, "max-watchers: must not be negative"},
+		{func(c *Config) { c.PeerMaxStreams = -1 }, "peer-max-streams: must not be negative"},
+		{func(c *Config) { c.IdleTimeout = -1 }, "idle-timeout: must not be negative"},
 	}
 	for _, tc := range cases {
 		c := base()

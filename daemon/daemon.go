@@ -5,7 +5,9 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +24,7 @@ import (
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/membership"
 	"github.com/electord/electord/node"
+	"github.com/electord/electord/security"
 	"github.com/electord/electord/transport"
 )
 
@@ -31,6 +34,13 @@ type Daemon struct {
 	Node   *node.Node
 	// The addresses actually bound (a :0 port resolved).
 	PeerAddr, GossipAddr, APIAddr, HTTPAddr string
+
+	// Security is the node's TLS material (nil: plaintext); APISecurity
+	// the API's authorization (nil: none), with its refusal count.
+	Security    *security.Material
+	APISecurity *api.Security
+	// PeerTLS is what the peer port's TLS is built from (nil: plaintext).
+	PeerTLS *PeerTLS
 
 	log     *slog.Logger
 	tr      *transport.GRPC
@@ -64,6 +74,28 @@ type PeerHook interface {
 	Transport(tr transport.Transport, node transport.Receiver) transport.Transport
 }
 
+// PeerTLS is the peer port's TLS material, for the peer-TLS change
+// (transport/peerauth, daemon/peerserver.go).
+type PeerTLS struct {
+	// Cluster is the cluster name every peer certificate must carry.
+	Cluster string
+	// Server is the base of the peer server's config:
+	// peerauth.ServerConfig(Server, Cluster).
+	Server *tls.Config
+	// Client is the transport's base client config: transport.GRPCConfig
+	// TLS (with Cluster), which dials peerauth.ClientConfig(Client,
+	// Cluster, id).
+	Client *tls.Config
+}
+
+// peerTLSHook turns the peer port's TLS on. The peer-TLS change sets it
+// (from an init func in daemon/peerserver.go); while it is nil the peer port
+// stays plaintext even with TLS material, and Start logs so. Start calls
+// it, when the node has TLS material, before the transport is built: it
+// may set tc's TLS fields, and returns the peer server to serve svc with
+// (nil: newPeerServer's).
+var peerTLSHook func(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *transport.PeerService, log *slog.Logger) peerServer
+
 // Start validates cfg, binds every port, and starts the node. An invalid
 // config fails before any port is bound.
 func Start(cfg config.Config, opts Options) (*Daemon, error) {
@@ -75,6 +107,19 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{Config: cfg, log: log, runErr: make(chan error, 1)}
+	// The data dir next: one this process cannot write, or a term file that
+	// cannot be trusted, refuses the start before any port is bound.
+	store, err := node.OpenTermStore(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.Load(); err != nil {
+		return nil, err
+	}
+	if err := d.loadSecurity(); err != nil {
+		return nil, err
+	}
+	label := cmp.Or(cfg.GossipLabel, d.cluster())
 	var lis []net.Listener
 	closeAll := func() {
 		for _, l := range lis {
@@ -85,6 +130,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			closeAll()
+			d.closeSecurity()
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		lis = append(lis, l)
@@ -104,11 +150,6 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	d.PeerAddr, d.APIAddr, d.HTTPAddr = advertise(cfg, peerLis.Addr()), advertise(cfg, apiLis.Addr()), httpLis.Addr().String()
 
-	store, err := node.OpenTermStore(cfg.DataDir)
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
 	self := node.Meta{ID: election.NodeID(cfg.ID), Name: cfg.Name, Priority: cfg.Priority,
 		PeerAddr: d.PeerAddr, APIAddr: d.APIAddr, HTTPAddr: d.HTTPAddr}
 
@@ -116,7 +157,8 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	gossipBind := cfg.GossipAddr
 	newMembership := func() (node.Membership, error) {
 		m, err := membership.New(membership.Config{Self: membership.Meta(self), BindAddr: gossipBind,
-			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log})
+			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log,
+			KeyFile: cfg.GossipKeyFile, Label: label})
 		if err != nil {
 			return nil, err
 		}
@@ -130,6 +172,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	first, err := newMembership()
 	if err != nil {
 		closeAll()
+		d.closeSecurity()
 		return nil, err
 	}
 	fresh := func() (node.Membership, error) {
@@ -148,10 +191,20 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	if opts.Peers != nil {
 		recv = opts.Peers.Receiver(late)
 	}
-	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: self.ID, Receiver: recv})
+	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv}
+	svc := transport.NewPeerService(self.ID, recv)
+	if d.PeerTLS != nil {
+		if peerTLSHook != nil {
+			d.peerSrv = peerTLSHook(*d.PeerTLS, cfg, &tc, svc, log)
+		} else {
+			log.Warn("the peer port is plaintext: this build has no peer-port TLS yet; the API and gossip are secured")
+		}
+	}
+	tr, err := transport.NewGRPC(tc)
 	if err != nil {
 		first.Shutdown()
 		closeAll()
+		d.closeSecurity()
 		return nil, err
 	}
 	var send transport.Transport = tr
@@ -166,14 +219,33 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		tr.Close()
 		first.Shutdown()
 		closeAll()
+		d.closeSecurity()
 		return nil, err
 	}
 	late.Set(nd)
 	d.Node, d.tr = nd, tr
 
-	d.peerSrv = newPeerServer(cfg, transport.NewPeerService(self.ID, recv), log)
-	d.apiSrv = api.NewGRPCServer(backend{nd})
-	d.httpSrv = api.NewHTTPServer(backend{nd})
+	if d.peerSrv == nil {
+		d.peerSrv = newPeerServer(cfg, svc, log)
+	}
+	// One watch budget for the API and the sidecar together; connections
+	// are capped per listener (issue 11).
+	limits := api.Limits{MaxWatchers: cfg.MaxWatchers, MaxConns: cfg.MaxConns, MaxStreams: uint32(cfg.MaxStreams),
+		HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout}.WithDefaults()
+	b := api.LimitWatchers(backend{nd}, limits.MaxWatchers)
+	if d.Security != nil {
+		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), ForwardTLS: d.Security.ClientConfig(),
+			Cluster: d.cluster(), Logger: log}
+	}
+	d.apiSrv = api.NewSecureGRPCServer(b, limits, d.APISecurity)
+	d.httpSrv = api.NewHTTPServer(b)
+	// The sidecar serves a connection per /watch: room for every allowed
+	// watch on top of max-conns, so a watch flood cannot keep /leader and
+	// /healthz (the kubelet's probes) from being answered.
+	apiLis, httpLis = api.LimitListener(apiLis, limits.MaxConns), api.LimitListener(httpLis, limits.MaxConns+limits.MaxWatchers)
+	if cfg.HTTPTLS {
+		httpLis = tls.NewListener(httpLis, d.Security.SidecarConfig())
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -182,7 +254,13 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	go d.apiSrv.Serve(apiLis)
 	go d.httpSrv.Serve(httpLis)
 	log.Info("electord started", "id", cfg.ID, "algorithm", cfg.Algorithm, "peer", d.PeerAddr, "api", d.APIAddr,
-		"http", d.HTTPAddr, "join", cfg.Join)
+		"http", d.HTTPAddr, "join", cfg.Join, "tls", d.Security != nil, "gossip-encrypted", cfg.GossipKeyFile != "",
+		"cluster", d.cluster(), "gossip-label", label)
+	if exposed := cfg.Exposed(); len(exposed) > 0 && (d.Security == nil || cfg.GossipKeyFile == "") {
+		log.Warn("INSECURE: started with --insecure on addresses other machines can reach: anyone who reaches them can "+
+			"read the cluster, kill or revive nodes, move leadership and join gossip. See docs/SECURITY.md.",
+			"exposed", exposed, "tls", d.Security != nil, "gossip-encrypted", cfg.GossipKeyFile != "")
+	}
 	return d, nil
 }
 
@@ -213,6 +291,7 @@ func (d *Daemon) Stop() error {
 		stopGRPC(d.apiSrv)
 		stopGRPC(d.peerSrv)
 		d.tr.Close()
+		d.closeSecurity()
 	})
 	return err
 }
@@ -228,6 +307,51 @@ func stopGRPC(s peerServer) {
 	case <-time.After(time.Second):
 		s.Stop()
 	}
+}
+
+// ConfigError is a configuration Start refused after reading the files it
+// names (TLS material, the gossip key file), before binding any port:
+// cmd/electord exits with 2 as for an invalid config.
+type ConfigError struct{ Err error }
+
+func (e ConfigError) Error() string { return e.Err.Error() }
+func (e ConfigError) Unwrap() error { return e.Err }
+
+// loadSecurity reads the gossip key file and the node's TLS material, if
+// configured: the certificate must name this node's id (and cluster, if
+// set).
+func (d *Daemon) loadSecurity() error {
+	cfg := d.Config
+	if cfg.GossipKeyFile != "" {
+		if _, err := membership.ReadKeyFile(cfg.GossipKeyFile); err != nil {
+			return ConfigError{err}
+		}
+	}
+	if !cfg.TLS() {
+		return nil
+	}
+	m, err := security.Load(security.Files{CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey},
+		security.Options{Cluster: cfg.Cluster, Role: security.RoleNode, NodeID: cfg.ID, Logger: d.log})
+	if err != nil {
+		return ConfigError{err}
+	}
+	d.Security = m
+	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: m.PeerServerTLS(), Client: m.PeerClientTLS()}
+	return nil
+}
+
+func (d *Daemon) closeSecurity() {
+	if d.Security != nil {
+		d.Security.Close()
+	}
+}
+
+// cluster is the cluster name: the config's, else the certificate's.
+func (d *Daemon) cluster() string {
+	if d.Config.Cluster != "" || d.Security == nil {
+		return d.Config.Cluster
+	}
+	return d.Security.Cluster()
 }
 
 // advertise is the address peers should dial for a bound listener.
@@ -260,4 +384,4 @@ func advertiseHost(cfg config.Config) string {
 // backend adapts *node.Node to api.Backend.
 type backend struct{ *node.Node }
 
-func (b backend) Subscribe() api.Subscription { return b.Node.Subscribe() }
+func (b backend) Subscribe() (api.Subscription, error) { return b.Node.Subscribe(), nil }

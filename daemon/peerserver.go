@@ -1,15 +1,23 @@
 package daemon
 
 import (
+	"cmp"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/electord/electord/config"
 	pb "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/transport"
 	"github.com/electord/electord/transport/lf"
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/peerauth"
 )
 
 // peerServer is what serves the Peer service: a *grpc.Server or the
@@ -20,15 +28,58 @@ type peerServer interface {
 	Stop()
 }
 
-// newPeerServer builds the server cfg.PeerServer names around svc, with the
-// same message size limit either way. Where the lf pool cannot run (not
-// Linux) it falls back to grpc and logs so.
+// newPeerServer builds the plaintext peer server (see buildPeerServer).
 func newPeerServer(cfg config.Config, svc *transport.PeerService, log *slog.Logger) peerServer {
+	return buildPeerServer(peerServerInputs{Config: cfg, Service: svc, Log: log})
+}
+
+// peerServerInputs is what buildPeerServer builds from.
+type peerServerInputs struct {
+	Config  config.Config
+	Service *transport.PeerService
+	Log     *slog.Logger
+	// PeerTLS, if not nil, is the complete server configuration of the peer
+	// port (peerauth.ServerConfig): either server serves mutual TLS with it.
+	// nil: plaintext.
+	PeerTLS *tls.Config
+}
+
+func init() { peerTLSHook = peerServerTLS }
+
+// peerServerTLS is Start's peerTLSHook: it turns mutual TLS on for both
+// directions of the peer port. The transport dials each peer with
+// peerauth.ClientConfig(p.Client, p.Cluster, id) (the answering node must
+// be the member meant), the service binds every message's From to the
+// caller's certificate (PermissionDenied otherwise), and the server, grpc
+// or lf as cfg.PeerServer says, requires a verified node certificate of
+// p.Cluster. Without a cluster or a server base it leaves the port
+// plaintext and says so.
+func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *transport.PeerService, log *slog.Logger) peerServer {
+	if p.Cluster == "" || p.Server == nil || p.Client == nil {
+		log.Error("the peer port is plaintext: its TLS material is incomplete", "cluster", p.Cluster,
+			"server", p.Server != nil, "client", p.Client != nil)
+		return nil
+	}
+	tc.TLS, tc.Cluster = p.Client, p.Cluster
+	svc.BindIdentity(p.Cluster)
+	return buildPeerServer(peerServerInputs{Config: cfg, Service: svc, Log: log,
+		PeerTLS: peerauth.ServerConfig(p.Server, p.Cluster)})
+}
+
+// buildPeerServer builds the server in.Config.PeerServer names around
+// in.Service, with the same message size limit either way, serving TLS with
+// in.PeerTLS when set. Where the lf pool cannot run (not Linux) it falls
+// back to grpc and logs so.
+func buildPeerServer(in peerServerInputs) peerServer {
+	cfg, svc, log := in.Config, in.Service, in.Log
 	if cfg.PeerServer == "lf" {
 		reg := engine.NewRegistry()
 		pb.RegisterPeerServer(reg, svc)
 		s, err := lf.New(reg, lf.Config{Workers: cfg.PeerWorkers,
-			Limits: engine.Limits{MaxRecvMsgBytes: transport.DefaultMaxMessageBytes}})
+			MaxConns: cmp.Or(cfg.MaxConns, config.DefaultMaxConns), HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
+			TLS: in.PeerTLS,
+			Limits: engine.Limits{MaxRecvMsgBytes: transport.DefaultMaxMessageBytes,
+				MaxConcurrentStreams: uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))}})
 		if err == nil {
 			return s
 		}
@@ -38,5 +89,24 @@ func newPeerServer(cfg config.Config, svc *transport.PeerService, log *slog.Logg
 			log.Warn("peer-server lf is not supported on this system; falling back to grpc", "err", err)
 		}
 	}
-	return transport.NewGRPCServer(svc)
+	opts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))),
+		grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, config.DefaultHandshakeTimeout)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout)}),
+	}
+	if in.PeerTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(in.PeerTLS)))
+	}
+	return limitedGRPC{transport.NewGRPCServer(svc, opts...), cmp.Or(cfg.MaxConns, config.DefaultMaxConns)}
+}
+
+// limitedGRPC serves a grpc.Server on a listener capped at max connections
+// (the lf pool caps its own).
+type limitedGRPC struct {
+	*grpc.Server
+	max int
+}
+
+func (s limitedGRPC) Serve(l net.Listener) error {
+	return s.Server.Serve(netutil.LimitListener(l, s.max))
 }

@@ -43,6 +43,32 @@ type MessageChecker interface {
 	CheckMessage(h Host, m Message) (reason string)
 }
 
+// SuspicionDelayer is an optional Algorithm feature: when a node loses its
+// leader (it timed out, the leader's process is gone, or membership says it
+// left), the core asks how many ticks to wait before campaigning, counted
+// while the leader is still in Standing. Without it the core campaigns at
+// once (or after jitter, for a leader that left). Bully uses it to let the
+// highest survivors go first: when every node learns of a crash at the same
+// moment (a refused connection), n simultaneous campaigns cost O(n^2)
+// messages, and at 128 nodes the storm never settled.
+type SuspicionDelayer interface {
+	SuspicionDelay(h Host) int
+}
+
+// RankDelay is the SuspicionDelay both algorithms use: one tick for each
+// live member that outranks this node, the lost leader (still in Standing)
+// aside, at most a leader timeout. The highest survivor waits none.
+func RankDelay(h Host) int {
+	st, self := h.Standing(), h.Self()
+	above := 0
+	for _, r := range h.Ring() {
+		if self.Less(r) && r.ID != st.Leader {
+			above++
+		}
+	}
+	return min(above, h.Config().LeaderTimeoutTicks)
+}
+
 // TickDuer is an optional Algorithm feature for idle nodes: TicksUntilDue
 // says how many Ticks from now the algorithm's own timers may next act (1:
 // the next Tick may; 0: no timer is armed). Smaller than the truth is safe;

@@ -12,7 +12,8 @@ func invalid(t MsgType, field, format string, a ...any) error {
 // CheckMessage runs the checks that need no state on m as node self
 // receives it: a known type, from and to non-zero, to == self (skipped when
 // self is 0), a non-zero term (except MsgHeartbeatResp, which may report "no
-// leadership known"), a Coordinator naming a leader, and a candidate list of
+// leadership known"), terms within MaxEpoch (ErrTermRange), a Coordinator
+// naming a leader, and a candidate list of
 // at most MaxCandidates non-zero ids. The error wraps ErrInvalidMessage and
 // names the type and the field, e.g.
 // "election: invalid message: Election.to: 7 is not this node (3)".
@@ -36,6 +37,10 @@ func CheckMessage(m Message, self NodeID) error {
 		return invalid(t, "to", "%d is not this node (%d)", m.To, self)
 	case m.Term == 0 && t != MsgHeartbeatResp:
 		return invalid(t, "term", "zero")
+	case !m.Term.InRange():
+		return termRange(t, "term", m.Term)
+	case !m.MaxTerm.InRange():
+		return termRange(t, "max_term", m.MaxTerm)
 	}
 	switch t {
 	case MsgElection:
@@ -53,4 +58,8 @@ func CheckMessage(m Message, self NodeID) error {
 		}
 	}
 	return nil
+}
+
+func termRange(t MsgType, field string, v Term) error {
+	return fmt.Errorf("%w: %v.%s: %v: %w (epoch %d, the limit is %d)", ErrInvalidMessage, t, field, v, ErrTermRange, v.Epoch(), uint64(MaxEpoch))
 }

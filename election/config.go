@@ -16,6 +16,10 @@ type Config struct {
 	Peers []Member
 	// Term is the term persisted by a previous run (0 on first start).
 	Term Term
+	// LeaderTerm is the term of the last leadership a previous run knew
+	// (led or followed), persisted with Term; 0 on first start. The node
+	// reports it while it knows no leader, and never follows an older one.
+	LeaderTerm Term
 	// HeartbeatTicks: a follower heartbeats its leader this often. Default 1.
 	HeartbeatTicks int
 	// LeaderTimeoutTicks: a follower suspects its leader after this many
@@ -141,6 +145,14 @@ func (c Config) Validate() error {
 	}
 	if d.LeaderTimeoutTicks <= d.HeartbeatTicks {
 		errs = append(errs, fmt.Errorf("LeaderTimeoutTicks: must exceed HeartbeatTicks (%d <= %d)", d.LeaderTimeoutTicks, d.HeartbeatTicks))
+	}
+	for name, t := range map[string]Term{"Term": d.Term, "LeaderTerm": d.LeaderTerm} {
+		if t.Epoch() > MaxConfigEpoch {
+			errs = append(errs, fmt.Errorf("%s: %v: %w (epoch %d, the limit is %d)", name, t, ErrTermRange, t.Epoch(), uint64(MaxConfigEpoch)))
+		}
+	}
+	if d.LeaderTerm > d.Term {
+		errs = append(errs, fmt.Errorf("LeaderTerm: %v is above Term %v (the highest term seen covers every leadership)", d.LeaderTerm, d.Term))
 	}
 	if d.Quorum < 0 {
 		errs = append(errs, fmt.Errorf("Quorum: must be 0 (off) or the cluster size (got %d)", d.Quorum))

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -59,10 +60,14 @@ type core struct {
 	// cleared when a new leadership settles).
 	handingEnd uint64
 
-	msgs     []Message
-	persist  bool
-	reported Leadership
-	rejected uint64
+	msgs         []Message
+	persist      bool
+	savedLeader  Term // the leaderTerm last handed out to persist
+	reported     Leadership
+	rejected     uint64
+	refusedTerms uint64
+	// refusedMembership counts messages refused by the membership checks.
+	refusedMembership uint64
 }
 
 var (
@@ -78,17 +83,22 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &core{
-		cfg:       cfg,
-		algo:      algo,
-		self:      Rank{Priority: cfg.Priority, ID: cfg.ID},
-		term:      cfg.Term,
-		members:   make(map[NodeID]Member, len(cfg.Peers)),
-		lastHeard: map[NodeID]uint64{},
-		support:   map[NodeID]uint64{},
+		cfg:  cfg,
+		algo: algo,
+		self: Rank{Priority: cfg.Priority, ID: cfg.ID},
+		term: cfg.Term,
+		// The last leadership known before a restart: reported while no
+		// leader is known, and no older leadership is followed.
+		leaderTerm:  cfg.LeaderTerm,
+		savedLeader: cfg.LeaderTerm,
+		members:     make(map[NodeID]Member, len(cfg.Peers)),
+		lastHeard:   map[NodeID]uint64{},
+		support:     map[NodeID]uint64{},
 	}
 	for _, p := range cfg.Peers {
 		c.members[p.ID] = p
 	}
+	c.reported = c.leadership() // a restart's known leadership is no change
 	c.observer, _ = algo.(CoordinatorObserver)
 	c.checker, _ = algo.(MessageChecker)
 	c.bootstrapping = cfg.Term == 0 && cfg.BootstrapExpect > 1
@@ -155,6 +165,9 @@ func (c *core) standing() Standing {
 // ---- effects ----
 
 func (c *core) send(m Message) {
+	if !c.usable(m.Term) || !c.usable(m.MaxTerm) {
+		return // the term space is exhausted; see usable
+	}
 	m.From = c.cfg.ID
 	if m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader && c.majority() > 1 {
 		// Quorum mode: the leader's own announcement asks for a promise,
@@ -163,6 +176,19 @@ func (c *core) send(m Message) {
 		m.Stamp = c.now + 1
 	}
 	c.msgs = append(c.msgs, m)
+}
+
+// usable reports whether t may be sent, led or followed: its epoch is at
+// most MaxEpoch. Peers' terms beyond it are refused when checked; a term
+// this node derives beyond it (NextTerm at the end of the term space, 2^40
+// epochs) is dropped and counted, and the node takes no part in elections
+// any more: it cannot lead, and says so in Status.RefusedTerms.
+func (c *core) usable(t Term) bool {
+	if t.InRange() {
+		return true
+	}
+	c.refusedTerms++
+	return false
 }
 
 // observeTerm raises the highest term seen.
@@ -182,6 +208,9 @@ func (c *core) newAttempt() Term {
 }
 
 func (c *core) win(t Term) {
+	if !c.usable(t) {
+		return
+	}
 	c.observeTerm(t)
 	if c.majority() <= 1 {
 		c.becomeLeader(t)
@@ -195,6 +224,9 @@ func (c *core) win(t Term) {
 // leader of term t; it leads once a majority did. A node that still keeps a
 // promise to another leader does not stand until the promise ends.
 func (c *core) propose(t Term) {
+	if !c.usable(t) {
+		return
+	}
 	if c.promised() && c.promisedTo != c.cfg.ID {
 		c.noLeader(int(c.promiseEnd - c.now))
 		return
@@ -240,6 +272,15 @@ func (c *core) stepDown() {
 
 // follow makes this node a follower of leader at term t.
 func (c *core) follow(leader NodeID, t Term) {
+	if !c.usable(t) {
+		return
+	}
+	if t < c.leaderTerm {
+		// Never back to an older leadership than one this node knew (and
+		// may have reported): callers only pass newer terms; this guards.
+		c.rejected++
+		return
+	}
 	c.observeTerm(t)
 	if leader != c.leader || t != c.leaderTerm {
 		c.lastStamp = 0 // stamps are only good for the leadership that gave them
@@ -252,6 +293,9 @@ func (c *core) follow(leader NodeID, t Term) {
 
 // becomeLeader makes this node lead at term t, which it must own.
 func (c *core) becomeLeader(t Term) {
+	if !c.usable(t) {
+		return
+	}
 	if !t.OwnedBy(c.cfg.ID) {
 		panic(fmt.Sprintf("election: node %d cannot lead in term %v", c.cfg.ID, t))
 	}
@@ -308,6 +352,12 @@ func (c *core) broadcast(m Message) {
 func (c *core) Step(m Message) error {
 	if err := c.validate(m); err != nil {
 		c.rejected++
+		switch {
+		case errors.Is(err, ErrTermRange):
+			c.refusedTerms++
+		case errors.Is(err, ErrNotMember), errors.Is(err, ErrNotLeaderMsg):
+			c.refusedMembership++
+		}
 		return err
 	}
 	switch m.Type {
@@ -343,6 +393,22 @@ func (c *core) validate(m Message) error {
 	}
 	if m.Type == MsgCoordinator && (m.Leader == 0 || !m.Term.OwnedBy(m.Leader)) {
 		return bad("leader %d does not own term %v", m.Leader, m.Term)
+	}
+	// Checked against membership (issue 12): only live members take part,
+	// and only a live member (or this node) can be announced as leader.
+	// Rank comes from membership, never from the message.
+	if _, ok := c.members[m.From]; !ok {
+		return fmt.Errorf("%w: %w", bad("%d is not a live member", m.From), ErrNotMember)
+	}
+	if m.Type == MsgCoordinator && m.Leader != c.cfg.ID {
+		if _, ok := c.members[m.Leader]; !ok {
+			return fmt.Errorf("%w: %w", bad("names leader %d, not a live member", m.Leader), ErrNotMember)
+		}
+	}
+	if m.Type == MsgTimeoutNow && (m.From != c.leader || m.Term != c.leaderTerm) {
+		// Only the leader this node follows may hand it its leadership or
+		// ask it to run the election it resigned from.
+		return fmt.Errorf("%w: %w", bad("from %d at %v, but this node follows %d at %v", m.From, m.Term, c.leader, c.leaderTerm), ErrNotLeaderMsg)
 	}
 	if c.checker != nil && (m.Type == MsgElection || m.Type == MsgAnswer) {
 		if reason := c.checker.CheckMessage(c.host(), m); reason != "" {
@@ -393,9 +459,17 @@ func (c *core) stepHeartbeatResp(m Message) {
 		return
 	}
 	newer := m.Leader != 0 && m.Leader != c.cfg.ID && m.Term > c.leaderTerm && m.Term.OwnedBy(m.Leader)
+	// The leader itself, asked, says it still leads the term this node last
+	// knew (its answer to the query of a restarted or rejoining node, or its
+	// refusal of that node's proposal): the same leadership, at the same
+	// term. A plain acknowledgement does not count: one still in flight
+	// from a leader that has since died would undo the campaign.
+	current := m.Reject && m.From == m.Leader && m.Term == c.leaderTerm && m.Term.OwnedBy(m.Leader) &&
+		(c.role == RoleNoLeader || c.role == RoleElecting)
 	switch {
-	case newer:
-		// A newer leadership, heard second-hand; heartbeats will verify it.
+	case newer || current:
+		// A newer leadership, heard second-hand, or the leader's own word;
+		// heartbeats will verify it.
 		c.observeTerm(m.Term)
 		c.follow(m.Leader, m.Term)
 	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
@@ -450,6 +524,14 @@ func (c *core) stepCoordinator(m Message) {
 				c.becomeLeader(m.Term)
 			}
 		}
+	case c.majority() > 1 && !m.Confirmed && c.role == RoleLeader:
+		// Quorum mode: a rival's proposal reaches the sitting leader, whose
+		// lease still holds (it steps down the tick the lease ends), so the
+		// rival cannot gather a majority. Refuse, and name this leadership:
+		// a follower that lost sight of it (an isolated node back, a paused
+		// one resumed) follows it again at the same term (Raft's check-quorum).
+		c.send(Message{Type: MsgHeartbeatResp, To: m.Leader, Term: c.leaderTerm, Leader: c.cfg.ID, Reject: true})
+		return
 	case c.majority() > 1 && !m.Confirmed && c.promised() && c.promisedTo != m.Leader:
 		// Quorum mode: this node promised another node its support, which
 		// may still count it towards a lease. Refuse, and say whom it follows.
@@ -679,8 +761,20 @@ func (c *core) bootstrap() bool {
 // suspect reacts to a leader that stopped answering: campaign now (the
 // detection timeout was jittered already).
 func (c *core) suspect() {
-	c.noLeader(0)
-	c.Campaign()
+	wait := c.suspicionWait(0)
+	c.noLeader(wait)
+	if wait == 0 {
+		c.Campaign()
+	}
+}
+
+// suspicionWait is how long to wait before campaigning after losing the
+// leader: the algorithm's SuspicionDelay if it has one, else fallback.
+func (c *core) suspicionWait(fallback int) int {
+	if d, ok := c.algo.(SuspicionDelayer); ok {
+		return max(0, d.SuspicionDelay(c.host()))
+	}
+	return fallback
 }
 
 // Observe implements StateMachine.
@@ -717,7 +811,7 @@ func (c *core) Observe(ev Event) {
 		delete(c.lastHeard, id)
 		c.ring = nil
 		if c.role == RoleFollower && id == c.leader {
-			c.noLeader(c.jitter())
+			c.noLeader(c.suspicionWait(c.jitter()))
 		}
 		if c.tentative == id {
 			c.tentative = 0
@@ -727,6 +821,12 @@ func (c *core) Observe(ev Event) {
 			c.suspect()
 		}
 	case EventSendFailed:
+		// Only a message this node could have sent comes back: anything
+		// else is a caller's bug, and the algorithms would resend it.
+		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
+			c.rejected++
+			return
+		}
 		c.algo.SendFailed(c.host(), ev.Msg)
 	}
 }
@@ -782,7 +882,7 @@ func (c *core) Transfer(to NodeID) error {
 
 // HasReady implements StateMachine.
 func (c *core) HasReady() bool {
-	return c.persist || len(c.msgs) > 0 || c.leadership() != c.reported
+	return c.persist || c.leaderTerm != c.savedLeader || len(c.msgs) > 0 || c.leadership() != c.reported
 }
 
 func (c *core) leadership() Leadership {
@@ -794,6 +894,9 @@ func (c *core) Ready() Ready {
 	var rd Ready
 	if c.persist {
 		rd.Term, c.persist = c.term, false
+	}
+	if c.leaderTerm != c.savedLeader {
+		rd.LeaderTerm, c.savedLeader = c.leaderTerm, c.leaderTerm
 	}
 	if l := c.leadership(); l != c.reported {
 		c.reported = l
@@ -807,7 +910,8 @@ func (c *core) Ready() Ready {
 func (c *core) Status() Status {
 	st := Status{ID: c.cfg.ID, Algorithm: c.algo.Name(), Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm,
 		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(),
-		Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected, Now: c.now}
+		Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected,
+		RefusedTerms: c.refusedTerms, RefusedMembership: c.refusedMembership, Now: c.now}
 	if c.role == RoleLeader && c.majority() > 1 {
 		st.LeaseEnd = c.leaseEnd()
 	}

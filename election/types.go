@@ -37,6 +37,38 @@ func (t Term) Slot() uint64 { return uint64(t) & slotMask }
 // OwnedBy reports whether id is the node that may lead in term t.
 func (t Term) OwnedBy(id NodeID) bool { return t != 0 && t.Slot() == uint64(id)&slotMask }
 
+// MaxEpoch is the highest epoch a term from a peer may have. A correct
+// cluster raises the epoch by one per election attempt (a ring hop, a bully
+// campaign), plus node.ReserveEpochs+1 per restart: at a thousand attempts a
+// second it takes 35 years to reach 2^40. A term above it can only come from
+// a bug or a forgery, and taking it would bring the 48-bit epoch within
+// reach of wrapping (2^48 - 1 is the last epoch; NextTerm would wrap to a
+// term below everything seen). Such a message is refused (ErrTermRange) and
+// counted (Status.RefusedTerms); a persisted term above MaxConfigEpoch
+// refuses to start.
+const MaxEpoch = 1<<40 - 1
+
+// MaxConfigEpoch bounds Config.Term and Config.LeaderTerm: MaxEpoch plus
+// room for the store's reserves. A node's own terms then stay below 2^41
+// epochs, far from the 2^48 where NextTerm would wrap.
+const MaxConfigEpoch = MaxEpoch + 1<<39
+
+// ErrTermRange marks a term beyond MaxEpoch (or MaxConfigEpoch). It wraps
+// ErrInvalidMessage when a message carries it.
+var ErrTermRange = errors.New("term beyond what a correct cluster reaches")
+
+// ErrNotMember refuses a message from a node that is not a live member, or
+// a Coordinator naming one. ErrNotLeaderMsg refuses a TimeoutNow from a
+// node other than the leader this node follows. Both wrap nothing; the
+// validation error wraps them and ErrInvalidMessage.
+var (
+	ErrNotMember    = errors.New("not a live member")
+	ErrNotLeaderMsg = errors.New("not from the leader")
+)
+
+// InRange reports whether a peer may send t (its epoch is at most MaxEpoch).
+func (t Term) InRange() bool { return t.Epoch() <= MaxEpoch }
+
 // NextTerm is the smallest term above seen that id owns: one epoch later.
 func NextTerm(seen Term, id NodeID) Term {
 	return Term((seen.Epoch()+1)<<SlotBits | uint64(id)&slotMask)
@@ -216,6 +248,10 @@ type Leadership struct {
 type Ready struct {
 	// Term is the term to persist; zero when it did not change.
 	Term Term
+	// LeaderTerm is the leadership term to persist (Config.LeaderTerm);
+	// zero when it did not change. Persist it before the Change is
+	// reported: a restarted node reports it, and must not report less.
+	LeaderTerm Term
 	// Change is the new leadership when it changed since the last Ready.
 	Change *Leadership
 	// Messages to send, in order.
@@ -236,6 +272,13 @@ type Status struct {
 	// members before it campaigns on its own.
 	Bootstrapping bool
 	Rejected      uint64
+	// RefusedTerms counts messages refused for a term beyond MaxEpoch (also
+	// counted in Rejected).
+	RefusedTerms uint64
+	// RefusedMembership counts messages refused because the sender, or the
+	// leader a Coordinator names, is not a live member, or a TimeoutNow
+	// came from another node than the leader (also counted in Rejected).
+	RefusedMembership uint64
 	// Now is the state machine's clock, in ticks.
 	Now uint64
 	// LeaseEnd (quorum mode, leader only): the tick at which the leader's

@@ -24,6 +24,7 @@ import (
 	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/internal/testlock"
 	"github.com/electord/electord/node"
 )
 
@@ -35,6 +36,14 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	// Take turns with integration/chaos: both judge real clusters' timing,
+	// and two at once on two cores starve each other.
+	release, err := testlock.Acquire(30 * time.Minute)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	defer release()
 	dir, err := os.MkdirTemp("", "electord-integration-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
@@ -45,6 +54,8 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "integration: building the binaries:", err)
 		return 1
 	}
+	// Tests run electord as an unprivileged user too (disk faults).
+	_ = os.Chmod(dir, 0o755)
 	electordBin = filepath.Join(dir, "electord")
 	electctlBin = filepath.Join(dir, "electctl")
 	return m.Run()

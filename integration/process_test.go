@@ -27,6 +27,7 @@ type proc struct {
 	dataDir, logPath         string
 	join                     []string
 	extra                    []string // more flags
+	uid                      int      // run as this user (root only); 0: as the test
 	cl                       *client.Client
 
 	cmd    *exec.Cmd
@@ -75,6 +76,10 @@ func (p *proc) start() {
 	fmt.Fprintf(f, "=== %s: electord %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
 	cmd := exec.Command(electordBin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.uid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.uid)}
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		p.t.Fatalf("starting node %d: %v", p.id, err)

@@ -14,7 +14,8 @@ import (
 )
 
 // TestRestartedNodeReportsPersistedTerm: a node restarted from its data dir
-// that has no leader yet reports its persisted term, not 0, in every
+// that has no leader yet reports its persisted term (the last leadership it
+// knew), not 0, in every
 // no-leader answer: the sidecar's 503 JSON, gRPC GetLeader and the first
 // WatchLeader event (through the client library), and electctl leader
 // (issues 10 and 11). Quorum 2 with one node keeps it leaderless.
@@ -27,13 +28,15 @@ func TestRestartedNodeReportsPersistedTerm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Save(election.Term(58<<election.SlotBits | 3)); err != nil { // led at 58.3 before
+		// It followed node 3 at 58.3 before, and had seen term 60.2.
+		if err := store.Save(election.Term(60<<election.SlotBits|2), election.Term(58<<election.SlotBits|3)); err != nil {
 			t.Fatal(err)
 		}
-		persisted, err := store.Load()
+		saved, err := store.Load()
 		if err != nil {
 			t.Fatal(err)
 		}
+		persisted := saved.LeaderTerm // the term a node reports is a leadership's
 		d, err := daemon.Start(cfg, daemon.Options{Logger: testLogger("node-1")})
 		if err != nil {
 			t.Fatal(err)

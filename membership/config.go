@@ -42,6 +42,17 @@ type Config struct {
 	Preset string
 	// Logger receives this package's and memberlist's logs; nil discards.
 	Logger *slog.Logger
+	// KeyFile, if set, encrypts gossip with the keys it holds (config key
+	// gossip-key-file; see ReadKeyFile) and is re-read when it changes, so
+	// keys rotate without a restart. A node then refuses unencrypted
+	// gossip. Empty: gossip is plain.
+	KeyFile string
+	// KeyPoll is how often KeyFile is checked (0: DefaultKeyPoll).
+	KeyPoll time.Duration
+	// Label is put on every gossip packet and stream (config key
+	// gossip-label, default the cluster name): a node drops gossip with
+	// another label, so two clusters on one network never merge.
+	Label string
 
 	// wrapTransport, if set, wraps memberlist's network transport (tests cut
 	// links with it).
@@ -73,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if _, ok := presetByName(c.Preset); !ok {
 		bad("gossip-preset", "must be lan or local, got %q", c.Preset)
+	}
+	if len(c.Label) > 255 {
+		bad("gossip-label", "at most 255 bytes, got %d", len(c.Label))
 	}
 	if n := metaSize(c.Self); n > memberlist.MetaMaxSize {
 		bad("name, peer-addr, api-addr, http-addr", "the node's metadata is %d bytes as JSON, more than the %d bytes gossip carries; shorten them", n, memberlist.MetaMaxSize)

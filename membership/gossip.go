@@ -101,6 +101,19 @@ func New(cfg Config) (*Membership, error) {
 			mc.AdvertisePort = aport // ignored by memberlist if port is 0
 		}
 	}
+	mc.Label = cfg.Label
+	var ring *memberlist.Keyring
+	if cfg.KeyFile != "" {
+		keys, err := ReadKeyFile(cfg.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		if ring, err = memberlist.NewKeyring(keys, keys[0]); err != nil {
+			return nil, fmt.Errorf("gossip-key-file %s: %w", cfg.KeyFile, err)
+		}
+		mc.Keyring = ring
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	d := delegate{m}
 	mc.Delegate, mc.Events, mc.Conflict = d, d, d
 	mc.Logger, mc.LogOutput = memberlistLogger(logger), nil
@@ -120,7 +133,11 @@ func New(cfg Config) (*Membership, error) {
 	// Create replaced port 0 with the port it bound.
 	m.bound = net.JoinHostPort(host, strconv.Itoa(mc.BindPort))
 	m.local = list.LocalNode().Address()
-	m.log.Info("gossip started", "id", m.name, "addr", m.local, "bind", m.bound, "preset", preset.Name)
+	m.log.Info("gossip started", "id", m.name, "addr", m.local, "bind", m.bound, "preset", preset.Name,
+		"encrypted", ring != nil, "label", cfg.Label)
+	if ring != nil {
+		go m.watchKeys(ring, cmp.Or(cfg.KeyPoll, DefaultKeyPoll))
+	}
 	return m, nil
 }
 

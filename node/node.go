@@ -67,17 +67,35 @@ func (c *Config) defaults() {
 
 func ticks(d, tick time.Duration) int { return max(1, int((d+tick-1)/tick)) }
 
+// AnswerTimeout bounds a bully node's wait for an Answer from a higher
+// node: many round trips on any network electord is meant for, and time
+// for a peer that is briefly starved of CPU.
+const AnswerTimeout = 30 * time.Millisecond
+
 // electionConfig maps durations to the core's ticks.
 func (c *Config) electionConfig(term election.Term) election.Config {
 	hb := ticks(c.HeartbeatInterval, c.Tick)
 	lt := ticks(c.HeartbeatTimeout, c.Tick)
+	if c.Quorum > 0 {
+		// A quorum leader's lease (timeout - interval) is renewed by the
+		// stamp a follower echoes one heartbeat after it got it, so it must
+		// span more than two intervals with room to spare: heartbeat at
+		// least four times per timeout. At a timeout of three intervals
+		// (the least config allows) the lease lapsed as the renewal arrived
+		// and leaders churned.
+		hb = min(hb, max(1, lt/4))
+	}
 	return election.Config{
 		ID: c.Self.ID, Priority: c.Self.Priority, Term: term,
 		HeartbeatTicks:     hb,
 		LeaderTimeoutTicks: lt,
 		JitterTicks:        max(1, lt/4),
-		// An Answer comes back in one round trip; allow a heartbeat interval.
-		AnswerTimeoutTicks: hb,
+		// An Answer comes back in one round trip. Allow AnswerTimeout, or a
+		// heartbeat interval if shorter: not the interval itself, which
+		// idle cost pushed to 200ms, since a bully node waits this long
+		// when an Election to a dead higher node is neither answered nor
+		// reported failed (its connection half torn down).
+		AnswerTimeoutTicks: min(hb, ticks(AnswerTimeout, c.Tick)),
 		// A Coordinator (or quorum acks) should follow within a timeout.
 		ElectionTimeoutTicks: lt,
 		HopTicks:             1,
@@ -116,6 +134,13 @@ type Node struct {
 	members map[election.NodeID]*memberRec
 	killed  bool
 	leaving bool // Handover began: never report this node as the leader again
+	// storeErr: the term could not be persisted. The state machine is
+	// frozen (no ticks, no messages in or out) until a retried save
+	// succeeds; then a new one starts from the disk (see storeFailed).
+	storeErr   error
+	pending    Persisted // what the failed saves asked for
+	retryC     <-chan time.Time
+	retryDelay time.Duration
 	// handingTo is the member Handover sent its leadership to, until that
 	// message failed; handoverLost says it failed.
 	handingTo    election.NodeID
@@ -185,11 +210,13 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) Counters() *Counters { return &n.counters }
 
 func (n *Node) startMachine() error {
-	term, err := n.cfg.Store.Load()
+	saved, err := n.cfg.Store.Load()
 	if err != nil {
 		return err
 	}
-	sm, err := algorithms.New(n.cfg.Algorithm, n.cfg.electionConfig(term))
+	ecfg := n.cfg.electionConfig(saved.Term)
+	ecfg.LeaderTerm = saved.LeaderTerm
+	sm, err := algorithms.New(n.cfg.Algorithm, ecfg)
 	if err != nil {
 		return err
 	}
@@ -249,11 +276,11 @@ func (n *Node) Run(ctx context.Context) error {
 			n.leaveGossip()
 			return nil
 		case <-n.clock.C():
-			if !n.killed {
+			if !n.halted() {
 				n.clock.fire()
 			}
 		case in := <-n.inbox:
-			if n.killed {
+			if n.halted() {
 				continue
 			}
 			if err := n.sm.Step(in.Msg); err != nil {
@@ -262,7 +289,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			reply, replyTo = in.Reply, in.Msg.From
 		case m := <-n.failures:
-			if !n.killed {
+			if !n.halted() {
 				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
 			}
 			if m.Type == election.MsgTimeoutNow && m.To == n.handingTo && m.To != 0 {
@@ -282,6 +309,8 @@ func (n *Node) Run(ctx context.Context) error {
 			n.membershipEvent(ev)
 		case c := <-n.cmds:
 			c()
+		case <-n.retryC:
+			n.retrySave()
 		}
 		n.process(reply, replyTo)
 		n.updateLease()
@@ -292,7 +321,7 @@ func (n *Node) Run(ctx context.Context) error {
 // process drains Ready: persist the term, then answer a pending heartbeat
 // call, then send, then publish the leadership.
 func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
-	if n.killed || !n.sm.HasReady() {
+	if n.halted() || !n.sm.HasReady() {
 		if reply != nil {
 			close(reply) // no answer
 		}
@@ -302,12 +331,12 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		return
 	}
 	rd := n.sm.Ready()
-	if rd.Term != 0 {
-		if err := n.cfg.Store.Save(rd.Term); err != nil {
+	if rd.Term != 0 || rd.LeaderTerm != 0 {
+		if err := n.cfg.Store.Save(rd.Term, rd.LeaderTerm); err != nil {
 			// Sending with an unpersisted term could let a restart go back
-			// in time: send nothing, and let timeouts retry.
-			n.counters.PersistErrors.Add(1)
-			n.log.Error("cannot persist the term; not sending", "term", rd.Term, "err", err)
+			// in time or mint a term twice: send nothing of this batch,
+			// stop leading and campaigning, and retry the save.
+			n.storeFailed(err, Persisted{Term: rd.Term, LeaderTerm: rd.LeaderTerm})
 			if reply != nil {
 				close(reply)
 			}
@@ -344,7 +373,7 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 // timeout. Anyone else's death is left to gossip and timeouts, so a refused
 // connection to a follower or to a stale address never deposes a leader.
 func (n *Node) peerGone(m election.Message) {
-	if n.killed {
+	if n.halted() {
 		return
 	}
 	st := n.sm.Status()
@@ -369,7 +398,7 @@ func (n *Node) membershipEvent(ev MemberEvent) {
 		}
 		rec.Meta, rec.alive = ev.Member, true
 		n.cfg.Transport.SetPeer(id, ev.Member.PeerAddr)
-		if !n.killed {
+		if !n.halted() {
 			n.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: id, Priority: ev.Member.Priority}})
 		}
 	case MemberLeave, MemberDead:
@@ -380,7 +409,7 @@ func (n *Node) membershipEvent(ev MemberEvent) {
 		if ev.Type == MemberLeave {
 			typ = election.EventLeave
 		}
-		if !n.killed {
+		if !n.halted() {
 			n.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
 		}
 	case MemberConflict:
@@ -442,11 +471,17 @@ func (n *Node) publish() {
 	if n.killed || (n.leaving && li.ID == n.cfg.Self.ID) {
 		li = LeaderInfo{State: StateNoLeader, Term: st.LeaderTerm}
 	}
+	if n.storeErr != nil {
+		// The frozen machine may hold a leadership never persisted: show
+		// the last one the disk holds, which every earlier answer showed.
+		li = LeaderInfo{State: StateNoLeader, Term: n.cfg.Store.Durable().LeaderTerm}
+	}
 	if li.ID == 0 {
+		// With no leader, the answer carries the term of the last
+		// leadership this node knew (persisted across restarts). It is a
+		// leadership term, never an election attempt's: a node follows no
+		// leadership older than it, so the term it reports never goes down.
 		li.Since = time.Time{}
-		// With no leader, the answer carries the highest term this node
-		// knows (persisted across restarts), never less than it said before.
-		li.Term = max(li.Term, st.Term)
 	}
 	if li.ID == n.cfg.Self.ID {
 		li.Self, li.Name, li.Address = true, n.cfg.Self.Name, n.cfg.Self.APIAddr
@@ -462,6 +497,10 @@ func (n *Node) publish() {
 	changed := n.leader.ID != li.ID || n.leader.Term != li.Term || n.leader.State != li.State
 	n.leader = li
 	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed, Term: st.Term}
+	if n.storeErr != nil {
+		n.status.Term = max(n.cfg.Store.Durable().Term, li.Term)
+		n.status.Fault = "cannot persist the term: " + n.storeErr.Error()
+	}
 	n.mu.Unlock()
 	if changed {
 		n.hub.publish(li)
@@ -532,7 +571,7 @@ func (n *Node) updateLease() {
 	var until int64
 	st := n.sm.Status()
 	n.leading.Store(st.Role == election.RoleLeader)
-	if st.Role == election.RoleLeader && st.LeaseEnd > st.Now && !n.killed && !n.leaving {
+	if st.Role == election.RoleLeader && st.LeaseEnd > st.Now && !n.halted() && !n.leaving {
 		until = n.clock.tickWall().Add(time.Duration(st.LeaseEnd-st.Now) * n.cfg.Tick).UnixNano()
 	}
 	n.leaseUntil.Store(until)
@@ -579,8 +618,8 @@ func (n *Node) do(ctx context.Context, f func() error) error {
 // Resign steps down; an election runs without this node.
 func (n *Node) Resign(ctx context.Context) error {
 	return n.do(ctx, func() error {
-		if n.killed {
-			return ErrKilled
+		if err := n.refuseCommand(); err != nil {
+			return err
 		}
 		return n.sm.Resign()
 	})
@@ -589,8 +628,8 @@ func (n *Node) Resign(ctx context.Context) error {
 // Transfer hands leadership to id.
 func (n *Node) Transfer(ctx context.Context, id election.NodeID) error {
 	return n.do(ctx, func() error {
-		if n.killed {
-			return ErrKilled
+		if err := n.refuseCommand(); err != nil {
+			return err
 		}
 		return n.sm.Transfer(id)
 	})
@@ -613,7 +652,7 @@ func (n *Node) Handover(ctx context.Context, wait time.Duration) (election.NodeI
 	var to election.NodeID
 	err := n.do(ctx, func() error {
 		n.leaving, n.dirty = true, true
-		if n.killed || n.sm.Status().Role != election.RoleLeader {
+		if n.halted() || n.sm.Status().Role != election.RoleLeader {
 			return nil
 		}
 		for id, rec := range n.members {
@@ -708,7 +747,7 @@ func (n *Node) Revive(ctx context.Context) error {
 			return err
 		}
 		n.killed, n.dirty = false, true
-		n.serving.Store(true)
+		n.serving.Store(!n.halted())
 		return nil
 	})
 }
@@ -735,3 +774,95 @@ func (n *Node) Exit() {
 
 // Done is closed when Run has returned.
 func (n *Node) Done() <-chan struct{} { return n.stopped }
+
+// halted reports whether the state machine must not run: the node is
+// killed, or its term store refused a save.
+func (n *Node) halted() bool { return n.killed || n.storeErr != nil }
+
+// ErrNoStore: the node cannot persist its term and takes no part in
+// elections until it can (Status.Fault says why).
+var ErrNoStore = errors.New("node: cannot persist the term; not taking part until the disk takes writes again")
+
+func (n *Node) refuseCommand() error {
+	switch {
+	case n.killed:
+		return ErrKilled
+	case n.storeErr != nil:
+		return fmt.Errorf("%w: %v", ErrNoStore, n.storeErr)
+	}
+	return nil
+}
+
+// Retry bounds for a failed term save.
+const (
+	saveRetryMin = 50 * time.Millisecond
+	saveRetryMax = 5 * time.Second
+)
+
+// storeFailed handles a save the term store refused (a full or read-only
+// disk, a volume the process cannot write). Nothing of the batch was sent.
+// The node stops answering peers (their sends fail, so they elect without
+// it), reports no leader and a fault (Health, /healthz 503), and retries the
+// save with back-off. The frozen state machine may hold a leadership or an
+// attempt at a term the disk never took: it is thrown away when the save
+// succeeds, and a new one starts from the disk, above every term the old
+// one used, so no two leaderships ever share a term.
+func (n *Node) storeFailed(err error, want Persisted) {
+	n.counters.PersistErrors.Add(1)
+	n.pending.Term = max(n.pending.Term, want.Term)
+	n.pending.LeaderTerm = max(n.pending.LeaderTerm, want.LeaderTerm)
+	if n.storeErr == nil {
+		n.log.Error("cannot persist the term: not leading nor campaigning until the disk takes writes again",
+			"term", n.pending.Term, "err", err)
+		n.retryDelay = saveRetryMin
+	} else {
+		n.retryDelay = min(2*n.retryDelay, saveRetryMax)
+	}
+	n.storeErr, n.dirty = err, true
+	n.serving.Store(false)
+	n.leading.Store(false)
+	n.leaseUntil.Store(0)
+	n.drainInbox()
+	n.retryC = time.After(n.retryDelay)
+}
+
+// retrySave tries the failed save again; on success the node takes part
+// again with a new state machine started from the disk.
+func (n *Node) retrySave() {
+	n.retryC = nil
+	if n.storeErr == nil {
+		return
+	}
+	// The frozen machine's highest term covers every term it may have
+	// used, persisted or not.
+	st := n.sm.Status()
+	want := Persisted{Term: max(n.pending.Term, st.Term), LeaderTerm: n.pending.LeaderTerm}
+	if err := n.cfg.Store.Save(want.Term, want.LeaderTerm); err != nil {
+		n.storeFailed(err, want)
+		return
+	}
+	if err := n.startMachine(); err != nil {
+		n.storeFailed(err, want)
+		return
+	}
+	n.log.Info("the term is persisted again: taking part in elections", "term", n.cfg.Store.Durable().Term)
+	n.storeErr, n.pending, n.dirty = nil, Persisted{}, true
+	for id, rec := range n.members {
+		if rec.alive {
+			n.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: id, Priority: rec.Priority}})
+		}
+	}
+	if !n.killed {
+		n.serving.Store(true)
+	}
+}
+
+// Health is nil while the node can take part in elections, else why not.
+func (n *Node) Health() error {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.status.Fault != "" {
+		return errors.New(n.status.Fault)
+	}
+	return nil
+}

@@ -228,13 +228,16 @@ func TestNodeRestartNeverGoesBackInTerm(t *testing.T) {
 	c := newCluster(t, "bully", 3)
 	li := c.agree(5*time.Second, 3)
 	persisted, err := c.nodes[1].cfg.Store.Load()
-	if err != nil || persisted < li.Term {
-		t.Fatalf("node 1 persisted %v (err %v), below the leader term %v", persisted, err, li.Term)
+	if err != nil || persisted.Term < li.Term || persisted.LeaderTerm != li.Term {
+		t.Fatalf("node 1 persisted %+v (err %v), want the leader term %v and a term no lower", persisted, err, li.Term)
 	}
 	c.stop(1)
 	nd := c.start(1) // same data dir
-	if got := nd.Status().Term; got < persisted {
-		t.Fatalf("restarted at term %v, below the persisted %v", got, persisted)
+	if got := nd.Status().Term; got < persisted.Term {
+		t.Fatalf("restarted at term %v, below the persisted %v", got, persisted.Term)
+	}
+	if got := nd.Leader().Term; got != persisted.LeaderTerm {
+		t.Fatalf("restarted node reports term %v, want the persisted leadership %v", got, persisted.LeaderTerm)
 	}
 	c.agree(5*time.Second, 3)
 }
@@ -284,14 +287,14 @@ func TestTermStoreWritesAReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	t1 := election.NextTerm(0, 3)
-	if err := s.Save(t1); err != nil || s.Writes != 1 {
+	if err := s.Save(t1, 0); err != nil || s.Writes != 1 {
 		t.Fatalf("first save: %v, %d writes", err, s.Writes)
 	}
 	// Terms within the reserve cost no write.
 	t2 := t1
 	for range ReserveEpochs - 1 {
 		t2 = election.NextTerm(t2, 9)
-		if err := s.Save(t2); err != nil {
+		if err := s.Save(t2, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -301,14 +304,14 @@ func TestTermStoreWritesAReserve(t *testing.T) {
 	// A restart starts above every term saved.
 	r, _ := OpenTermStore(dir)
 	got, err := r.Load()
-	if err != nil || got < t2 {
-		t.Fatalf("reloaded %v (err %v), below the saved %v", got, err, t2)
+	if err != nil || got.Term < t2 {
+		t.Fatalf("reloaded %v (err %v), below the saved %v", got.Term, err, t2)
 	}
-	if next := election.NextTerm(got, 3); next <= t2 {
+	if next := election.NextTerm(got.Term, 3); next <= t2 {
 		t.Fatalf("a restarted node would mint %v, not above %v", next, t2)
 	}
 	// Beyond the reserve it writes again.
-	if err := r.Save(election.NextTerm(got, 1)); err != nil || r.Writes != 1 {
+	if err := r.Save(election.NextTerm(got.Term, 1), 0); err != nil || r.Writes != 1 {
 		t.Fatalf("beyond the reserve: %v, %d writes", err, r.Writes)
 	}
 }
@@ -348,5 +351,35 @@ func TestQuorumLeaderStopsClaimingWhenItsLoopStalls(t *testing.T) {
 			t.Fatalf("leader %d still claims leadership 2s into a stalled loop; its lease is 200ms", li.ID)
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
+// A bully node waits for an Answer at most AnswerTimeout, however long the
+// heartbeat interval: crash failover must not wait a heartbeat interval
+// when an Election to the dead leader is neither answered nor failed.
+func TestAnswerTimeoutIsNotTheHeartbeatInterval(t *testing.T) {
+	for _, hb := range []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond, time.Second} {
+		c := Config{Tick: 10 * time.Millisecond, HeartbeatInterval: hb, HeartbeatTimeout: 3 * hb}
+		ec := c.electionConfig(0)
+		want := min(ticks(hb, c.Tick), ticks(AnswerTimeout, c.Tick))
+		if ec.AnswerTimeoutTicks != want || ec.AnswerTimeoutTicks > 3 {
+			t.Errorf("heartbeat %v: AnswerTimeoutTicks %d, want %d (at most AnswerTimeout %v at a 10ms tick)", hb, ec.AnswerTimeoutTicks, want, AnswerTimeout)
+		}
+	}
+}
+
+// In quorum mode the lease spans at least three heartbeats, whatever the
+// configured interval (config allows a timeout of three intervals): the
+// renewing stamp is echoed one heartbeat after it was given.
+func TestQuorumLeaseSpansThreeHeartbeats(t *testing.T) {
+	for _, hb := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
+		for _, k := range []time.Duration{3, 5, 10} {
+			c := Config{Self: Meta{ID: 1}, Tick: 10 * time.Millisecond, HeartbeatInterval: hb, HeartbeatTimeout: k * hb, Quorum: 3}
+			ec := c.electionConfig(0)
+			if ec.LeaseTicks < 3*ec.HeartbeatTicks || ec.Validate() != nil {
+				t.Errorf("heartbeat %v, timeout %v: lease %d ticks, heartbeat %d ticks (%v); want a lease of at least 3 heartbeats",
+					hb, k*hb, ec.LeaseTicks, ec.HeartbeatTicks, ec.Validate())
+			}
+		}
 	}
 }

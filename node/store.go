@@ -3,17 +3,19 @@ package node
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/electord/electord/election"
 )
 
 // TermStore persists the highest term a node has seen, so a restarted node
-// never goes back to an older term. A write goes to a temporary file that is
-// fsynced and renamed over the old one, and the directory is fsynced.
+// never goes back to an older term, and the term of the last leadership it
+// knew, which it reports after a restart until it hears of a newer one. A
+// write goes to a temporary file that is fsynced and renamed over the old
+// one, and the directory is fsynced.
 //
 // An fsync costs about a millisecond, and a ring election raises the term at
 // every hop, so writing each term would put an fsync on every hop of the
@@ -22,12 +24,33 @@ import (
 // is then durable already, and Save returns at once without I/O; a node
 // writes about once per ReserveEpochs elections. After a restart the node
 // starts from the reserve, above anything it saw, so it still never goes
-// back nor mints a term it used before; its next terms just skip ahead.
+// back nor mints a term it used before; its next terms just skip ahead. The
+// leadership term is written as it is, once per leadership change.
+//
+// The file (version 1) is four lines, the last a CRC-32 (IEEE) of the
+// bytes before it, so a torn or edited file is refused, not misread:
+//
+//	electord-term v1
+//	term <reserve>
+//	leader <leadership term>
+//	crc32 <8 hex digits>
+//
+// Anything else, including the single decimal number of electord before
+// version 1 (which a truncation could not be told from), is refused.
 type TermStore struct {
 	dir     string // "" keeps the term in memory only
-	durable election.Term
+	durable Persisted
+	marked  bool // the marker file is known to exist
 	// Writes counts the writes that reached the disk.
 	Writes int
+}
+
+// Persisted is what a TermStore keeps.
+type Persisted struct {
+	// Term is the highest term seen (a reserve above it, once written).
+	Term election.Term
+	// LeaderTerm is the term of the last leadership known; at most Term.
+	LeaderTerm election.Term
 }
 
 // ReserveEpochs is how far ahead of a term the store writes.
@@ -37,64 +60,210 @@ func reserve(t election.Term) election.Term {
 	return election.Term((t.Epoch()+ReserveEpochs+1)<<election.SlotBits - 1)
 }
 
-const termFile = "term"
+const (
+	termFile   = "term"
+	termHeader = "electord-term v1"
+)
 
-// OpenTermStore opens (creating) dir. dir "" keeps the term in memory.
+// ErrTermStore marks a data dir whose term cannot be trusted: the term file
+// is truncated, corrupt, unreadable or in an unknown format, or it is gone
+// from a data dir that was used before. The node refuses to start; an
+// operator recovers with `electord recover-term` (RecoverTerm).
+var ErrTermStore = errors.New("the term store cannot be trusted")
+
+// ErrDataDirUnwritable marks a data dir this process cannot write: a node
+// that could not persist its term would lead at terms it might mint again.
+var ErrDataDirUnwritable = errors.New("data-dir is not writable")
+
+// markerFile is written in a data dir before its first term: a data dir
+// that has it but no term file has lost its term (deleted, or a volume
+// swapped under the node).
+const (
+	markerFile = "electord.data"
+	markerText = "electord data dir, version 1: the term file beside this one must never be lost\n"
+)
+
+// OpenTermStore opens (creating) dir and checks that this process can write
+// it (ErrDataDirUnwritable). dir "" keeps the term in memory.
 func OpenTermStore(dir string) (*TermStore, error) {
 	if dir == "" {
 		return &TermStore{}, nil
 	}
+	unwritable := func(err error) error {
+		return fmt.Errorf("%w: %s (uid %d): %w", ErrDataDirUnwritable, dir, os.Getuid(), err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("data-dir: %w", err)
+		return nil, unwritable(err)
+	}
+	probe, err := os.CreateTemp(dir, ".write-probe-*")
+	if err != nil {
+		return nil, unwritable(err)
+	}
+	_, err = probe.WriteString("probe\n")
+	if err == nil {
+		err = probe.Sync()
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if err != nil {
+		return nil, unwritable(err)
 	}
 	return &TermStore{dir: dir}, nil
 }
 
-// Load returns the persisted term, 0 when there is none.
-func (s *TermStore) Load() (election.Term, error) {
+// Load returns what was persisted, zero on a first start. A term file that
+// cannot be trusted, or a used data dir without one, is ErrTermStore.
+func (s *TermStore) Load() (Persisted, error) {
 	if s.dir == "" {
 		return s.durable, nil
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, termFile))
+	path := filepath.Join(s.dir, termFile)
+	marker := filepath.Join(s.dir, markerFile)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		if _, merr := os.Stat(marker); merr == nil {
+			return Persisted{}, fmt.Errorf("%w: %s was used before (%s exists) but %s is gone; "+
+				"find the highest term the cluster used and run: electord recover-term --data-dir %s --at-least TERM",
+				ErrTermStore, s.dir, markerFile, termFile, s.dir)
+		}
+		return Persisted{}, nil // a first start
 	}
 	if err != nil {
-		return 0, fmt.Errorf("data-dir: reading the term: %w", err)
+		return Persisted{}, fmt.Errorf("%w: reading %s: %w", ErrTermStore, path, err)
 	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	p, err := decodeTerms(b)
 	if err != nil {
-		return 0, fmt.Errorf("data-dir: %s holds %q, not a term: %w", filepath.Join(s.dir, termFile), b, err)
+		return Persisted{}, fmt.Errorf("%w: %s: %w; if the cluster's highest term is known, run: electord recover-term --data-dir %s --at-least TERM",
+			ErrTermStore, path, err, s.dir)
 	}
-	s.durable = election.Term(v)
-	return s.durable, nil
+	s.durable = p
+	return p, nil
 }
 
-// Save makes t durable before it returns: at once if the reserve covers it,
-// otherwise by writing a new reserve.
-func (s *TermStore) Save(t election.Term) error {
-	if t <= s.durable {
+// Durable is what the last successful Load or Save made durable.
+func (s *TermStore) Durable() Persisted { return s.durable }
+
+// RecoverTerm rewrites the term file of dir so that the node starts at a
+// term of at least atLeast: the operator's way out of ErrTermStore. It can
+// only raise what a readable file held; a missing or unreadable one is
+// replaced (the leadership term it knew is lost, and reported as 0 until
+// the node hears of a leader). It returns what was there (zero if
+// unreadable) and what is there now.
+func RecoverTerm(dir string, atLeast election.Term) (old, now Persisted, err error) {
+	if dir == "" {
+		return old, now, errors.New("recover-term: --data-dir is required")
+	}
+	if atLeast.Epoch() > election.MaxConfigEpoch {
+		return old, now, fmt.Errorf("recover-term: %v: %w", atLeast, election.ErrTermRange)
+	}
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		return old, now, err
+	}
+	if b, rerr := os.ReadFile(filepath.Join(dir, termFile)); rerr == nil {
+		if p, derr := decodeTerms(b); derr == nil {
+			old = p
+		}
+	}
+	now = Persisted{Term: max(old.Term, atLeast), LeaderTerm: min(old.LeaderTerm, max(old.Term, atLeast))}
+	if err := s.write(now); err != nil {
+		return old, now, err
+	}
+	return old, now, nil
+}
+
+func encodeTerms(p Persisted) []byte {
+	body := fmt.Sprintf("%s\nterm %d\nleader %d\n", termHeader, uint64(p.Term), uint64(p.LeaderTerm))
+	return fmt.Appendf(nil, "%scrc32 %08x\n", body, crc32.ChecksumIEEE([]byte(body)))
+}
+
+func decodeTerms(b []byte) (Persisted, error) {
+	text := string(b)
+	if !strings.HasPrefix(text, termHeader+"\n") {
+		return Persisted{}, fmt.Errorf("holds %q: not a %q file (a term file of an older electord, or damaged)", shorten(text), termHeader)
+	}
+	i := strings.LastIndex(strings.TrimSuffix(text, "\n"), "\n") + 1
+	body, last := text[:i], strings.TrimSpace(text[i:])
+	var sum uint32
+	if _, err := fmt.Sscanf(last, "crc32 %08x", &sum); err != nil || !strings.HasSuffix(text, "\n") {
+		return Persisted{}, fmt.Errorf("truncated: the last line is %q, not \"crc32 <hex>\"", shorten(last))
+	}
+	if got := crc32.ChecksumIEEE([]byte(body)); got != sum {
+		return Persisted{}, fmt.Errorf("corrupt: checksum %08x, the file says %08x", got, sum)
+	}
+	var p Persisted
+	var term, leader uint64
+	if _, err := fmt.Sscanf(body, termHeader+"\nterm %d\nleader %d\n", &term, &leader); err != nil {
+		return Persisted{}, fmt.Errorf("malformed: %w", err)
+	}
+	p.Term, p.LeaderTerm = election.Term(term), election.Term(leader)
+	if p.LeaderTerm > p.Term {
+		return Persisted{}, fmt.Errorf("inconsistent: leader term %v above term %v", p.LeaderTerm, p.Term)
+	}
+	return p, nil
+}
+
+func shorten(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// Save makes term and leaderTerm durable before it returns: at once if the
+// reserve covers term and leaderTerm is the one written, otherwise by
+// writing the file. Zero leaves a value as it is.
+func (s *TermStore) Save(term, leaderTerm election.Term) error {
+	next := s.durable
+	if term > next.Term {
+		next.Term = reserve(term)
+	}
+	if leaderTerm > next.LeaderTerm {
+		next.LeaderTerm = leaderTerm
+		if leaderTerm > next.Term {
+			next.Term = reserve(leaderTerm)
+		}
+	}
+	if next == s.durable {
 		return nil
 	}
-	r := reserve(t)
 	if s.dir == "" {
-		s.durable = r
+		s.durable = next
 		return nil
 	}
-	if err := s.write(r); err != nil {
+	if err := s.write(next); err != nil {
 		return err
 	}
-	s.durable = r
+	s.durable = next
 	s.Writes++
 	return nil
 }
 
-func (s *TermStore) write(t election.Term) error {
-	tmp, err := os.CreateTemp(s.dir, termFile+".tmp-*")
+func (s *TermStore) write(p Persisted) error {
+	if !s.marked {
+		// The first term this dir keeps: from now on a missing term file
+		// is a lost one.
+		if _, err := os.Stat(filepath.Join(s.dir, markerFile)); err != nil {
+			if err := writeFileSync(s.dir, markerFile, []byte(markerText)); err != nil {
+				return fmt.Errorf("marking the data dir used (%s): %w", markerFile, err)
+			}
+		}
+		s.marked = true
+	}
+	if err := writeFileSync(s.dir, termFile, encodeTerms(p)); err != nil {
+		return fmt.Errorf("persisting term %v (leader term %v): %w", p.Term, p.LeaderTerm, err)
+	}
+	return nil
+}
+
+// writeFileSync replaces dir/name with b durably: a temporary file written
+// and fsynced, renamed over name, then the directory fsynced.
+func writeFileSync(dir, name string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, name+".tmp-*")
 	if err != nil {
 		return err
 	}
-	_, werr := fmt.Fprintf(tmp, "%d\n", uint64(t))
+	_, werr := tmp.Write(b)
 	if werr == nil {
 		werr = tmp.Sync()
 	}
@@ -102,13 +271,13 @@ func (s *TermStore) write(t election.Term) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp.Name(), filepath.Join(s.dir, termFile))
+		werr = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("persisting term %d: %w", uint64(t), werr)
+		return werr
 	}
-	d, err := os.Open(s.dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/electord/electord/transport"
 )
 
-// A restarted node that has no leader yet reports its persisted term, not 0
+// A restarted node that has no leader yet reports its persisted leadership
+// term (the last leadership it knew), not 0
 // (issue 11): in Leader, in the first event of a subscription, and in
 // Status, before Run and while it runs leaderless (quorum 3, alone).
 func TestRestartedNodeReportsPersistedTermWithoutLeader(t *testing.T) {
@@ -20,17 +21,18 @@ func TestRestartedNodeReportsPersistedTermWithoutLeader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Save(election.Term(58<<election.SlotBits | 3)); err != nil {
+			if err := store.Save(election.Term(60<<election.SlotBits|2), election.Term(58<<election.SlotBits|3)); err != nil {
 				t.Fatal(err)
 			}
 			store, err = OpenTermStore(dir) // as after a restart
 			if err != nil {
 				t.Fatal(err)
 			}
-			persisted, err := store.Load()
+			saved, err := store.Load()
 			if err != nil {
 				t.Fatal(err)
 			}
+			persisted := saved.LeaderTerm
 			hub := &gossipHub{members: map[election.NodeID]*fakeGossip{}}
 			self := Meta{ID: 1, Name: "n1", PeerAddr: "mem:1"}
 			l := &transport.LateReceiver{}

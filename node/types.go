@@ -55,6 +55,9 @@ type StatusInfo struct {
 	Killed    bool            `json:"killed"`
 	// Term is the highest term this node has seen (and persisted).
 	Term election.Term `json:"highest_term"`
+	// Fault says why the node takes no part in elections, "" when it does
+	// (a term it cannot persist).
+	Fault string `json:"fault,omitempty"`
 }
 
 // Errors callers act on.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,10 +12,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
 	pb "github.com/electord/electord/proto/electord/v1"
+	"github.com/electord/electord/transport/peerauth"
 )
 
 // Defaults for GRPCConfig.
@@ -33,6 +38,9 @@ var (
 	ErrQueueFull = errors.New("transport: peer send queue is full")
 	// ErrClosed: the transport is closed.
 	ErrClosed = errors.New("transport: closed")
+	// ErrPeerSilent: the message was queued behind one whose RPC reached
+	// its deadline without an answer, and was failed without being sent.
+	ErrPeerSilent = errors.New("transport: peer did not answer the message before this one in time")
 )
 
 // GRPCConfig configures NewGRPC.
@@ -60,6 +68,15 @@ type GRPCConfig struct {
 	// refused or reset connection (default DefaultProbeTimeout; negative:
 	// never probe, so never report ErrPeerDown).
 	ProbeTimeout time.Duration
+	// TLS, if not nil, turns on mutual TLS: it is the base client
+	// configuration (this node's certificate and the roots). Each peer's
+	// connection dials with peerauth.ClientConfig(TLS, Cluster, id), so the
+	// server must present a certificate naming exactly the node id the
+	// message is for. nil: insecure, as before.
+	TLS *tls.Config
+	// Cluster is the cluster name in the peers' certificates; required with
+	// TLS.
+	Cluster string
 }
 
 // GRPC is the Transport over grpc-go. It holds one grpc.ClientConn per peer,
@@ -106,6 +123,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	}
 	if cfg.Receiver == nil {
 		return nil, errors.New("transport: GRPCConfig.Receiver is nil")
+	}
+	if cfg.TLS != nil && cfg.Cluster == "" {
+		return nil, errors.New("transport: GRPCConfig.TLS is set without a Cluster to check peers against")
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = DefaultSendTimeout
@@ -241,14 +261,22 @@ func (l *grpcLink) dial() (pb.PeerClient, error) {
 		bo.BaseDelay = t.cfg.ReconnectBackoff
 	}
 	bo.MaxDelay = t.cfg.ReconnectBackoff
+	creds := insecure.NewCredentials()
+	if t.cfg.TLS != nil {
+		// One ClientConn per peer id: the id it must answer as is known.
+		creds = credentials.NewTLS(peerauth.ClientConfig(t.cfg.TLS, t.cfg.Cluster, l.id))
+	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallSendMsgSize(t.cfg.MaxMessageBytes),
 			grpc.MaxCallRecvMsgSize(t.cfg.MaxMessageBytes),
 			grpc.WaitForReady(false),
 		),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: t.cfg.SendTimeout}),
+		// Static flow-control windows: see staticWindow.
+		grpc.WithStaticStreamWindowSize(staticWindow(t.cfg.MaxMessageBytes)),
+		grpc.WithStaticConnWindowSize(staticWindow(t.cfg.MaxMessageBytes)),
 	}, t.cfg.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
@@ -259,8 +287,20 @@ func (l *grpcLink) dial() (pb.PeerClient, error) {
 	return l.client, nil
 }
 
-// send makes the RPC for m and reports the outcome.
-func (l *grpcLink) send(ctx context.Context, m election.Message) {
+// staticWindow is the HTTP/2 flow-control window of a peer connection: one
+// message of the size limit, at least HTTP/2's default of 64 KiB. A fixed
+// window turns off grpc-go's BDP estimator, which otherwise answers every
+// reply that arrives while no estimate is in flight with a WINDOW_UPDATE and
+// a PING, and the peer with a PING ack: an idle follower's heartbeat was two
+// round trips on the wire instead of one, and woke both processes twice. Peer
+// messages are small and sparse, so a larger window would gain nothing.
+func staticWindow(maxMessageBytes int) int32 {
+	return int32(min(max(maxMessageBytes, 64<<10), 1<<30))
+}
+
+// send makes the RPC for m and reports the outcome. It returns true when the
+// RPC reached its own deadline (SendTimeout) while ctx was still live.
+func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	t := l.t
 	fail := func(err error) {
 		t.countFailed(m)
@@ -269,7 +309,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) {
 	c, err := l.dial()
 	if err != nil {
 		fail(err)
-		return
+		return false
 	}
 	l.mu.Lock()
 	addr := l.addr
@@ -277,8 +317,9 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) {
 	x, err := Encode(m)
 	if err != nil {
 		fail(err)
-		return
+		return false
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.SendTimeout)
 	defer cancel()
 	var reply *pb.HeartbeatReply
@@ -307,20 +348,24 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) {
 			err = t.peerDown(err, addr)
 		}
 		fail(err)
-		return
+		// Timed out: our deadline fired, or the server's copy of it did
+		// first and its DeadlineExceeded arrived before our timer (seen
+		// under load: the next queued message was then sent and waited too).
+		return parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
 	}
 	t.sent[m.Type].Add(1)
 	if reply == nil {
-		return
+		return false
 	}
 	r, err := Decode(reply, t.cfg.Self)
 	if err != nil {
 		t.dropped.Add(1)
-		return
+		return false
 	}
 	if err := t.cfg.Receiver.Receive(Inbound{Msg: r}); err != nil {
 		t.dropped.Add(1)
-		return
+		return false
 	}
 	t.replies.Add(1)
+	return false
 }

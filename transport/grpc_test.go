@@ -123,6 +123,9 @@ func TestGRPCReceiverRefusals(t *testing.T) {
 	tr.Send(m)
 	srvRecv.next(t)
 
+	// The service counts a delivery after Receive returns, and the fake
+	// receiver hands the message over inside it: wait for the count.
+	eventually(t, "the delivery counted", func() bool { return svc.Stats().Received[election.MsgCoordinator] == 1 })
 	st := svc.Stats()
 	if st.RejectedNotServing != 1 || st.RejectedOverloaded != 1 || st.RejectedOther != 1 || st.Received[election.MsgCoordinator] != 1 {
 		t.Errorf("server stats %+v", st)

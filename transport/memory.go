@@ -161,7 +161,10 @@ type memLink struct{ t *Memory }
 func (memLink) setAddr(string) {} // messages are routed by id
 func (memLink) close()         {}
 
-func (l memLink) send(ctx context.Context, m election.Message) { l.t.deliver(ctx, m) }
+func (l memLink) send(ctx context.Context, m election.Message) bool {
+	l.t.deliver(ctx, m)
+	return false // the in-memory twin keeps every queued message's own attempt
+}
 
 // Send queues m for m.To and returns at once; failures come back through
 // Receiver.Failed from another goroutine (see Network for the errors). After

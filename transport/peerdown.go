@@ -77,6 +77,31 @@ func probeRefused(addr string, timeout time.Duration) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
+// dropProbes is how often, and how far apart, a dropped connection's peer
+// is probed: a killed process's established connections are reset before
+// its listening socket is closed, so a probe at once may still connect (the
+// kernel completes the handshake on the dying listener's backlog). Without
+// the retries the leader's death was found by the next heartbeat instead,
+// one heartbeat interval later (the 200 ms mode of crash failover).
+const (
+	dropProbes   = 5
+	dropProbeGap = 5 * time.Millisecond
+)
+
+// probeDropped probes addr after its connection dropped, a few times a few
+// milliseconds apart, until a dial is refused (the process is gone).
+func probeDropped(addr string, timeout time.Duration) bool {
+	for i := range dropProbes {
+		if probeRefused(addr, timeout) {
+			return true
+		}
+		if i < dropProbes-1 {
+			time.Sleep(time.Duration(i+1) * dropProbeGap)
+		}
+	}
+	return false
+}
+
 // peerDown returns err wrapped in ErrPeerDown when it is confirmed evidence
 // that the peer at addr is gone (see ErrPeerDown), else err unchanged.
 func (t *GRPC) peerDown(err error, addr string) error {
@@ -105,7 +130,7 @@ func (l *grpcLink) watch(conn *grpc.ClientConn, id election.NodeID, addr string)
 			return
 		}
 		if s == connectivity.Ready && ns != connectivity.Ready &&
-			probeRefused(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
+			probeDropped(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
 			t.peersDown.Add(1)
 			t.cfg.Receiver.Failed(election.Message{Type: election.MsgHeartbeat, From: t.cfg.Self, To: id},
 				fmt.Errorf("%w: connection to %s dropped and a re-dial was refused: %w", ErrPeerDown, addr, io.EOF))

@@ -15,8 +15,10 @@ type link interface {
 	setAddr(addr string)
 	// send carries m to the peer and reports the outcome to the Receiver.
 	// The peer's goroutine calls it for one message at a time, in order;
-	// ctx is canceled when the peer is removed or the transport closed.
-	send(ctx context.Context, m election.Message)
+	// ctx is canceled when the peer is removed or the transport closed. It
+	// returns true when the peer was silent: the message's own deadline
+	// passed without an answer (see sendQueues.silent).
+	send(ctx context.Context, m election.Message) (silent bool)
 	// close releases the link; the peer's goroutine calls it as it ends.
 	close()
 }
@@ -168,7 +170,28 @@ func (q *sendQueues) run(p *peerQueue) {
 				q.removed(p, m)
 				return
 			}
-			p.link.send(p.ctx, m)
+			if p.link.send(p.ctx, m) {
+				q.silent(p)
+			}
+		}
+	}
+}
+
+// silent reports every message queued for p at once, with ErrPeerSilent:
+// the message before them waited its whole deadline for a peer that did
+// not answer (paused, host down, cut off), and each of them would wait as
+// long again, one after the other. Without this, a silent leader kept a
+// follower's Election or Coordinator behind the heartbeats queued before
+// it suspected (each one send timeout) until gossip declared the leader
+// dead. A message queued after this gets its own attempt.
+func (q *sendQueues) silent(p *peerQueue) {
+	for {
+		select {
+		case m := <-p.queue:
+			q.count(m)
+			q.recv.Failed(m, fmt.Errorf("%w (peer %d)", ErrPeerSilent, p.id))
+		default:
+			return
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/electord/electord/election"
 	pb "github.com/electord/electord/proto/electord/v1"
+	"github.com/electord/electord/transport/peerauth"
 )
 
 // DefaultMaxMessageBytes is the default largest peer message, in bytes, a
@@ -37,12 +38,16 @@ type PeerService struct {
 
 	self election.NodeID
 	recv Receiver
+	// cluster, set by BindIdentity, is the cluster whose node certificates
+	// identify callers over TLS.
+	cluster string
 
 	received           [election.LastMsgType + 1]atomic.Uint64
 	rejectedInvalid    atomic.Uint64
 	rejectedNotServing atomic.Uint64
 	rejectedOverloaded atomic.Uint64
 	rejectedOther      atomic.Uint64
+	rejectedIdentity   atomic.Uint64
 	heartbeatsUnanswer atomic.Uint64
 }
 
@@ -52,6 +57,19 @@ var _ pb.PeerServer = (*PeerService)(nil)
 func NewPeerService(self election.NodeID, r Receiver) *PeerService {
 	return &PeerService{self: self, recv: r}
 }
+
+// BindIdentity makes the service bind each message to the identity the
+// caller proved: on a call that came over TLS (either peer server fills
+// grpc-go's peer.Peer.AuthInfo with credentials.TLSInfo), the message's From
+// must be the node named by the connection's verified certificate, a
+// spiffe://<cluster>/node/<id> URI SAN (peerauth.NodeIDFromCert). A message
+// that fails this is refused with PermissionDenied, naming both ids, and
+// counted in ServerStats.RejectedIdentity: the caller is authenticated but
+// not allowed to speak for From (InvalidArgument stays for malformed
+// messages). A call over TLS to a service that was never bound is refused
+// the same way (fail closed). Calls without TLS are not checked: with TLS
+// off nothing changes. Call it before serving.
+func (s *PeerService) BindIdentity(cluster string) { s.cluster = cluster }
 
 // ServerStats is a snapshot of a PeerService's counters.
 type ServerStats struct {
@@ -65,6 +83,9 @@ type ServerStats struct {
 	RejectedOverloaded uint64
 	// RejectedOther counts messages refused with any other Receiver error.
 	RejectedOther uint64
+	// RejectedIdentity counts messages refused because their From is not
+	// the node the TLS connection's certificate names (see BindIdentity).
+	RejectedIdentity uint64
 	// HeartbeatsUnanswered counts accepted Heartbeats whose call ended
 	// (deadline, cancel, or the node closed Reply) before the node answered.
 	HeartbeatsUnanswered uint64
@@ -78,6 +99,7 @@ func (s *PeerService) Stats() ServerStats {
 		RejectedNotServing:   s.rejectedNotServing.Load(),
 		RejectedOverloaded:   s.rejectedOverloaded.Load(),
 		RejectedOther:        s.rejectedOther.Load(),
+		RejectedIdentity:     s.rejectedIdentity.Load(),
 		HeartbeatsUnanswered: s.heartbeatsUnanswer.Load(),
 	}
 	for t := election.MsgElection; t <= election.LastMsgType; t++ {
@@ -88,13 +110,18 @@ func (s *PeerService) Stats() ServerStats {
 	return st
 }
 
-// deliver decodes x and hands it to the Receiver with reply (nil except for
-// a Heartbeat).
-func (s *PeerService) deliver(x proto.Message, reply chan election.Message) error {
+// deliver decodes x, checks it against the caller's identity (see
+// BindIdentity) and hands it to the Receiver with reply (nil except for a
+// Heartbeat).
+func (s *PeerService) deliver(ctx context.Context, x proto.Message, reply chan election.Message) error {
 	m, err := Decode(x, s.self)
 	if err != nil {
 		s.rejectedInvalid.Add(1)
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.checkSender(ctx, m.From); err != nil {
+		s.rejectedIdentity.Add(1)
+		return err
 	}
 	if err := s.recv.Receive(Inbound{Msg: m, Reply: reply}); err != nil {
 		switch {
@@ -112,42 +139,57 @@ func (s *PeerService) deliver(x proto.Message, reply chan election.Message) erro
 	return nil
 }
 
-func (s *PeerService) oneWay(x proto.Message) (*pb.Ack, error) {
-	if err := s.deliver(x, nil); err != nil {
+// checkSender refuses a message from a TLS caller whose certificate does
+// not name from.
+func (s *PeerService) checkSender(ctx context.Context, from election.NodeID) error {
+	id, overTLS, err := peerauth.NodeFromContext(ctx, s.cluster)
+	switch {
+	case !overTLS:
+		return nil
+	case err != nil:
+		return status.Errorf(codes.PermissionDenied, "transport: message from node %d: %v", from, err)
+	case id != from:
+		return status.Errorf(codes.PermissionDenied, "transport: message says it is from node %d but the connection's certificate names node %d", from, id)
+	}
+	return nil
+}
+
+func (s *PeerService) oneWay(ctx context.Context, x proto.Message) (*pb.Ack, error) {
+	if err := s.deliver(ctx, x, nil); err != nil {
 		return nil, err
 	}
 	return &pb.Ack{}, nil
 }
 
 // Election implements pb.PeerServer.
-func (s *PeerService) Election(_ context.Context, x *pb.Election) (*pb.Ack, error) {
-	return s.oneWay(x)
+func (s *PeerService) Election(ctx context.Context, x *pb.Election) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
 }
 
 // Answer implements pb.PeerServer.
-func (s *PeerService) Answer(_ context.Context, x *pb.Answer) (*pb.Ack, error) {
-	return s.oneWay(x)
+func (s *PeerService) Answer(ctx context.Context, x *pb.Answer) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
 }
 
 // Coordinator implements pb.PeerServer.
-func (s *PeerService) Coordinator(_ context.Context, x *pb.Coordinator) (*pb.Ack, error) {
-	return s.oneWay(x)
+func (s *PeerService) Coordinator(ctx context.Context, x *pb.Coordinator) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
 }
 
 // CoordinatorAck implements pb.PeerServer.
-func (s *PeerService) CoordinatorAck(_ context.Context, x *pb.CoordinatorAck) (*pb.Ack, error) {
-	return s.oneWay(x)
+func (s *PeerService) CoordinatorAck(ctx context.Context, x *pb.CoordinatorAck) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
 }
 
 // TimeoutNow implements pb.PeerServer.
-func (s *PeerService) TimeoutNow(_ context.Context, x *pb.TimeoutNow) (*pb.Ack, error) {
-	return s.oneWay(x)
+func (s *PeerService) TimeoutNow(ctx context.Context, x *pb.TimeoutNow) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
 }
 
 // Notify implements pb.PeerServer: it delivers a MsgHeartbeatResp that
 // answers no Heartbeat call.
-func (s *PeerService) Notify(_ context.Context, x *pb.HeartbeatReply) (*pb.Ack, error) {
-	return s.oneWay(x)
+func (s *PeerService) Notify(ctx context.Context, x *pb.HeartbeatReply) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
 }
 
 // Heartbeat implements pb.PeerServer. It delivers the Heartbeat with a Reply
@@ -158,7 +200,7 @@ func (s *PeerService) Notify(_ context.Context, x *pb.HeartbeatReply) (*pb.Ack, 
 // dropped by the buffer and never blocks the node.
 func (s *PeerService) Heartbeat(ctx context.Context, x *pb.Heartbeat) (*pb.HeartbeatReply, error) {
 	reply := make(chan election.Message, 1)
-	if err := s.deliver(x, reply); err != nil {
+	if err := s.deliver(ctx, x, reply); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, MaxHeartbeatWait)
@@ -188,7 +230,10 @@ func (s *PeerService) Heartbeat(ctx context.Context, x *pb.Heartbeat) (*pb.Heart
 // with ResourceExhausted before it is decoded. opts are applied after the
 // default: pass grpc.MaxRecvMsgSize(n) to change the limit.
 func NewGRPCServer(svc *PeerService, opts ...grpc.ServerOption) *grpc.Server {
-	all := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(DefaultMaxMessageBytes)}, opts...)
+	all := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(DefaultMaxMessageBytes),
+		// No BDP pings on inbound messages either (see staticWindow).
+		grpc.StaticStreamWindowSize(staticWindow(DefaultMaxMessageBytes)),
+		grpc.StaticConnWindowSize(staticWindow(DefaultMaxMessageBytes))}, opts...)
 	srv := grpc.NewServer(all...)
 	pb.RegisterPeerServer(srv, svc)
 	return srv

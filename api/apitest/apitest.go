@@ -308,13 +308,13 @@ func (n *Node) Exited() <-chan struct{} { return n.exited }
 
 // Subscribe implements api.Backend. Unlike node's, the subscription does
 // not start with the current state: the API must send that itself.
-func (n *Node) Subscribe() api.Subscription {
+func (n *Node) Subscribe() (api.Subscription, error) {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
 	s := &Sub{n: n, ch: make(chan node.LeaderInfo, max(n.c.bufSize, 1))}
 	n.subs[s] = struct{}{}
 	n.c.subsNotify()
-	return s
+	return s, nil
 }
 
 // subsNotify wakes WaitSubscribers. c.mu is held.

@@ -6,7 +6,10 @@ package main
 //	electbench idle  [--nodes 5] [--algorithms bully] [--window 30s] [--settle 5s]
 //	                 [--electord [label=]path,...] [--rounds 1] [--out file]
 //	electbench scale [--nodes 32,64,128] [--algorithms bully,ring] [--kills 5]
-//	                 [--window 20s] [--out file]
+//	                 [--window 20s] [--args "..."] [--out file]
+//
+// scale also counts the leader or term changes the nodes' watches report
+// during the idle window: on an idle cluster every one is spurious.
 //
 // CPU is utime+stime from /proc/<pid>/stat (every thread of the process)
 // over the window, as a percentage of one core; RSS is VmRSS from
@@ -286,6 +289,9 @@ func scale(args []string) error {
 	window := fs.Duration("window", 20*time.Second, "idle measurement window after the first agreement")
 	settle := fs.Duration("settle", 10*time.Second, "wait after the first agreement before measuring")
 	firstTimeout := fs.Duration("first-timeout", 120*time.Second, "give up on the first agreement after this long")
+	bootstrap := fs.Bool("bootstrap-expect", false, "start every node with --bootstrap-expect <nodes>, as a cluster formed from scratch should be (electord dev does): no node elects before it has seen them all")
+	pauses := fs.Int("pauses", 0, "after the kills, SIGSTOPs of the leader (a silent leader: only the heartbeat timeout finds it), each resumed after the others agree")
+	partition := fs.Duration("partition", 0, "after the kills, pause the lower half of the nodes for at most this long and measure gossip convergence after they resume (scale_partition.go); 0: skip")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
 	path, cleanup, err := electordBinary(*bin)
@@ -300,17 +306,33 @@ func scale(args []string) error {
 	defer closeOut()
 	pr("# electbench scale\n\n`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %s/%s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg())
+	if *bootstrap {
+		config += " + `--bootstrap-expect <nodes>`"
+	}
 	pr("- electord `%s` (%s), %s\n", path, describe(path), config)
 	pr("- first agreement: from starting the first process (all are started one after another, each joining node 1) until every node's watch reports the same leader; idle: after it and %v more, utime+stime over %v; crash: SIGKILL of the leader until every survivor agrees on a new leader with a higher term (10 s limit), then the node is restarted and all agree again\n\n", *settle, *window)
-	pr("| nodes | algorithm | start all, s | first agreement, s | leader CPU %% | node CPU %% median (max) | RSS MiB median (max) | crash p50 / p99 ms | crashes failed | load average after |\n")
-	pr("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	pr("| nodes | algorithm | start all, s | first agreement, s | leader CPU %% | node CPU %% median (max) | RSS MiB median (max) | changes in the window | crash p50 / p99 ms (kills) | crashes failed | load average after |\n")
+	pr("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	var notes []string // gossip convergence, printed after the table
+	defer func() {
+		if len(notes) > 0 {
+			pr("\nSilent leader (--pauses) and gossip convergence after a partition (--partition: a pause of the lower half):\n\n%s\n", strings.Join(notes, "\n"))
+		}
+	}()
 	for _, ns := range strings.Split(*sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(ns))
 		if err != nil || n < 2 {
 			return fmt.Errorf("--nodes: bad size %q", ns)
 		}
 		for _, algo := range strings.Split(*algos, ",") {
-			row, err := scaleOne(path, algo, n, strings.Fields(*extra), *kills, *settle, *window, *firstTimeout)
+			args := strings.Fields(*extra)
+			if *bootstrap {
+				args = append(args, "--bootstrap-expect", strconv.Itoa(n))
+			}
+			row, note, err := scaleOne(path, algo, n, args, *kills, *pauses, *settle, *window, *firstTimeout, *partition)
+			if note != "" {
+				notes = append(notes, fmt.Sprintf("- %d nodes, %s: %s", n, algo, note))
+			}
 			if err != nil {
 				logf("%d nodes, %s: %v", n, algo, err)
 			}
@@ -322,23 +344,29 @@ func scale(args []string) error {
 
 // scaleOne measures one cluster size and returns the table row's cells
 // after the algorithm (a failure fills in what it reached).
-func scaleOne(path, algo string, n int, extra []string, kills int, settle, window, firstTimeout time.Duration) (string, error) {
+func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settle, window, firstTimeout, partition time.Duration) (row, note string, err error) {
 	logf("%d nodes, %s: starting", n, algo)
 	t0 := time.Now()
 	c, err := startCluster(path, algo, n, extra, logf)
 	if err != nil {
-		return "start failed", err
+		return "start failed", "", err
 	}
 	defer c.stop()
 	started := time.Since(t0)
 	_, at, err := c.waitAgreed(firstTimeout, anyLeader)
 	if err != nil {
-		return fmt.Sprintf("%.1f | none within %v | | | | | | %s", started.Seconds(), firstTimeout, loadavg()), errors.New("no first agreement")
+		logf("%d nodes, %s: %v", n, algo, err) // every node's view
+		return fmt.Sprintf("%.1f | none within %v | | | | | | | %s", started.Seconds(), firstTimeout, loadavg()), "", errors.New("no first agreement")
 	}
 	first := at.Sub(t0)
 	logf("%d nodes, %s: agreed after %.1f s", n, algo, first.Seconds())
 	time.Sleep(settle)
+	before := c.changeCounts()
 	s := summarizeUsage(sample([]*cluster{c}, window)[0])
+	changes := c.changesSince(before)
+	if changes.nodes > 0 {
+		logf("%d nodes, %s: %d nodes saw leader or term changes in the idle window (up to %d each)", n, algo, changes.nodes, changes.max)
+	}
 	var crash samples
 	failed := 0
 	for i := range kills {
@@ -350,24 +378,81 @@ func scaleOne(path, algo string, n int, extra []string, kills int, settle, windo
 		leader := c.proc(old.Id)
 		k0 := time.Now()
 		c.kill(leader)
-		_, at, err := c.waitAgreed(10*time.Second, func(v *pb.LeaderInfo) bool { return v.Id != old.Id && v.Term > old.Term })
-		if err != nil {
-			failed++
-			logf("kill %d: %v", i+1, shorten(err.Error()))
+		if d, ok := c.timeNewLeader(old, k0, fmt.Sprintf("kill %d: leader %d down", i+1, old.Id)); ok {
+			crash = append(crash, d)
 		} else {
-			crash = append(crash, at.Sub(k0))
-			logf("kill %d: leader %d down, new leader after %s ms", i+1, old.Id, ms(at.Sub(k0)))
+			failed++
 		}
 		if err := c.start(leader); err != nil {
-			return "", err
+			return "", "", err
+		}
+	}
+	if pauses > 0 {
+		ps, pf := c.pauseLeader(pauses)
+		note = fmt.Sprintf("silent leader (SIGSTOP): %d of %d found no new leader within 10 s", pf, pauses)
+		if len(ps) > 0 {
+			note = fmt.Sprintf("silent leader (SIGSTOP) p50 / p99 %s / %s ms, %d of %d failed", ms(ps.pct(0.5)), ms(ps.pct(0.99)), pf, pauses)
+		}
+	}
+	if partition > 0 {
+		if _, _, err := c.waitAgreed(60*time.Second, anyLeader); err == nil {
+			g := c.pauseHeal(partition, 2*time.Minute)
+			logf("%d nodes, %s: gossip: %s", n, algo, g)
+			note = strings.TrimPrefix(note+"; gossip: "+g, "; ")
 		}
 	}
 	crashCell := "–"
 	if len(crash) > 0 {
-		crashCell = ms(crash.pct(0.5)) + " / " + ms(crash.pct(0.99))
+		crashCell = fmt.Sprintf("%s / %s (%d)", ms(crash.pct(0.5)), ms(crash.pct(0.99)), len(crash)+failed)
 	}
-	return fmt.Sprintf("%.1f | %.1f | %.2f | %.2f (%.2f) | %.1f (%.1f) | %s | %d | %s",
-		started.Seconds(), first.Seconds(), s.leader, s.med, s.hi, s.rssMed, s.rssMax, crashCell, failed, loadavg()), nil
+	return fmt.Sprintf("%.1f | %.1f | %.2f | %.2f (%.2f) | %.1f (%.1f) | %s in %v | %s | %d | %s",
+		started.Seconds(), first.Seconds(), s.leader, s.med, s.hi, s.rssMed, s.rssMax, changes, window, crashCell, failed, loadavg()), note, nil
+}
+
+// timeNewLeader waits up to 10 s from t0 for every running node to agree
+// on a leader other than old with a higher term, logs the outcome after
+// what, and returns the time from t0 (false: no agreement).
+func (c *cluster) timeNewLeader(old *pb.LeaderInfo, t0 time.Time, what string) (time.Duration, bool) {
+	_, at, err := c.waitAgreed(10*time.Second, func(v *pb.LeaderInfo) bool { return v.Id != old.Id && v.Term > old.Term })
+	if err != nil {
+		logf("%s: %v", what, shorten(err.Error()))
+		return 0, false
+	}
+	logf("%s, new leader after %s ms", what, ms(at.Sub(t0)))
+	return at.Sub(t0), true
+}
+
+// changeCounts is every process's count of leader or term changes its
+// watch reported, by id.
+func (c *cluster) changeCounts() map[uint64]int {
+	m := make(map[uint64]int, len(c.procs))
+	for _, p := range c.procs {
+		p.mu.Lock()
+		m[p.id] = p.changes
+		p.mu.Unlock()
+	}
+	return m
+}
+
+// changeSummary is what the nodes' watches reported between two counts:
+// the most changes one node saw, and how many nodes saw any.
+type changeSummary struct{ max, nodes int }
+
+func (s changeSummary) String() string {
+	if s.nodes == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%d nodes)", s.max, s.nodes)
+}
+
+func (c *cluster) changesSince(before map[uint64]int) changeSummary {
+	var s changeSummary
+	for id, n := range c.changeCounts() {
+		if d := n - before[id]; d > 0 {
+			s.max, s.nodes = max(s.max, d), s.nodes+1
+		}
+	}
+	return s
 }
 
 func shorten(s string) string {

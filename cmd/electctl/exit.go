@@ -20,6 +20,7 @@ const (
 	ExitNotFound           = 4 // the node id is not a member
 	ExitFailedPrecondition = 5 // the cluster is not in the required state (not the leader, no leader, killed)
 	ExitDeadline           = 6 // --timeout passed before an answer
+	ExitPermission         = 7 // the certificate may not make this call (an admin one is needed), or none was given
 )
 
 var exitCodes = []struct {
@@ -33,6 +34,7 @@ var exitCodes = []struct {
 	{ExitNotFound, "not found: the node id is not a member"},
 	{ExitFailedPrecondition, "failed precondition: not the leader, no leader known, node killed"},
 	{ExitDeadline, "deadline exceeded: no answer within --timeout"},
+	{ExitPermission, "permission denied: the call needs another certificate (--cert; kill, revive, resign and transfer need an admin one)"},
 }
 
 func exitCodeHelp() string {
@@ -106,6 +108,8 @@ func codeOf(c codes.Code) int {
 		return ExitDeadline
 	case codes.InvalidArgument:
 		return ExitUsage
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return ExitPermission
 	}
 	return ExitError
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type globals struct {
 	endpoints []string
 	timeout   time.Duration
 	output    string
+	cacert    string
+	cert      string
+	key       string
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -41,6 +45,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	code, msg := classify(err)
+	if code == ExitUnavailable && g.cacert == "" && strings.Contains(msg, "EOF") {
+		msg += " (does the endpoint serve TLS? give --cacert, --cert and --key)"
+	}
 	fmt.Fprintf(stderr, "electctl: %s\n", oneLine(msg))
 	if code == ExitUsage {
 		fmt.Fprintln(stderr, "Run 'electctl --help' for usage.")
@@ -71,6 +78,9 @@ or to the leader (resign, transfer).
 	pf.StringSliceVar(&g.endpoints, "endpoints", []string{DefaultEndpoint}, "comma-separated api addresses (host:port), tried in order")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call (watch runs until Ctrl-C or --count)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.StringVar(&g.cacert, "cacert", os.Getenv("ELECTCTL_CACERT"), "cluster CA certificate (PEM): connect over TLS and check the nodes against it [$ELECTCTL_CACERT]")
+	pf.StringVar(&g.cert, "cert", os.Getenv("ELECTCTL_CERT"), "client certificate (PEM, electord certs client; --admin for kill, revive, resign, transfer) [$ELECTCTL_CERT]")
+	pf.StringVar(&g.key, "key", os.Getenv("ELECTCTL_KEY"), "key of --cert (PEM) [$ELECTCTL_KEY]")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(newStatusCmd(g), newLeaderCmd(g), newWatchCmd(g), newMembersCmd(g),
 		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g))
@@ -95,6 +105,12 @@ func (g *globals) validate() error {
 	if len(eps) == 0 {
 		return usagef("--endpoints: at least one address is needed")
 	}
+	if (g.cert == "") != (g.key == "") {
+		return usagef("--cert and --key go together")
+	}
+	if g.cert != "" && g.cacert == "" {
+		return usagef("--cert needs --cacert (the cluster CA that signed the nodes)")
+	}
 	g.endpoints = eps
 	return nil
 }
@@ -103,8 +119,15 @@ func (g *globals) json() bool { return g.output == "json" }
 
 // client opens a client of the endpoints.
 func (g *globals) client() (*client.Client, error) {
-	c, err := client.NewWithOptions(g.endpoints, client.WithDialTimeout(min(g.timeout, maxDialTimeout)))
+	opts := []client.Option{client.WithDialTimeout(min(g.timeout, maxDialTimeout))}
+	if g.cacert != "" {
+		opts = append(opts, client.WithTLSFiles(g.cacert, g.cert, g.key))
+	}
+	c, err := client.NewWithOptions(g.endpoints, opts...)
 	if err != nil {
+		if g.cacert != "" {
+			return nil, usagef("--cacert/--cert/--key: %v", err)
+		}
 		return nil, usagef("--endpoints: %v", err)
 	}
 	return c, nil

@@ -7,13 +7,17 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/node"
 )
 
 // Exit codes.
 const (
 	exitOK     = 0
 	exitError  = 1
-	exitConfig = 2 // invalid configuration or flags
+	exitConfig = 2 // invalid configuration or flags, TLS material or a gossip key file refused, or a data dir this process cannot write
+	exitTerm   = 3 // the term store cannot be trusted: see electord recover-term
 )
 
 type configError struct{ error }
@@ -23,8 +27,12 @@ func main() {
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "electord:", err)
 		var ce configError
-		if errors.As(err, &ce) {
+		var dce daemon.ConfigError
+		switch {
+		case errors.As(err, &ce), errors.As(err, &dce), errors.Is(err, node.ErrDataDirUnwritable):
 			os.Exit(exitConfig)
+		case errors.Is(err, node.ErrTermStore):
+			os.Exit(exitTerm)
 		}
 		os.Exit(exitError)
 	}
@@ -32,6 +40,6 @@ func main() {
 
 func newRootCmd() *cobra.Command {
 	root := newRunCmd()
-	root.AddCommand(newDevCmd(), newVersionCmd())
+	root.AddCommand(newDevCmd(), newVersionCmd(), newRecoverTermCmd(), newCertsCmd())
 	return root
 }

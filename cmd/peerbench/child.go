@@ -30,6 +30,7 @@ type serveOpts struct {
 	cpu     int
 	procs   int
 	workers int
+	tlsDir  string // --tls: the certificates (tls.go); "": plaintext
 }
 
 func startChild(o serveOpts) (*child, error) {
@@ -38,7 +39,7 @@ func startChild(o serveOpts) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe, "serve", "--kind", o.kind, "--cpu", strconv.Itoa(o.cpu),
-		"--procs", strconv.Itoa(o.procs), "--workers", strconv.Itoa(o.workers))
+		"--procs", strconv.Itoa(o.procs), "--workers", strconv.Itoa(o.workers), "--tls-dir", o.tlsDir)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.procs))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

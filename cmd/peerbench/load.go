@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -82,9 +83,13 @@ func dialN(ctx context.Context, addr string, n int) ([]*grpc.ClientConn, error) 
 	errs := make([]error, n)
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
+	creds := insecure.NewCredentials()
+	if clientTLS != nil {
+		creds = credentials.NewTLS(clientTLS)
+	}
 	for i := range conns {
 		cc, err := grpc.NewClient("passthrough:///"+addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20), grpc.MaxCallSendMsgSize(16<<20)))
 		if err != nil {
 			closeAll(conns[:i])

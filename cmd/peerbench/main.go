@@ -5,8 +5,8 @@
 //
 //	go run ./cmd/peerbench [--runs 5] [--duration 3s] [--kinds grpc,grpc-workers,lf,perconn,hsha]
 //	                       [--shapes latency,4x16,64x128,4x16-100KB,heartbeat,idle]
-//	                       [--client raw|grpc] [--out docs/bench/peerbench/<date>.md] [--quick]
-//	peerbench serve --kind K [--cpu 0]   (the server process; started by the above)
+//	                       [--client raw|grpc] [--tls] [--out docs/bench/peerbench/<date>.md] [--quick]
+//	peerbench serve --kind K [--cpu 0] [--tls-dir DIR]   (the server process; started by the above)
 //
 // Kinds (lftest.Kinds): grpc (stock grpc.NewServer), grpc-workers (stock,
 // grpc.NumStreamWorkers(GOMAXPROCS)), and the transport/lf/engine drivers
@@ -64,6 +64,15 @@
 // RSS, HeapInuse and StackInuse. RSS counts user-space memory only, not
 // the kernel's socket buffers.
 //
+// TLS. --tls runs every shape over the peer port's mutual TLS (TLS 1.3,
+// transport/peerauth's server and client configs, ECDSA P-256 node
+// certificates of a throw-away CA that the parent writes to a temporary
+// directory and hands to each server as --tls-dir): grpc and grpc-workers
+// with grpc-go's TLS credentials, lf with its own record layer
+// (transport/lf/tls_linux.go), both clients (raw and grpc-go) over
+// crypto/tls. Each connection's handshake happens before the measured
+// window. perconn, hsha and the lf variants have no TLS and fail to start.
+//
 // Runs interleave kinds: run 1 does every shape for every kind, then run 2,
 // and so on, with the kind order rotated each run, so a noisy neighbour
 // hits all kinds alike. The report gives per kind and shape the median over
@@ -116,6 +125,7 @@ type config struct {
 	hbPeers    int
 	idleConns  int
 	quick      bool
+	tls        bool // --tls
 	cmdline    string
 	commit     string // git HEAD (and dirty server files) when the run started
 	startedAt  time.Time
@@ -141,7 +151,17 @@ func bench(args []string) error {
 	procs := fs.Int("procs", 1, "GOMAXPROCS of server and client")
 	workers := fs.Int("workers", 0, "workers of the pool kinds (0: each kind's default; grpc-workers: GOMAXPROCS)")
 	cpuProfile := fs.String("cpuprofile", "", "write the client's CPU profile to this file (debugging)")
+	useTLS := fs.Bool("tls", false, "mutual TLS on every connection (grpc, grpc-workers and lf only)")
 	fs.Parse(args)
+	tlsDir := ""
+	if *useTLS {
+		dir, err := makeTLSDir()
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		tlsDir = dir
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -171,7 +191,7 @@ func bench(args []string) error {
 		runs:      *runs,
 		load:      loadOpts{duration: *duration, warmup: *warmup, hbPeriod: *hbPeriod, timeout: *timeout, client: *client},
 		serverCPU: *serverCPU, clientCPU: *clientCPU, procs: *procs, workers: *workers,
-		hbPeers: *hbPeers, idleConns: *idleConns, quick: *quick,
+		hbPeers: *hbPeers, idleConns: *idleConns, quick: *quick, tls: *useTLS,
 		cmdline:   "peerbench " + strings.Join(args, " "),
 		startedAt: time.Now(),
 		commit:    gitHead(),
@@ -226,7 +246,7 @@ func bench(args []string) error {
 		for _, sh := range cfg.shapes {
 			for i := range cfg.kinds {
 				kind := cfg.kinds[(i+run-1)%len(cfg.kinds)]
-				so := serveOpts{kind: kind, cpu: cfg.serverCPU, procs: cfg.procs, workers: cfg.workers}
+				so := serveOpts{kind: kind, cpu: cfg.serverCPU, procs: cfg.procs, workers: cfg.workers, tlsDir: tlsDir}
 				r := runOne(so, sh, cfg.load, run)
 				logf("run %d/%d %-11s %-13s %s", run, cfg.runs, sh.name, kind, r.brief())
 				results = append(results, r)

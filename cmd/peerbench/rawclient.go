@@ -38,6 +38,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -222,6 +223,15 @@ func rawDial(addr string, callers int, req *rawRequest, rec func(time.Time, erro
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if clientTLS != nil {
+		tc := tls.Client(c, clientTLS)
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		c = tc
 	}
 	rc := &rawConn{
 		c: c, br: bufio.NewReaderSize(c, rawBufSize), bw: bufio.NewWriterSize(c, rawBufSize),

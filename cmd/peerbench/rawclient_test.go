@@ -4,6 +4,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -69,10 +72,43 @@ func TestGRPCTimeout(t *testing.T) {
 // A short closed-loop run against in-process servers: calls complete and
 // none fails, for a small message and for one that needs several DATA
 // frames and flow-control credit from the server.
-func TestRawLoad(t *testing.T) {
+func TestRawLoad(t *testing.T) { testRawLoad(t, lftest.Options{}) }
+
+// TestRawLoadTLS is TestRawLoad with --tls's certificates on both sides.
+func TestRawLoadTLS(t *testing.T) {
+	dir, err := makeTLSDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	defer func() { clientTLS = nil }()
+	st, err := serverTLS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testRawLoad(t, lftest.Options{TLS: st})
+	// The grpc-go clients of the heartbeat and idle shapes.
+	for _, kind := range []string{lftest.KindGRPC, lftest.KindLF} {
+		addr, srv, err := lftest.Start(kind, echo.Register, lftest.Options{TLS: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns, err := dialN(context.Background(), addr, 20)
+		if err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
+		closeAll(conns)
+		srv.Stop()
+	}
+	if _, _, err := lftest.Start(lftest.KindHSHA, echo.Register, lftest.Options{TLS: st}); !errors.Is(err, lftest.ErrNoTLS) {
+		t.Errorf("hsha with TLS: %v, want ErrNoTLS", err)
+	}
+}
+
+func testRawLoad(t *testing.T, opts lftest.Options) {
 	for _, kind := range []string{lftest.KindGRPC, lftest.KindLF} {
 		for _, size := range []int{64, 100 << 10} {
-			addr, srv, err := lftest.Start(kind, echo.Register, lftest.Options{})
+			addr, srv, err := lftest.Start(kind, echo.Register, opts)
 			if err != nil {
 				t.Fatalf("%s: %v", kind, err)
 			}

@@ -159,6 +159,9 @@ func report(cfg config, results []result) string {
 		cl = "grpc (grpc-go ClientConns, one goroutine per caller)"
 	}
 	p("- client of the closed-loop Echo shapes: %s; heartbeat and idle: grpc-go\n", cl)
+	if cfg.tls {
+		p("- TLS: mutual TLS 1.3 on every connection (transport/peerauth configs, ECDSA P-256 node certificates; handshakes before the window)\n")
+	}
 	p("- heartbeat: %d peers × 1 call / %v = %s calls/s offered, open loop; idle: %d connections\n",
 		cfg.hbPeers, cfg.load.hbPeriod, num(float64(cfg.hbPeers)/cfg.load.hbPeriod.Seconds(), 0), cfg.idleConns)
 	p("- server CPU from /proc/<pid>/stat utime+stime (10 ms ticks); latency client-side; \"core\" = CPU used / wall time of the window (1.00 = one full core); \"wait\" = the process's threads' run-queue delay / window (from /proc/<pid>/task/*/schedstat: CPU time lost to other load on the shared machine)\n")

@@ -74,6 +74,7 @@ func serve(args []string) error {
 	cpu := fs.Int("cpu", 0, "CPU to pin every thread to (-1: no pinning)")
 	procs := fs.Int("procs", 1, "GOMAXPROCS")
 	workers := fs.Int("workers", 0, "lftest.Options.Workers: pool size of grpc-workers, lf, hsha (0: each kind's default)")
+	tlsDir := fs.String("tls-dir", "", "serve mutual TLS with the certificates in this directory (written by --tls)")
 	fs.Parse(args)
 	// PEERBENCH_CPUPROFILE=dir writes a CPU profile of each server process
 	// to dir/<kind>-<pid>.pprof (for looking into a kind's cost per call).
@@ -102,10 +103,17 @@ func serve(args []string) error {
 		pb.RegisterPeerServer(r, transport.NewPeerService(selfID, hbReceiver{}))
 	}
 	serveErr := make(chan error, 1)
-	addr, srv, err := lftest.Start(*kind, register, lftest.Options{
+	opts := lftest.Options{
 		Workers:   *workers,
 		ServeDone: func(err error) { serveErr <- err },
-	})
+	}
+	if *tlsDir != "" {
+		var err error
+		if opts.TLS, err = serverTLS(*tlsDir); err != nil {
+			return err
+		}
+	}
+	addr, srv, err := lftest.Start(*kind, register, opts)
 	if err != nil {
 		return err
 	}

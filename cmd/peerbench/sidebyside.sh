@@ -12,6 +12,10 @@
 # per idle connection. The spread of one binary's runs is the noise a
 # difference between the binaries has to exceed.
 #
+# PEERBENCH_ARGS adds flags to every run, e.g. PEERBENCH_ARGS=--tls for the
+# peer port's mutual TLS on both servers. OLD and NEW may be one binary, to
+# see the two kinds side by side with the noise of repeated runs.
+#
 # Build the binaries first, e.g.
 #
 #	git worktree add /tmp/old OLDCOMMIT && (cd /tmp/old && go build -o /tmp/pb-old ./cmd/peerbench)
@@ -25,7 +29,7 @@ fi
 old=$1
 new=$2
 pairs=${3:-5}
-args="--runs 1 --shapes 4x16,idle --kinds grpc,lf"
+args="--runs 1 --shapes 4x16,idle --kinds grpc,lf${PEERBENCH_ARGS:+ $PEERBENCH_ARGS}"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -43,7 +43,10 @@ type Bully struct {
 // Name implements election.Algorithm.
 func (b *Bully) Name() string { return Name }
 
-var _ election.MessageChecker = (*Bully)(nil)
+var (
+	_ election.MessageChecker   = (*Bully)(nil)
+	_ election.SuspicionDelayer = (*Bully)(nil)
+)
 
 // CheckMessage implements election.MessageChecker: an Election's initiator
 // owns its term, and it carries none of the ring's fields (a ring node in a
@@ -114,20 +117,24 @@ func (b *Bully) Step(h election.Host, m election.Message) {
 }
 
 func (b *Bully) stepElection(h election.Host, m election.Message) {
-	from, known := h.RankOf(m.From)
+	from, known := h.RankOf(m.From) // from membership, never the message
 	if !known {
-		from = m.FromRank
+		return // the core refuses non-members; this guards
 	}
-	st := h.Standing()
-	if !from.Less(h.Self()) || st.Excluded {
+	st, self := h.Standing(), h.Self()
+	if !from.Less(self) || st.Excluded {
 		return // only a lower node is answered; a resigning node stays silent
 	}
 	answer := election.Message{Type: election.MsgAnswer, To: m.From, Term: m.Term}
 	switch {
 	case st.Role == election.RoleLeader:
+		// A lower node lost sight of this leader (it timed out, restarted,
+		// or was cut off): answer, and tell it who leads, at the same term.
+		// Its attempt's term is its own business: nodes report leadership
+		// terms only, so a follower's campaign does not move the leader's.
 		h.Send(answer)
-		if m.Term > st.LeaderTerm {
-			h.Reassert()
+		if m.Term > st.LeaderTerm { // not a late Election of the round that made it
+			h.Send(election.Message{Type: election.MsgCoordinator, To: m.From, Term: st.LeaderTerm, Leader: self.ID, Confirmed: true})
 		}
 	case st.LeaderFresh || (st.Role == election.RoleFollower && m.Term.Epoch() <= st.LeaderTerm.Epoch()):
 		// Our leader answered us just now, or the election is from the round
@@ -146,6 +153,15 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		}
 	}
 }
+
+// SuspicionDelay implements election.SuspicionDelayer: after losing its
+// leader, a node waits one tick for each live member that outranks it (the
+// lost leader aside), at most a leader timeout. The highest survivor
+// campaigns at once and usually announces itself before the next one's
+// turn; a lower node that hears of an election or a leader meanwhile acts
+// on it as usual. When all n nodes learn of a crash together, the election
+// costs O(n) messages instead of O(n^2).
+func (b *Bully) SuspicionDelay(h election.Host) int { return election.RankDelay(h) }
 
 // TicksUntilDue implements election.TickDuer: the answer or election timeout.
 func (b *Bully) TicksUntilDue(h election.Host) int {

@@ -298,6 +298,9 @@ func (d *driver) drain(prefix string) {
 		if rd.Term != 0 {
 			d.printf("%spersist %v", prefix, rd.Term)
 		}
+		if rd.LeaderTerm != 0 {
+			d.printf("%spersist-leader %v", prefix, rd.LeaderTerm)
+		}
 		if c := rd.Change; c != nil {
 			d.printf("%schange %v leader=%d term=%v", prefix, c.Role, c.Leader, c.Term)
 		}

@@ -65,6 +65,7 @@ func (r *Ring) timeout(h election.Host) int {
 var (
 	_ election.CoordinatorObserver = (*Ring)(nil)
 	_ election.MessageChecker      = (*Ring)(nil)
+	_ election.SuspicionDelayer    = (*Ring)(nil)
 )
 
 // CheckMessage implements election.MessageChecker: an Election's initiator
@@ -84,8 +85,14 @@ func (r *Ring) CheckMessage(h election.Host, m election.Message) string {
 	return ""
 }
 
-// Campaign implements election.Algorithm.
+// Campaign implements election.Algorithm. A node that is taking part in
+// another node's round does not start one of its own: that round elects
+// the same winner, and a new one at a newer epoch would supersede it. If
+// the round is lost, its timeout (Tick) starts a new one.
 func (r *Ring) Campaign(h election.Host) {
+	if r.active && !r.own {
+		return
+	}
 	t := h.NewAttempt()
 	self := h.Self()
 	r.active, r.own, r.term, r.elapsed = true, true, t, 0
@@ -145,6 +152,16 @@ func (r *Ring) Step(h election.Host, m election.Message) {
 	if r.active && r.current == in {
 		return // already forwarded (a duplicate)
 	}
+	if st.Role == election.RoleLeader && !h.Config().Preempt && !st.Excluded && m.Term > st.LeaderTerm {
+		// An election started after this leadership reached the sitting
+		// leader, which would win it anyway (sticky):
+		// end it here and tell the initiator who leads, at the same term.
+		// The initiator lost sight of this leader (it timed out,
+		// restarted, or was cut off); its attempt's term is its own
+		// business, since nodes report leadership terms only.
+		h.Send(election.Message{Type: election.MsgCoordinator, To: m.Initiator, Term: st.LeaderTerm, Leader: self.ID, Confirmed: true})
+		return
+	}
 	r.active, r.own, r.current, r.elapsed = true, false, in, 0
 	if !st.Excluded {
 		m.Candidates = append(append([]election.Rank(nil), m.Candidates...), self)
@@ -202,6 +219,13 @@ func (r *Ring) Coordinated(h election.Host, m election.Message, accepted bool) {
 	m.To, m.FromRank = next.ID, self
 	h.Send(m)
 }
+
+// SuspicionDelay implements election.SuspicionDelayer: after losing its
+// leader a node waits one tick for each live member that outranks it (the
+// lost leader aside), at most a leader timeout, so when every node learns
+// of a crash at once the highest survivor's round goes first and the others
+// join it instead of each starting one (O(n) messages, not O(n^2)).
+func (r *Ring) SuspicionDelay(h election.Host) int { return election.RankDelay(h) }
 
 // TicksUntilDue implements election.TickDuer: the round's timeout.
 func (r *Ring) TicksUntilDue(h election.Host) int {

@@ -12,6 +12,10 @@ import (
 //	    same node, T is owned by it, and every follower that believes in a
 //	    leader for T names that same node.
 //	S2: a node's term never decreases, across restarts too.
+//	S3: the leadership term a node reports (Status.LeaderTerm: the
+//	    leadership it follows or leads, or the last one it knew when it
+//	    knows none) never decreases, across restarts too. This is what a
+//	    user sees as the node's term (/leader, electctl).
 //	Q1: in quorum mode, never two nodes claiming leadership at the same
 //	    tick (every node's clock runs at the same rate here; see
 //	    docs/ALGORITHMS.md for the clock-rate bound on real machines).
@@ -21,13 +25,15 @@ type Checker struct {
 	s        *Sim
 	leaderOf map[election.Term]election.NodeID // who led (or was believed to lead) each term
 	lastTerm map[election.NodeID]election.Term
+	shown    map[election.NodeID]election.Term // S3: the last leadership term reported
 	err      error
 	// Checks counts the node states examined.
 	Checks int
 }
 
 func newChecker(s *Sim) *Checker {
-	return &Checker{s: s, leaderOf: map[election.Term]election.NodeID{}, lastTerm: map[election.NodeID]election.Term{}}
+	return &Checker{s: s, leaderOf: map[election.Term]election.NodeID{}, lastTerm: map[election.NodeID]election.Term{},
+		shown: map[election.NodeID]election.Term{}}
 }
 
 func (c *Checker) fail(format string, a ...any) {
@@ -60,7 +66,21 @@ func (c *Checker) persist(n *node, t election.Term) { c.Term(n.id, t) }
 
 func (c *Checker) crashed(*node) {}
 
-func (c *Checker) restarted(n *node) { c.Term(n.id, n.sm.Status().Term) }
+func (c *Checker) restarted(n *node) {
+	st := n.sm.Status()
+	c.Term(n.id, st.Term)
+	c.shownTerm(n.id, st.LeaderTerm)
+}
+
+// shownTerm records the leadership term a node reports; a decrease is an
+// S3 violation.
+func (c *Checker) shownTerm(node election.NodeID, t election.Term) {
+	if t < c.shown[node] {
+		c.fail("S3 violated: node %d reported leadership term %v, then %v", node, c.shown[node], t)
+		return
+	}
+	c.shown[node] = t
+}
 
 // Err is the first violation seen, if any.
 func (c *Checker) Err() error { return c.err }
@@ -74,6 +94,7 @@ func (c *Checker) check() error {
 		c.Checks++
 		st := n.sm.Status()
 		c.Term(n.id, st.Term)
+		c.shownTerm(n.id, st.LeaderTerm)
 		switch st.Role {
 		case election.RoleLeader:
 			if !st.LeaderTerm.OwnedBy(n.id) {

@@ -328,6 +328,31 @@ var scenarios = []scenario{
 			h.fatalf("ring used %d Election+Coordinator messages for one round, want <= 3n = %d (%s)", total, 3*h.N(), h.counts())
 		}
 	}},
+	{name: "crash-seen-by-all-at-once", opts: Options{N: 64}, run: func(h *harness) {
+		// The leader's process dies and every follower learns it in the same
+		// tick (its kernel refuses their connections: EventLeaderTimeout
+		// everywhere). Bully let all 63 campaign at once, O(n^2) messages (at
+		// 128 real processes the storm never settled); the highest survivor
+		// now goes first and the others wait their rank.
+		h.agreeOn(L1Bound(64), 64, "cold start")
+		h.run(20)
+		h.Crash(64)
+		h.ResetCounts()
+		for _, id := range ids(63) {
+			if err := h.do(id, func(c election.StateMachine) error {
+				c.Observe(election.Event{Type: election.EventLeaderTimeout})
+				return nil
+			}); err != nil {
+				h.fatalf("leader timeout on %d: %v", id, err)
+			}
+		}
+		h.agreeOn(L1Bound(64), 63, "after every follower saw the crash at once")
+		total := h.Total(election.MsgElection, election.MsgAnswer, election.MsgCoordinator)
+		h.t.Logf("%s: %d Election+Answer+Coordinator messages for 63 simultaneous suspicions (%s)", h.algo, total, h.counts())
+		if total > 8*h.N() {
+			h.fatalf("%d election messages after a crash seen by all, want O(n) <= %d (%s)", total, 8*h.N(), h.counts())
+		}
+	}},
 	{name: "sticky-leader", opts: Options{N: 5}, run: func(h *harness) {
 		h.agreeOn(L1Bound(5), 5, "cold start")
 		h.Crash(5)

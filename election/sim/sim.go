@@ -10,6 +10,7 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -94,7 +95,9 @@ type Sim struct {
 	Hook     func(m election.Message) bool
 
 	persisted map[election.NodeID]election.Term
-	Check     *Checker
+	// persistedLeader is each node's persisted leadership term.
+	persistedLeader map[election.NodeID]election.Term
+	Check           *Checker
 	// Counts of messages put on the wire, by type.
 	Counts map[election.MsgType]int
 	// Leadership changes seen, in order.
@@ -130,12 +133,13 @@ func New(opts Options) (*Sim, error) {
 		opts.RejoinEvery = 10
 	}
 	s := &Sim{
-		opts:      opts,
-		rng:       rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
-		cut:       map[[2]election.NodeID]bool{},
-		persisted: map[election.NodeID]election.Term{},
-		wire:      map[uint64][]envelope{},
-		Counts:    map[election.MsgType]int{},
+		opts:            opts,
+		rng:             rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
+		cut:             map[[2]election.NodeID]bool{},
+		persisted:       map[election.NodeID]election.Term{},
+		persistedLeader: map[election.NodeID]election.Term{},
+		wire:            map[uint64][]envelope{},
+		Counts:          map[election.MsgType]int{},
 	}
 	s.Check = newChecker(s)
 	for i := 1; i <= opts.N; i++ {
@@ -164,7 +168,7 @@ func (s *Sim) member(id election.NodeID) election.Member {
 }
 
 func (s *Sim) start(n *node) error {
-	cfg := election.Config{ID: n.id, Priority: s.member(n.id).Priority, Term: s.persisted[n.id], Preempt: s.opts.Preempt}
+	cfg := election.Config{ID: n.id, Priority: s.member(n.id).Priority, Term: s.persisted[n.id], LeaderTerm: s.persistedLeader[n.id], Preempt: s.opts.Preempt}
 	if s.opts.Quorum {
 		cfg.Quorum = s.opts.N
 	}
@@ -383,7 +387,10 @@ func (s *Sim) deliver() {
 		if !n.up {
 			continue
 		}
-		if err := n.sm.Step(e.msg); err != nil {
+		if err := n.sm.Step(e.msg); err != nil && !errors.Is(err, election.ErrNotMember) && !errors.Is(err, election.ErrNotLeaderMsg) {
+			// A sender or leader the receiver's membership view does not
+			// hold (yet, or any more), or a stale TimeoutNow, is refused by
+			// design; anything else from a correct node is a bug.
 			s.Check.fail("node %d rejected a well-formed message: %v", n.id, err)
 		}
 	}
@@ -483,6 +490,9 @@ func (s *Sim) drain() {
 		if rd.Term != 0 {
 			s.Check.persist(n, rd.Term)
 			s.persisted[n.id] = rd.Term
+		}
+		if rd.LeaderTerm != 0 {
+			s.persistedLeader[n.id] = rd.LeaderTerm
 		}
 		if rd.Change != nil {
 			s.Changes = append(s.Changes, Change{Tick: s.now, Node: n.id, Leadership: *rd.Change})

@@ -20,12 +20,25 @@ const (
 	RuleCalm             = "follower-fault"      // a fault of followers only changed the leader
 )
 
+// DefaultGrace covers electord's default timings: a cut-off follower names
+// its leader until it suspects it, at most the heartbeat timeout plus its
+// jitter (600 ms + 150 ms) after the last answer, which came up to one
+// heartbeat interval (200 ms) before the cut; plus the observer's poll and
+// scheduling. At 1 s (set for the 50 ms / 250 ms timings before) the long
+// runs found nodes naming their leader 1,004-1,017 ms after a cut.
+const DefaultGrace = 1200 * time.Millisecond
+
+// healSlack is how long before a heal's stamp an answer may already see
+// the heal (the rules go in parallel; the stamp follows the last).
+const healSlack = 100 * time.Millisecond
+
 // Config is what Check needs to know about the cluster.
 type Config struct {
 	Nodes  int
 	Quorum int // --quorum; 0 = off: the quorum rules do not apply
 	// Grace is how long after a node loses its majority it may still claim
-	// or name a leader (the lease and the heartbeat timeout); 0 = 1s.
+	// or name a leader; 0 = DefaultGrace.
+
 	Grace time.Duration
 	// AgreeMax is the longest a heal may take to agreement; 0 = 5s.
 	AgreeMax time.Duration
@@ -70,7 +83,7 @@ func (r Report) Format(v Violation) string {
 // Check judges h against every rule.
 func Check(cfg Config, h History) Report {
 	if cfg.Grace == 0 {
-		cfg.Grace = time.Second
+		cfg.Grace = DefaultGrace
 	}
 	if cfg.AgreeMax == 0 {
 		cfg.AgreeMax = 5 * time.Second
@@ -293,6 +306,17 @@ func (c *checker) minoritySince(n int, t time.Time) (time.Time, bool) {
 	return since, !since.IsZero()
 }
 
+// followsMajorityLeader reports whether, at t, n can talk with leader both
+// ways and leader reaches a majority (both ways, itself included).
+func (c *checker) followsMajorityLeader(n, leader int, t time.Time) bool {
+	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
+	if i < 0 || leader <= 0 || leader >= len(c.topo[i].Up) || n >= len(c.topo[i].Up) {
+		return false
+	}
+	tp := c.topo[i]
+	return tp.Up[leader] && !tp.Cut[n][leader] && !tp.Cut[leader][n] && reach(tp, leader) >= c.cfg.Quorum/2+1
+}
+
 // reach counts the nodes n can talk with both ways, itself included.
 func reach(t Topology, n int) int {
 	if n >= len(t.Up) {
@@ -320,9 +344,21 @@ func (c *checker) minority() {
 		if !ok || o.Sent.Sub(since) < c.cfg.Grace {
 			continue
 		}
+		if _, still := c.minoritySince(o.Node, o.Sent.Add(healSlack)); !still {
+			// A heal was being applied: the harness removes the rules in
+			// every namespace in parallel and stamps the heal when the last
+			// is gone, so a node can hear its leader a few ms before the
+			// stamp (found in CI: 22 ms before).
+			continue
+		}
 		rule, what := RuleMinorityLeader, fmt.Sprintf("names node %d leader (term %s)", o.Leads(), c.term(o.Term))
 		if o.Claim() || (o.Kind == Leader && o.Self) {
 			rule, what = RuleMinorityClaim, fmt.Sprintf("claims leadership (term %s, %v)", c.term(o.Term), o.Kind)
+		} else if c.followsMajorityLeader(o.Node, int(o.Leads()), o.Sent) {
+			// A bridge: this node reaches only the middle node, which leads
+			// and reaches a majority. Following the one leader a majority
+			// backs is right (a Raft follower does the same).
+			continue
 		}
 		k := fmt.Sprint(rule, o.Node, since.UnixNano())
 		if reported[k] {

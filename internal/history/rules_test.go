@@ -121,6 +121,23 @@ func TestMinorityLeaderOneWayCut(t *testing.T) {
 	}
 }
 
+func TestBridgeFollowerOfMajorityLeader(t *testing.T) {
+	// A bridge [1] | [2 3 4], both with 5: node 1 reaches only 5, which
+	// leads and reaches all. Node 1 naming 5 is right; naming 2 is not.
+	var cuts [][2]int
+	for _, o := range []int{2, 3, 4} {
+		cuts = append(cuts, [2]int{1, o}, [2]int{o, 1})
+	}
+	h := History{Topo: []Topology{topo(0, 5, cuts...)}, Obs: []Obs{
+		follows(1, 5, term(7, 5), 2500, 2501),
+		follows(1, 2, term(8, 2), 2600, 2601),
+	}}
+	r := Check(Config{Nodes: 5, Quorum: 5, Grace: time.Second}, h)
+	if rules(r)[RuleMinorityLeader] != 1 || !strings.Contains(r.Violations[0].Detail, "names node 2") {
+		t.Fatalf("want one minority-leader violation (naming node 2), got %v", r.Violations)
+	}
+}
+
 func TestTermMonotonic(t *testing.T) {
 	h := History{Obs: []Obs{
 		follows(1, 2, term(5, 2), 0, 1),

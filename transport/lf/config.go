@@ -1,9 +1,12 @@
 package lf
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"time"
 
 	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
@@ -21,6 +24,18 @@ var ErrServerStopped = errors.New("lf: the server was stopped")
 const (
 	DefaultReadBudget = 256 << 10
 	MinWorkers        = 2
+	// DefaultMaxConns is the most connections served at once; more are
+	// closed as soon as they are accepted.
+	DefaultMaxConns = 4096
+	// DefaultHandshakeTimeout is how long a new connection has to send the
+	// HTTP/2 preface and its SETTINGS.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultIdleTimeout is how long a connection may go without a frame
+	// while it has no open stream; then it gets GOAWAY and is closed.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultMaxBufferedBytes bounds the request bytes all connections
+	// together may have buffered.
+	DefaultMaxBufferedBytes = 32 << 20
 )
 
 // Config tunes a Server. The zero value is usable. The comparison variants
@@ -37,6 +52,34 @@ type Config struct {
 	// before it is re-armed and other connections get their turn; 0 means
 	// DefaultReadBudget.
 	ReadBudget int
+
+	// MaxConns is the most connections open at once; a connection accepted
+	// beyond it is closed at once. 0 means DefaultMaxConns.
+	MaxConns int
+	// HandshakeTimeout closes a connection that has not sent the HTTP/2
+	// client preface and its first SETTINGS frame within it after it was
+	// accepted. 0 means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// IdleTimeout sends GOAWAY to a connection that has had no open stream
+	// and sent no frame for it, and closes it. The pool checks at most once
+	// per IdleTimeout/8 (between 10 ms and 1 s), so a connection goes
+	// after between 1 and 2 IdleTimeouts of silence. 0 means
+	// DefaultIdleTimeout; negative means never.
+	IdleTimeout time.Duration
+	// MaxBufferedBytes bounds the request bytes that all connections
+	// together may hold (engine.Limits.Shared): a call whose data would go
+	// beyond it ends with ResourceExhausted. 0 means
+	// DefaultMaxBufferedBytes; ignored when Limits.Shared is set.
+	MaxBufferedBytes int64
+
+	// TLS, if not nil, serves TLS with it (the peer port uses
+	// peerauth.ServerConfig: TLS 1.3, verified client certificates). ALPN
+	// "h2" is added to NextProtos if missing, as grpc-go's clients require
+	// it. The handshake runs once per connection off the pool (see
+	// tls_linux.go) within HandshakeTimeout; handlers find the verified
+	// state as credentials.TLSInfo in peer.FromContext(ctx).AuthInfo, as on
+	// a grpc-go server. nil: plain HTTP/2.
+	TLS *tls.Config
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -54,6 +97,20 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReadBudget == 0 {
 		c.ReadBudget = DefaultReadBudget
+	}
+	if c.MaxConns < 0 || c.HandshakeTimeout < 0 || c.MaxBufferedBytes < 0 {
+		return c, errors.New("lf: negative MaxConns, HandshakeTimeout or MaxBufferedBytes")
+	}
+	c.MaxConns = orDefault(c.MaxConns, DefaultMaxConns)
+	c.HandshakeTimeout = orDefault(c.HandshakeTimeout, DefaultHandshakeTimeout)
+	c.IdleTimeout = orDefault(c.IdleTimeout, DefaultIdleTimeout)
+	c.MaxBufferedBytes = orDefault(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	if c.TLS != nil && !slices.Contains(c.TLS.NextProtos, "h2") {
+		c.TLS = c.TLS.Clone()
+		c.TLS.NextProtos = append(c.TLS.NextProtos, "h2")
+	}
+	if c.Limits.Shared == nil {
+		c.Limits.Shared = engine.NewBudget(c.MaxBufferedBytes)
 	}
 	return c, nil
 }
@@ -102,8 +159,19 @@ type Stats struct {
 	// leaderships given up while no follower was waiting (the pool was
 	// saturated).
 	Promotions, NoFollower uint64
-	// Accepts counts accepted connections.
-	Accepts uint64
+	// Accepts counts accepted connections; RefusedConns those closed at
+	// once because MaxConns were open.
+	Accepts, RefusedConns uint64
+	// HandshakeTimeouts counts connections closed for not completing the
+	// HTTP/2 handshake in time; IdleCloses those closed for being idle.
+	HandshakeTimeouts, IdleCloses uint64
+	// TLSHandshakes counts completed TLS handshakes (Config.TLS);
+	// TLSErrors the connections closed because theirs failed or ran out
+	// of time (a client without a valid certificate, for one).
+	TLSHandshakes, TLSErrors uint64
+	// Buffered is the request bytes all connections hold now (see
+	// Config.MaxBufferedBytes).
+	Buffered int64
 	// AcceptPauses counts the times accept failed for lack of descriptors
 	// or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) and the listener was left
 	// unarmed for a back-off (5 ms, doubling to 1 s) instead of spinning.
@@ -118,4 +186,12 @@ type Stats struct {
 	// Panics counts panics the pool recovered while processing a
 	// connection; each closed that connection.
 	Panics uint64
+}
+
+// orDefault returns d for a zero v.
+func orDefault[T int | int64 | time.Duration](v, d T) T {
+	if v == 0 {
+		return d
+	}
+	return v
 }

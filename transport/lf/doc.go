@@ -49,6 +49,20 @@
 // a generation number next to the fd, so an event about a closed
 // descriptor is never applied to a new one that reused its number.
 //
+// # Deadlines and limits
+//
+// A connection that has not completed the HTTP/2 handshake within
+// Config.HandshakeTimeout, or has had no open stream and sent no frame for
+// Config.IdleTimeout, is closed (the idle one after a GOAWAY). The
+// deadlines are a timerfd in the same epoll set, armed one-shot for the
+// earliest one: its event reaches a leader like any other, which promotes
+// a follower and then sweeps the connections, taking each armed one
+// (armed→held) and settling it as any holder does; a busy connection is
+// looked at again later. Connections beyond Config.MaxConns are closed as
+// soon as they are accepted. What each connection, and all of them
+// together, may make the engine buffer is bounded by engine.Limits and
+// Config.MaxBufferedBytes.
+//
 // # Shutdown
 //
 // GracefulStop closes the listener and, taking each idle connection in

@@ -48,6 +48,7 @@ type kind uint8
 const (
 	kindConn kind = iota
 	kindListener
+	kindTimer // the timerfd of the connection deadlines
 )
 
 // handle is a file descriptor registered in the epoll set: the listener or
@@ -70,7 +71,14 @@ type handle struct {
 
 	// Owner-only fields (connections).
 	sess   *engine.Session
+	tls    *tlsConn // nil on a plain connection
 	goaway bool
+	// Deadlines, in nanoseconds since the server started (Server.clock):
+	// until the handshake is done, when the connection was accepted (for
+	// the handshake timeout); then when the last sweep saw it active (for
+	// the idle timeout). active says bytes arrived since the last sweep.
+	since          int64
+	active, idling bool // idling: since counts idle time, not the handshake
 }
 
 // acquire moves h from armed to held. It fails when somebody else holds h:
@@ -118,6 +126,19 @@ type Server struct {
 	lis      *handle
 	unixPath string // socket file of a Unix listener, removed at teardown
 
+	// Connection deadlines: a one-shot timerfd in the epoll set, armed for
+	// the earliest deadline (timerAt, guarded by timerMu; 0: disarmed).
+	timer   *handle
+	timerMu sync.Mutex
+	timerAt int64
+	start   time.Time // Server.clock counts from here
+
+	// TLS handshakes in progress (Config.TLS), each on its own goroutine
+	// until it ends (tls_linux.go).
+	hsMu    sync.Mutex
+	hsConns map[*tlsConn]struct{}
+	hsWG    sync.WaitGroup
+
 	lisClosed atomic.Bool
 	tabMu     sync.RWMutex
 	tab       map[int]*handle // by fd: the listener and every connection
@@ -141,7 +162,9 @@ type Server struct {
 
 	// Counters.
 	events, stale, promotions, noFollower, accepts atomic.Uint64
-	acceptPauses                                   atomic.Uint64
+	acceptPauses, refusedConns                     atomic.Uint64
+	handshakeTimeouts, idleCloses                  atomic.Uint64
+	tlsHandshakes, tlsErrors                       atomic.Uint64
 	// acceptDelay is the current accept back-off; only the listener's
 	// holder touches it.
 	acceptDelay                                           time.Duration
@@ -170,6 +193,9 @@ func newServer(reg *engine.Registry, cfg Config, v lfvariant.Variant) (*Server, 
 		epfd:   -1,
 		efd:    -1,
 		tab:    map[int]*handle{},
+
+		hsConns: map[*tlsConn]struct{}{},
+		start:   time.Now(),
 	}, nil
 }
 
@@ -278,20 +304,42 @@ func (s *Server) setup(lfd int) error {
 	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, s.efd, &ev); err != nil {
 		return err
 	}
-	l := &handle{fd: lfd, gen: s.nextGen(), kind: kindListener}
-	l.want.Store(evListener)
-	s.lis = l
-	s.tab[lfd] = l
-	ev = unix.EpollEvent{Events: evListener, Fd: int32(lfd), Pad: int32(l.gen)}
-	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, lfd, &ev); err != nil {
+	l, err := s.register(lfd, kindListener)
+	if err != nil {
 		return err
 	}
-	l.registered = true
-	return nil
+	s.lis = l
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	s.timer, err = s.register(tfd, kindTimer)
+	if err != nil {
+		unix.Close(tfd)
+	}
+	return err
+}
+
+// register adds the listener or the timer to the table and the epoll set
+// (readable, one-shot). Called with s.life held.
+func (s *Server) register(fd int, k kind) (*handle, error) {
+	h := &handle{fd: fd, gen: s.nextGen(), kind: k}
+	h.want.Store(evListener)
+	s.tab[fd] = h
+	ev := unix.EpollEvent{Events: evListener, Fd: int32(fd), Pad: int32(h.gen)}
+	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		delete(s.tab, fd)
+		return nil, err
+	}
+	h.registered = true
+	return h, nil
 }
 
 func (s *Server) closeSetup(lfd int) {
 	unix.Close(lfd)
+	if s.timer != nil {
+		unix.Close(s.timer.fd)
+	}
 	if s.efd >= 0 {
 		unix.Close(s.efd)
 	}
@@ -309,6 +357,7 @@ func (s *Server) teardown() {
 	s.torn = true
 	s.life.Unlock()
 	s.sweeps.Wait()
+	s.hsWG.Wait()
 
 	s.tabMu.Lock()
 	left := make([]*handle, 0, len(s.tab))
@@ -318,9 +367,10 @@ func (s *Server) teardown() {
 	}
 	s.tabMu.Unlock()
 	for _, h := range left {
-		if h.kind == kindConn {
+		switch h.kind {
+		case kindConn:
 			s.nconns.Add(-1)
-		} else {
+		case kindListener:
 			s.lisClosed.Store(true)
 		}
 		s.closeFD(h)
@@ -341,6 +391,7 @@ func (s *Server) GracefulStop() {
 	if !s.beginSweep(false) {
 		return
 	}
+	s.abortHandshakes()
 	if s.acquire(s.lis) {
 		s.closeListener(s.lis)
 	}
@@ -360,6 +411,7 @@ func (s *Server) Stop() {
 	if !s.beginSweep(true) {
 		return
 	}
+	s.abortHandshakes()
 	if s.acquire(s.lis) {
 		s.closeListener(s.lis)
 	}
@@ -448,22 +500,28 @@ func (s *Server) wake() {
 // Stats returns a snapshot of the pool's gauges and counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Leaders:       int(s.leaders.Load()),
-		Processing:    int(s.processing.Load()),
-		Followers:     int(s.followers.Load()),
-		Live:          int(s.live.Load()),
-		Conns:         int(s.nconns.Load()),
-		Events:        s.events.Load(),
-		Stale:         s.stale.Load(),
-		Promotions:    s.promotions.Load(),
-		NoFollower:    s.noFollower.Load(),
-		Accepts:       s.accepts.Load(),
-		AcceptPauses:  s.acceptPauses.Load(),
-		Calls:         s.calls.Load(),
-		HandlerErrors: s.handlerErrors.Load(),
-		HandlerPanics: s.handlerPanics.Load(),
-		ConnErrors:    s.connErrs.Load(),
-		Panics:        s.panics.Load(),
+		Leaders:           int(s.leaders.Load()),
+		Processing:        int(s.processing.Load()),
+		Followers:         int(s.followers.Load()),
+		Live:              int(s.live.Load()),
+		Conns:             int(s.nconns.Load()),
+		Events:            s.events.Load(),
+		Stale:             s.stale.Load(),
+		Promotions:        s.promotions.Load(),
+		NoFollower:        s.noFollower.Load(),
+		Accepts:           s.accepts.Load(),
+		RefusedConns:      s.refusedConns.Load(),
+		HandshakeTimeouts: s.handshakeTimeouts.Load(),
+		TLSHandshakes:     s.tlsHandshakes.Load(),
+		TLSErrors:         s.tlsErrors.Load(),
+		IdleCloses:        s.idleCloses.Load(),
+		Buffered:          s.cfg.Limits.Shared.Used(),
+		AcceptPauses:      s.acceptPauses.Load(),
+		Calls:             s.calls.Load(),
+		HandlerErrors:     s.handlerErrors.Load(),
+		HandlerPanics:     s.handlerPanics.Load(),
+		ConnErrors:        s.connErrs.Load(),
+		Panics:            s.panics.Load(),
 	}
 }
 
@@ -662,6 +720,7 @@ func (s *Server) fail(err error) {
 	s.stopped.Store(true)
 	s.cancel()
 	s.life.Unlock()
+	s.abortHandshakes()
 	for _, c := range s.snapshot() {
 		if s.acquire(c) {
 			s.closeConn(c)
@@ -680,8 +739,12 @@ func (s *Server) dispatch(ev unix.EpollEvent, w *worker) {
 		s.stale.Add(1)
 		return
 	}
-	if h.kind == kindListener {
+	switch h.kind {
+	case kindListener:
 		s.acceptAll(h)
+		return
+	case kindTimer:
+		s.sweepDeadlines(h)
 		return
 	}
 	s.runConn(h, func() bool { return s.connEvent(h, ev.Events, w) })
@@ -724,6 +787,11 @@ func (s *Server) acceptAll(l *handle) {
 		}
 		s.acceptDelay = 0
 		s.accepts.Add(1)
+		if s.nconns.Load() >= int64(s.cfg.MaxConns) {
+			s.refusedConns.Add(1)
+			unix.Close(nfd)
+			continue
+		}
 		s.newConn(nfd, sa)
 	}
 }
@@ -734,12 +802,22 @@ func (s *Server) newConn(fd int, sa unix.Sockaddr) {
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
 	c := &handle{fd: fd, gen: s.nextGen(), kind: kindConn}
+	c.since = s.clock()
+	first := s.cfg.HandshakeTimeout
+	if s.cfg.IdleTimeout > 0 {
+		first = min(first, s.cfg.IdleTimeout)
+	}
+	s.schedule(c.since + int64(first))
 	c.state.Store(stHeld)
 	s.probe.acquired(c)
 	s.tabMu.Lock()
 	s.tab[fd] = c
 	s.tabMu.Unlock()
 	s.nconns.Add(1)
+	if s.cfg.TLS != nil {
+		s.startTLS(c, rawsys.Addr(sa))
+		return
+	}
 	s.runConn(c, func() bool {
 		c.sess = engine.NewSession(s.reg, s.cfg.Limits, rawsys.Addr(sa))
 		return s.flush(c) != nil
@@ -799,49 +877,68 @@ func (s *Server) runConn(c *handle, work func() (closeNow bool)) {
 // connEvent reads (up to the budget), feeds the session, runs the calls
 // inline and writes the answers. It reports whether c must close.
 func (s *Server) connEvent(c *handle, events uint32, w *worker) bool {
-	eof := false
-	if events&evReadable != 0 {
-		for total := 0; total < s.cfg.ReadBudget; {
-			buf := w.buf
-			if rest := s.cfg.ReadBudget - total; rest < len(buf) {
-				buf = buf[:rest]
-			}
-			n, err := rawsys.Read(c.fd, buf)
-			if err == unix.EINTR {
-				continue
-			}
-			if err == unix.EAGAIN {
-				break
-			}
-			if err != nil {
-				s.connErrs.Add(1)
-				return true
-			}
-			if n == 0 {
-				eof = true
-				break
-			}
-			total += n
-			s.probe.feed(buf[:n])
-			if err := c.sess.Feed(buf[:n]); err != nil {
-				if !errors.Is(err, engine.ErrGoAway) {
-					s.connErrs.Add(1)
-				}
-				s.flush(c)
-				return true
-			}
-			if n < len(buf) {
-				// The socket is drained for now: skip the read that
-				// would only say EAGAIN; the level-triggered re-arm
-				// reports anything that arrives later.
-				break
-			}
+	eof, closeNow := false, false
+	switch {
+	case c.tls != nil:
+		if events&evReadable != 0 || c.tls.more {
+			eof, closeNow = s.readTLS(c, w)
 		}
+	case events&evReadable != 0:
+		eof, closeNow = s.readPlain(c, w)
 	}
-	if s.runCalls(c, w) != nil {
+	if closeNow || s.runCalls(c, w) != nil {
 		return true
 	}
 	return s.flush(c) != nil || eof
+}
+
+// feed hands p to c's Session; it reports whether c must close.
+func (s *Server) feed(c *handle, p []byte) bool {
+	c.active = true
+	s.probe.feed(p)
+	if err := c.sess.Feed(p); err != nil {
+		if !errors.Is(err, engine.ErrGoAway) {
+			s.connErrs.Add(1)
+		}
+		s.flush(c)
+		return true
+	}
+	return false
+}
+
+// readPlain reads up to the read budget and feeds the Session.
+func (s *Server) readPlain(c *handle, w *worker) (eof, closeNow bool) {
+	for total := 0; total < s.cfg.ReadBudget; {
+		buf := w.buf
+		if rest := s.cfg.ReadBudget - total; rest < len(buf) {
+			buf = buf[:rest]
+		}
+		n, err := rawsys.Read(c.fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			s.connErrs.Add(1)
+			return false, true
+		}
+		if n == 0 {
+			return true, false
+		}
+		total += n
+		if s.feed(c, buf[:n]) {
+			return false, true
+		}
+		if n < len(buf) {
+			// The socket is drained for now: skip the read that
+			// would only say EAGAIN; the level-triggered re-arm
+			// reports anything that arrives later.
+			break
+		}
+	}
+	return false, false
 }
 
 var errStopped = errors.New("lf: stopped")
@@ -884,7 +981,12 @@ func (s *Server) runCalls(c *handle, w *worker) error {
 
 // flush writes c's output until it is empty or the socket is full.
 func (s *Server) flush(c *handle) error {
-	_, err := rawsys.Flush(c.fd, c.sess)
+	var err error
+	if c.tls != nil {
+		err = c.tls.flush(c.sess)
+	} else {
+		_, err = rawsys.Flush(c.fd, c.sess)
+	}
 	if err != nil {
 		s.connErrs.Add(1)
 	}
@@ -909,6 +1011,11 @@ func (s *Server) settle(c *handle, closeNow bool, released *bool) {
 			}
 		}
 		out := len(c.sess.Output())
+		more := false
+		if c.tls != nil {
+			out += len(c.tls.Output())
+			more = c.tls.more
+		}
 		done := c.sess.Done()
 		if done && out == 0 {
 			closeNow = true
@@ -918,11 +1025,16 @@ func (s *Server) settle(c *handle, closeNow bool, released *bool) {
 		switch {
 		case done || out >= outHighWater:
 			want = evDraining
-		case out > 0:
+		case out > 0 || more:
+			// more: TLS records wait in the record layer; EPOLLOUT is
+			// ready at once, so the next leader reads them.
 			want = evConnOut
 		default:
 			want = evConn
 			c.sess.Release()
+			if c.tls != nil {
+				c.tls.release()
+			}
 		}
 		goaway := c.goaway
 		c.want.Store(want)
@@ -995,4 +1107,102 @@ func (s *Server) closeFD(h *handle) {
 		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, h.fd, nil)
 	}
 	unix.Close(h.fd)
+}
+
+// ---- connection deadlines ----
+
+// clock returns the nanoseconds since the server started (monotonic).
+func (s *Server) clock() int64 { return int64(time.Since(s.start)) }
+
+// sweepGrain is the granularity of the deadline timer: deadlines are
+// rounded up to it, so that connections accepted close together are swept
+// together instead of one sweep each.
+func (s *Server) sweepGrain() int64 {
+	g := s.cfg.HandshakeTimeout
+	if s.cfg.IdleTimeout > 0 {
+		g = min(g, s.cfg.IdleTimeout)
+	}
+	return int64(min(max(g/8, 10*time.Millisecond), time.Second))
+}
+
+// schedule makes the timer fire at the deadline at (rounded up to the
+// sweep grain) unless it is already due to fire earlier.
+func (s *Server) schedule(at int64) {
+	g := s.sweepGrain()
+	at = (at + g - 1) / g * g
+	s.timerMu.Lock()
+	defer s.timerMu.Unlock()
+	if s.timerAt != 0 && s.timerAt <= at {
+		return
+	}
+	s.timerAt = at
+	d := max(at-s.clock(), int64(time.Millisecond))
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d)}
+	_ = unix.TimerfdSettime(s.timer.fd, 0, &spec, nil)
+}
+
+// sweepDeadlines runs on the pool goroutine that got the timer's event
+// (after promoting a follower, like any event): it closes every connection
+// whose handshake or idle deadline passed, and re-arms the timer for the
+// next deadline. A connection that is busy right now is not idle; it is
+// looked at again one grain later.
+func (s *Server) sweepDeadlines(tm *handle) {
+	var buf [8]byte
+	_, _ = unix.Read(tm.fd, buf[:])
+	s.timerMu.Lock()
+	s.timerAt = 0
+	s.timerMu.Unlock()
+	now := s.clock()
+	next := int64(0)
+	soonest := func(at int64) {
+		if next == 0 || at < next {
+			next = at
+		}
+	}
+	for _, c := range s.snapshot() {
+		if !s.acquire(c) {
+			soonest(now + s.sweepGrain())
+			continue
+		}
+		s.runConn(c, func() bool {
+			if c.sess == nil {
+				return false
+			}
+			if !c.sess.Handshaken() {
+				if now-c.since >= int64(s.cfg.HandshakeTimeout) {
+					s.handshakeTimeouts.Add(1)
+					return true
+				}
+				soonest(c.since + int64(s.cfg.HandshakeTimeout))
+				return false
+			}
+			if s.cfg.IdleTimeout <= 0 {
+				return false
+			}
+			if c.active || !c.idling || c.sess.Open() > 0 {
+				c.active, c.idling, c.since = false, true, now
+			} else if now-c.since >= int64(s.cfg.IdleTimeout) && !c.goaway {
+				s.idleCloses.Add(1)
+				c.goaway = true
+				c.sess.GoAway() // no open stream: Done, closed once flushed
+				return s.flush(c) != nil
+			}
+			soonest(c.since + int64(s.cfg.IdleTimeout))
+			return false
+		})
+	}
+	if next != 0 {
+		s.schedule(next)
+	}
+	s.settleTimer(tm)
+}
+
+// settleTimer re-arms the timer's descriptor, or leaves it to teardown once
+// the server is stopping.
+func (s *Server) settleTimer(tm *handle) {
+	s.disown(tm)
+	if s.stopping.Load() {
+		return
+	}
+	s.arm(tm)
 }

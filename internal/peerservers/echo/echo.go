@@ -60,6 +60,9 @@ type Server struct {
 	// Release, closed, lets every Block handler return; while it is nil or
 	// open they wait (or end with their context).
 	Release chan struct{}
+	// OnEcho, if not nil, is called with each Echo call's context (tests
+	// look at what the server put in it). Set it before serving.
+	OnEcho func(context.Context)
 
 	calls    atomic.Int64
 	sleeping atomic.Int64
@@ -86,7 +89,10 @@ func (e *Server) Sleeps() int64 { return e.sleeps.Load() }
 func (e *Server) Canceled() int64 { return e.canceled.Load() }
 
 // Echo returns its argument.
-func (e *Server) Echo(_ context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+func (e *Server) Echo(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+	if e.OnEcho != nil {
+		e.OnEcho(ctx)
+	}
 	return wrapperspb.Bytes(in.GetValue()), nil
 }
 

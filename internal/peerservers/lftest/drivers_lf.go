@@ -20,7 +20,7 @@ func init() {
 			register(reg)
 			if v == (lfvariant.Variant{}) {
 				// The pool as the product builds it.
-				s, err := lf.New(reg, lf.Config{Workers: opts.Workers, Limits: opts.limits()})
+				s, err := lf.New(reg, lf.Config{Workers: opts.Workers, Limits: opts.limits(), TLS: opts.TLS})
 				if err != nil {
 					return nil, err
 				}

@@ -2,6 +2,7 @@ package lftest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
@@ -53,7 +55,14 @@ type Options struct {
 	KeepaliveEnforcement *keepalive.EnforcementPolicy
 	// ServeDone, if set, is called with Serve's result when it returns.
 	ServeDone func(error)
+	// TLS, if not nil, serves TLS with it: grpc.Creds(credentials.NewTLS)
+	// for the stock kinds, lf.Config.TLS for lf. The other kinds (perconn,
+	// hsha, the lf variants) have no TLS and Start refuses them.
+	TLS *tls.Config
 }
+
+// ErrNoTLS is returned by Start for a kind that cannot serve TLS.
+var ErrNoTLS = errors.New("lftest: this server kind has no TLS")
 
 // engineKinds builds the engine driver kinds; see drivers.go.
 var engineKinds = map[string]func(register func(grpc.ServiceRegistrar), opts Options) (Server, error){}
@@ -74,6 +83,9 @@ func Start(kind string, register func(grpc.ServiceRegistrar), opts Options) (add
 		if opts.KeepaliveEnforcement != nil {
 			so = append(so, grpc.KeepaliveEnforcementPolicy(*opts.KeepaliveEnforcement))
 		}
+		if opts.TLS != nil {
+			so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		}
 		if kind == KindGRPCWorkers {
 			w := opts.Workers
 			if w <= 0 {
@@ -85,6 +97,9 @@ func Start(kind string, register func(grpc.ServiceRegistrar), opts Options) (add
 		register(gs)
 		srv = gs
 	default:
+		if opts.TLS != nil && kind != KindLF {
+			return "", nil, fmt.Errorf("%w: %s", ErrNoTLS, kind)
+		}
 		build, ok := engineKinds[kind]
 		if !ok {
 			for _, k := range Kinds {

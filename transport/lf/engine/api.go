@@ -13,6 +13,7 @@ package engine
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 )
@@ -20,12 +21,24 @@ import (
 // Defaults for Limits.
 const (
 	DefaultMaxRecvMsgBytes      = 4 << 20
-	DefaultMaxConcurrentStreams = 1000
+	DefaultMaxConcurrentStreams = 100
 	DefaultMaxHeaderListBytes   = 16 << 10
+	// DefaultStreamWindow is the SETTINGS_INITIAL_WINDOW_SIZE advertised:
+	// what a client may send on a new stream before the engine grants more.
+	DefaultStreamWindow = 64 << 10
+	// DefaultConnWindow is the connection receive window granted at the
+	// start (credit is returned as DATA is read).
+	DefaultConnWindow = 4 << 20
 )
 
 // Limits bound what one connection may ask of the server. Zero fields take
 // the defaults above.
+//
+// Memory: what one connection can make the engine buffer is bounded by
+// ConnBufferBytes, and, with Shared set, what all the connections that
+// share it buffer by Shared's size. A client that sends more than the
+// windows the engine advertised gets FLOW_CONTROL_ERROR (RST_STREAM for a
+// stream window, GOAWAY for the connection window).
 type Limits struct {
 	// MaxRecvMsgBytes is the largest request message; a larger one ends its
 	// call with ResourceExhausted (the connection stays up).
@@ -36,6 +49,86 @@ type Limits struct {
 	// MaxHeaderListBytes is advertised in SETTINGS; a larger header block
 	// ends its call with ResourceExhausted.
 	MaxHeaderListBytes uint32
+	// StreamWindow is the initial stream window advertised in SETTINGS. A
+	// stream whose message (its 5-byte prefix says how long) needs more
+	// gets one WINDOW_UPDATE for the rest, when ConnBufferBytes and Shared
+	// have room for it. At least 5; values under 65,535 hold only once the
+	// client has acknowledged the SETTINGS.
+	StreamWindow uint32
+	// ConnWindow is the connection receive window granted at the start;
+	// credit is returned as DATA arrives (the buffers are bounded by the
+	// stream windows, not by this).
+	ConnWindow uint32
+	// ConnBufferBytes bounds the request bytes one connection may have
+	// buffered or promised (open stream windows included). 0 means
+	// MaxConcurrentStreams × StreamWindow + MaxRecvMsgBytes + 5, the least
+	// that lets every stream use its initial window while one message of
+	// the largest size completes. A stream whose message cannot get the
+	// window it needs waits for other streams to end; if none can free
+	// enough, it ends with ResourceExhausted.
+	ConnBufferBytes int
+	// Shared, if not nil, bounds the request bytes buffered by every
+	// Session that shares it (a server's connections). A stream that would
+	// go beyond it ends with ResourceExhausted and its data is dropped.
+	Shared *Budget
+}
+
+// withDefaults fills in the zero fields.
+func (lim Limits) withDefaults() Limits {
+	if lim.MaxRecvMsgBytes <= 0 {
+		lim.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
+	}
+	lim.MaxConcurrentStreams = orDefault(lim.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
+	lim.MaxHeaderListBytes = orDefault(lim.MaxHeaderListBytes, DefaultMaxHeaderListBytes)
+	lim.StreamWindow = orDefault(lim.StreamWindow, DefaultStreamWindow)
+	lim.StreamWindow = min(max(lim.StreamWindow, 5), maxWindow)
+	lim.ConnWindow = orDefault(lim.ConnWindow, DefaultConnWindow)
+	lim.ConnWindow = min(max(lim.ConnWindow, initialPeerWindow), maxWindow)
+	if lim.ConnBufferBytes <= 0 {
+		lim.ConnBufferBytes = int(lim.MaxConcurrentStreams)*int(lim.StreamWindow) + lim.MaxRecvMsgBytes + 5
+	}
+	return lim
+}
+
+// orDefault returns d for a zero v.
+func orDefault(v, d uint32) uint32 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// Budget bounds the request bytes buffered by all the Sessions that share
+// it (Limits.Shared). It is safe for concurrent use.
+type Budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewBudget returns a Budget of max bytes.
+func NewBudget(max int64) *Budget { return &Budget{max: max} }
+
+// Used returns the bytes taken now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// take reserves n bytes, or reports false (and reserves nothing) when that
+// would go beyond the maximum. A nil Budget always has room.
+func (b *Budget) take(n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// give returns n bytes taken earlier.
+func (b *Budget) give(n int64) {
+	if b != nil && n > 0 {
+		b.used.Add(-n)
+	}
 }
 
 // Errors Feed returns when the connection must close. The output already

@@ -28,6 +28,7 @@ type headerBlock struct {
 	remain, remainTrailer uint32
 	truncated             bool  // over Limits.MaxHeaderListBytes: the rest was dropped
 	invalid               error // a malformed field: the stream is reset
+	selfDep               bool  // the HEADERS frame made the stream depend on itself
 	sawRegular            bool
 	method, path          string // set by checkPseudos
 }
@@ -92,8 +93,11 @@ func (s *Session) hdrBlock() *headerBlock { return &s.pf.hb }
 // onHeaderFragment takes one HEADERS (first) or CONTINUATION fragment of a
 // request header block; the Framer has checked that CONTINUATION frames
 // follow their HEADERS. The block is acted on at END_HEADERS.
-func (s *Session) onHeaderFragment(id uint32, frag []byte, first, endStream, endHeaders bool) error {
+func (s *Session) onHeaderFragment(id uint32, frag []byte, first, endStream, endHeaders, selfDep bool) error {
 	b, done, err := s.decodeFragment(id, frag, first, endStream, endHeaders)
+	if first {
+		b.selfDep = selfDep
+	}
 	if err != nil {
 		code := http2.ErrCodeCompression
 		if errors.Is(err, errHeaderFlood) {
@@ -104,15 +108,8 @@ func (s *Session) onHeaderFragment(id uint32, frag []byte, first, endStream, end
 	if !done {
 		return nil
 	}
-	if b.invalid != nil {
-		if b.id > s.lastStream && b.id%2 == 1 {
-			s.lastStream = b.id
-		}
-		s.streamReset(b.id, http2.ErrCodeProtocol)
-		return nil
-	}
-	err = s.onHeaders(b)
-	clear(b.fields) // drop the strings; keep the array
+	err = s.onHeaders(b) // an invalid block resets its stream, in whatever state it is
+	clear(b.fields)      // drop the strings; keep the array
 	return err
 }
 

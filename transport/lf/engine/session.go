@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -28,10 +30,16 @@ const (
 	maxFrameSize = 16384
 	// initialPeerWindow is the HTTP/2 initial flow-control window.
 	initialPeerWindow = 65535
-	// streamWindow and connWindow are the receive windows we grant.
-	streamWindow = 1 << 20
-	connWindow   = 4 << 20
-	maxWindow    = 1<<31 - 1
+	maxWindow         = 1<<31 - 1
+	// resetMemory is how many streams the Session remembers having reset
+	// itself: frames the client sent on them before it saw the reset are
+	// ignored (RFC 9113 §5.1), not answered with STREAM_CLOSED.
+	resetMemory = 32
+	// skipMemory is how many ranges of stream ids the client skipped (closed
+	// without ever being opened) the Session remembers: a HEADERS on one of
+	// them is a PROTOCOL_ERROR (§5.1.1), on a stream that was opened and
+	// closed a STREAM_CLOSED (§5.1).
+	skipMemory = 4
 )
 
 // Session is the protocol state of one HTTP/2 connection.
@@ -52,6 +60,7 @@ type Session struct {
 	hbuf bytes.Buffer
 
 	prefaceSeen   bool
+	settingsAcked bool // the client acknowledged our SETTINGS
 	settingsSeen  bool
 	cancelOnReset bool // see CancelOnReset
 	err           error
@@ -66,6 +75,9 @@ type Session struct {
 	peerMaxFrame   int
 	sendWindow     int64 // connection-level, toward the peer
 	recvUnacked    int   // connection-level bytes consumed, not yet returned
+	recvWindow     int64 // connection-level, what the peer may still send us
+	reserved       int64 // request bytes buffered or promised (stream windows), Σ stream.resv
+	hist           *history
 	blocked        []uint32
 	fields         []hpack.HeaderField // scratch for answers
 	hencUsed       bool                // henc sent its table size update
@@ -103,16 +115,50 @@ func staticBlock(fields ...hpack.HeaderField) []byte {
 	return bytes.Clone(b.Bytes())
 }
 
+// idRange is a range of stream ids, both ends included.
+type idRange struct{ lo, hi uint32 }
+
+// history is what a Session remembers of its streams beyond the open ones;
+// most connections never need it (made on first use, so that an idle
+// Session stays small).
+type history struct {
+	waiting  []uint32  // streams waiting for window (widen)
+	resets   []uint32  // the last streams we reset (ring of resetMemory)
+	resetPos int       // next slot in resets
+	skips    []idRange // the last ranges of skipped stream ids
+}
+
+// h returns the Session's history, making it if need be.
+func (s *Session) h() *history {
+	if s.hist == nil {
+		s.hist = &history{}
+	}
+	return s.hist
+}
+
 type stream struct {
 	id          uint32
 	call        *Call // &callBuf once the headers named a known method
 	callBuf     Call
 	body        []byte
 	bodyInline  [128]byte // the body of a small request
-	recvUnacked int
+	recvUnacked int       // discarded bytes whose stream credit is not yet returned
 	endRecv     bool
 	answered    bool // the response is being written; more input is dropped
 	out         bool // the call is queued for TakeCalls or taken, and not back yet
+
+	// Receiving (RFC 9113 §6.9, §8.1.1).
+	recvWindow int64 // what the client may still send on the stream
+	resv       int64 // this stream's share of Session.reserved
+	charged    int64 // bytes taken from Limits.Shared for body
+	waiting    bool  // in Session.waiting: needs window the buffers lack
+	contentLen int64 // the content-length header, -1 if none
+	dataLen    int64 // DATA payload received (padding excluded)
+	// early, if set, is the answer of a request that is not a gRPC call
+	// (wrong content-type or method, no authority), with its HTTP status:
+	// sent once the request ended, its data dropped meanwhile.
+	early      *status.Status
+	httpStatus int
 
 	sendWindow int64
 	pend       []byte // response DATA not yet written
@@ -124,20 +170,13 @@ type stream struct {
 // write it at once. remote is the peer's address, for peer.FromContext; it
 // may be nil.
 func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
-	if lim.MaxRecvMsgBytes <= 0 {
-		lim.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
-	}
-	if lim.MaxConcurrentStreams == 0 {
-		lim.MaxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
-	if lim.MaxHeaderListBytes == 0 {
-		lim.MaxHeaderListBytes = DefaultMaxHeaderListBytes
-	}
+	lim = lim.withDefaults()
 	s := &Session{
 		reg: reg, lim: lim,
 		peerInitWindow: initialPeerWindow,
 		peerMaxFrame:   maxFrameSize,
 		sendWindow:     initialPeerWindow,
+		recvWindow:     int64(lim.ConnWindow),
 	}
 	if remote != nil {
 		s.peer = &peer.Peer{Addr: remote}
@@ -151,12 +190,34 @@ func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
 	fr := s.framer()
 	_ = fr.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: lim.MaxConcurrentStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: lim.StreamWindow},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: lim.MaxHeaderListBytes},
 	)
-	_ = fr.WriteWindowUpdate(0, connWindow-initialPeerWindow)
+	if lim.ConnWindow > initialPeerWindow {
+		_ = fr.WriteWindowUpdate(0, lim.ConnWindow-initialPeerWindow)
+	}
 	return s
 }
+
+// SetAuthInfo records what the driver learnt about the connection's
+// security (for TLS, credentials.TLSInfo with the verified peer
+// certificates): handlers read it as peer.FromContext(ctx).AuthInfo, as on
+// a grpc-go server. Call it before the first Feed; it is shared by every
+// call of the connection and costs them nothing.
+func (s *Session) SetAuthInfo(ai credentials.AuthInfo) {
+	if s.peer == nil {
+		s.peer = &peer.Peer{}
+	}
+	s.peer.AuthInfo = ai
+}
+
+// Handshaken reports whether the client sent its preface and its first
+// SETTINGS (RFC 9113 §3.4).
+func (s *Session) Handshaken() bool { return s.settingsSeen }
+
+// Buffered returns the request bytes the Session holds or has promised
+// through its stream windows (what Limits.ConnBufferBytes bounds).
+func (s *Session) Buffered() int64 { return s.reserved }
 
 // CancelOnReset makes the client's RST_STREAM cancel the context of a call
 // that is running. Only a driver that runs calls off the goroutine holding
@@ -230,57 +291,93 @@ func (s *Session) parse(buf []byte) (int, error) {
 		s.prefaceSeen = true
 		used = n
 	}
-	whole, err := s.wholeFrames(buf[used:])
-	if err != nil {
-		return 0, s.connError(http2.ErrCodeFrameSize, err)
-	}
-	if whole == 0 {
-		return used, nil
-	}
-	s.rd.Reset(buf[used : used+whole])
-	fr := s.framer()
-	for s.rd.Len() > 0 {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				// The framer consumed the frame (and a whole header block).
-				s.streamReset(se.StreamID, se.Code)
-				if se.StreamID > s.lastStream && se.StreamID%2 == 1 {
-					s.lastStream = se.StreamID
-				}
+	// A frame that breaks the framing (too large, or out of place in a
+	// header block) ends the connection, after the frames before it.
+	whole, ferr := s.wholeFrames(buf[used:])
+	if whole > 0 {
+		s.rd.Reset(buf[used : used+whole])
+		fr := s.framer()
+		for s.rd.Len() > 0 {
+			if s.skipFrame(buf[used+whole-s.rd.Len():]) {
 				continue
 			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				return 0, s.connError(http2.ErrCode(ce), fmt.Errorf("%w: %v", ErrProtocol, err))
+			f, err := fr.ReadFrame()
+			if err != nil {
+				var se http2.StreamError
+				if errors.As(err, &se) {
+					// The framer consumed the frame (a WINDOW_UPDATE of 0).
+					if s.idle(se.StreamID) {
+						return 0, s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: %v on idle stream %d", ErrProtocol, err, se.StreamID))
+					}
+					s.streamReset(se.StreamID, se.Code)
+					continue
+				}
+				var ce http2.ConnectionError
+				if errors.As(err, &ce) {
+					return 0, s.connError(http2.ErrCode(ce), fmt.Errorf("%w: %v", ErrProtocol, err))
+				}
+				return 0, s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: %v", ErrProtocol, err))
 			}
-			return 0, s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: %v", ErrProtocol, err))
+			if err := s.handle(f); err != nil {
+				return 0, err
+			}
 		}
-		if err := s.handle(f); err != nil {
-			return 0, err
+	}
+	if ferr != nil {
+		code := http2.ErrCodeProtocol
+		if errors.Is(ferr, errFrameSize) {
+			code = http2.ErrCodeFrameSize
 		}
+		return 0, s.connError(code, ferr)
 	}
 	return used + whole, nil
 }
 
+// skipFrame handles, before the Framer sees it, a frame whose error x/net
+// would make a connection error where RFC 9113 asks for a stream error: a
+// PRIORITY frame of the wrong length (§6.3: FRAME_SIZE_ERROR on the
+// stream). It reports whether it consumed the frame at the start of b.
+func (s *Session) skipFrame(b []byte) bool {
+	length := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+	id := binary.BigEndian.Uint32(b[5:9]) & (1<<31 - 1)
+	if http2.FrameType(b[3]) != http2.FramePriority || length == 5 || id == 0 {
+		return false
+	}
+	_, _ = s.rd.Seek(int64(frameHeaderLen+length), io.SeekCurrent)
+	s.streamReset(id, http2.ErrCodeFrameSize)
+	return true
+}
+
+var errFrameSize = errors.New("frame too large")
+
 // wholeFrames returns the length of the longest prefix of b made of whole
-// frames that does not end inside a header block.
+// frames that does not end inside a header block. Its error says the frame
+// after that prefix breaks the framing: it is larger than we allow, or it
+// is not the CONTINUATION its header block needs, or a CONTINUATION
+// outside one (RFC 9113 §6.2, §6.10: PROTOCOL_ERROR).
 func (s *Session) wholeFrames(b []byte) (int, error) {
 	off, safe, inBlock := 0, 0, false
+	var blockID uint32
 	for len(b)-off >= frameHeaderLen {
 		length := int(b[off])<<16 | int(b[off+1])<<8 | int(b[off+2])
+		typ, flags := http2.FrameType(b[off+3]), http2.Flags(b[off+4])
+		id := binary.BigEndian.Uint32(b[off+5:]) & (1<<31 - 1)
 		if length > maxFrameSize {
-			return 0, fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrProtocol, length, maxFrameSize)
+			return safe, fmt.Errorf("%w: %w: %v frame of %d bytes exceeds %d", ErrProtocol, errFrameSize, typ, length, maxFrameSize)
+		}
+		switch {
+		case inBlock && (typ != http2.FrameContinuation || id != blockID):
+			return safe, fmt.Errorf("%w: %v frame on stream %d inside the header block of stream %d", ErrProtocol, typ, id, blockID)
+		case !inBlock && typ == http2.FrameContinuation:
+			return safe, fmt.Errorf("%w: CONTINUATION on stream %d outside a header block", ErrProtocol, id)
 		}
 		if len(b)-off-frameHeaderLen < length {
 			break
 		}
-		typ, flags := http2.FrameType(b[off+3]), http2.Flags(b[off+4])
 		off += frameHeaderLen + length
 		switch typ {
 		case http2.FrameHeaders:
-			inBlock = flags&http2.FlagHeadersEndHeaders == 0
+			inBlock, blockID = flags&http2.FlagHeadersEndHeaders == 0, id
 		case http2.FrameContinuation:
 			inBlock = flags&http2.FlagContinuationEndHeaders == 0
 		}
@@ -289,7 +386,7 @@ func (s *Session) wholeFrames(b []byte) (int, error) {
 		}
 	}
 	if inBlock && len(b)-safe > int(s.lim.MaxHeaderListBytes)+64<<10 {
-		return 0, fmt.Errorf("%w: header block over %d bytes still open", ErrProtocol, len(b)-safe)
+		return safe, fmt.Errorf("%w: header block over %d bytes still open", ErrProtocol, len(b)-safe)
 	}
 	return safe, nil
 }
@@ -311,120 +408,217 @@ func (s *Session) handle(f http2.Frame) error {
 	}
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return nil
-		}
-		err := f.ForeachSetting(func(st http2.Setting) error {
-			if err := st.Valid(); err != nil {
-				return err
-			}
-			switch st.ID {
-			case http2.SettingInitialWindowSize:
-				delta := int64(st.Val) - s.peerInitWindow
-				s.peerInitWindow = int64(st.Val)
-				for _, x := range s.streams {
-					x.sendWindow += delta
-				}
-			case http2.SettingMaxFrameSize:
-				s.peerMaxFrame = int(st.Val)
-			case http2.SettingHeaderTableSize:
-				s.henc.SetMaxDynamicTableSizeLimit(st.Val)
-			}
-			return nil
-		})
-		if err != nil {
-			var ce http2.ConnectionError
-			code := http2.ErrCodeProtocol
-			if errors.As(err, &ce) {
-				code = http2.ErrCode(ce)
-			}
-			return s.connError(code, fmt.Errorf("%w: bad SETTINGS: %v", ErrProtocol, err))
-		}
-		_ = s.framer().WriteSettingsAck()
-		s.unblock()
+		return s.onSettings(f)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			_ = s.framer().WritePing(true, f.Data)
 		}
 	case *http2.WindowUpdateFrame:
-		if f.StreamID == 0 {
-			s.sendWindow += int64(f.Increment)
-			if s.sendWindow > maxWindow {
-				return s.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: connection window overflow", ErrProtocol))
-			}
-		} else if x := s.streams[f.StreamID]; x != nil {
-			x.sendWindow += int64(f.Increment)
-			if x.sendWindow > maxWindow {
-				s.streamReset(x.id, http2.ErrCodeFlowControl)
-				return nil
-			}
-		}
-		s.unblock()
+		return s.onWindowUpdate(f)
 	case *http2.HeadersFrame:
-		return s.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), true, f.StreamEnded(), f.HeadersEnded())
+		selfDep := f.HasPriority() && f.Priority.StreamDep == f.StreamID
+		return s.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), true, f.StreamEnded(), f.HeadersEnded(), selfDep)
 	case *http2.ContinuationFrame:
-		return s.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), false, false, f.HeadersEnded())
+		return s.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), false, false, f.HeadersEnded(), false)
 	case *http2.DataFrame:
 		return s.onData(f)
 	case *http2.RSTStreamFrame:
-		s.drop(f.StreamID)
+		if s.idle(f.StreamID) {
+			return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: RST_STREAM on idle stream %d", ErrProtocol, f.StreamID))
+		}
+		s.drop(f.StreamID) // a closed stream: nothing to do
+	case *http2.PriorityFrame:
+		// Priorities are not acted on, in any stream state (§5.3.2), but a
+		// stream cannot depend on itself (RFC 7540 §5.3.1).
+		if f.StreamDep == f.StreamID {
+			s.streamReset(f.StreamID, http2.ErrCodeProtocol)
+		}
 	case *http2.GoAwayFrame:
 		s.peerGoAway = true
 	case *http2.PushPromiseFrame:
 		return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: PUSH_PROMISE from a client", ErrProtocol))
 	}
-	// PRIORITY and unknown frame types are ignored, as HTTP/2 allows.
+	// Unknown frame types are ignored, as HTTP/2 asks (§4.1, §5.5).
 	return nil
+}
+
+func (s *Session) onSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		if !s.settingsAcked {
+			s.settingsAcked = true
+			// The client now counts our initial window, not 65,535, on
+			// the streams it opened before.
+			if d := int64(s.lim.StreamWindow) - initialPeerWindow; d < 0 {
+				for _, x := range s.streams {
+					x.recvWindow += d
+				}
+			}
+		}
+		return nil
+	}
+	err := f.ForeachSetting(func(st http2.Setting) error {
+		if err := st.Valid(); err != nil {
+			return err
+		}
+		switch st.ID {
+		case http2.SettingInitialWindowSize:
+			// §6.9.2: the change applies to every open stream; a window
+			// may go negative, none may exceed 2^31-1.
+			delta := int64(st.Val) - s.peerInitWindow
+			s.peerInitWindow = int64(st.Val)
+			for _, x := range s.streams {
+				x.sendWindow += delta
+				if x.sendWindow > maxWindow {
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
+			}
+		case http2.SettingMaxFrameSize:
+			s.peerMaxFrame = int(st.Val)
+		case http2.SettingHeaderTableSize:
+			s.henc.SetMaxDynamicTableSizeLimit(st.Val)
+		}
+		return nil
+	})
+	if err != nil {
+		var ce http2.ConnectionError
+		code := http2.ErrCodeProtocol
+		if errors.As(err, &ce) {
+			code = http2.ErrCode(ce)
+		}
+		return s.connError(code, fmt.Errorf("%w: bad SETTINGS: %v", ErrProtocol, err))
+	}
+	_ = s.framer().WriteSettingsAck()
+	s.unblock()
+	return nil
+}
+
+func (s *Session) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	if f.StreamID == 0 {
+		s.sendWindow += int64(f.Increment)
+		if s.sendWindow > maxWindow {
+			return s.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: connection window overflow", ErrProtocol))
+		}
+	} else if x := s.streams[f.StreamID]; x != nil {
+		x.sendWindow += int64(f.Increment)
+		if x.sendWindow > maxWindow {
+			s.streamReset(x.id, http2.ErrCodeFlowControl)
+			return nil
+		}
+	} else if s.idle(f.StreamID) {
+		return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: WINDOW_UPDATE on idle stream %d", ErrProtocol, f.StreamID))
+	}
+	// (On a closed stream it is ignored: it may have crossed our END_STREAM.)
+	s.unblock()
+	return nil
+}
+
+// idle reports whether stream id is idle: never opened by the client (an
+// id above the last it opened), or an even id, which only the server could
+// open and never does.
+func (s *Session) idle(id uint32) bool {
+	return id%2 == 0 || id > s.lastStream
+}
+
+// openID records id as the client's newest stream; the ids it skipped are
+// closed from now on (RFC 9113 §5.1.1) and remembered as never opened.
+func (s *Session) openID(id uint32) {
+	if id > s.lastStream+2 {
+		r := idRange{s.lastStream + 2, id - 2}
+		if s.lastStream == 0 {
+			r.lo = 1
+		}
+		h := s.h()
+		if len(h.skips) == skipMemory {
+			copy(h.skips, h.skips[1:])
+			h.skips = h.skips[:skipMemory-1]
+		}
+		h.skips = append(h.skips, r)
+	}
+	s.lastStream = id
+}
+
+// skipped reports whether the closed stream id was never opened.
+func (s *Session) skipped(id uint32) bool {
+	if s.hist == nil {
+		return false
+	}
+	for _, r := range s.hist.skips {
+		if id >= r.lo && id <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// resetByUs reports whether we reset stream id lately: frames the client
+// sent before it saw the reset are ignored (§5.1, closed).
+func (s *Session) resetByUs(id uint32) bool {
+	if s.hist == nil {
+		return false
+	}
+	for _, r := range s.hist.resets {
+		if r == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Session) onHeaders(f *headerBlock) error {
 	id := f.id
-	if id%2 == 0 || id <= s.lastStream {
-		if s.streams[id] != nil {
-			// Trailers from a client on an open stream: unary calls
-			// have none; treat as the end of the request.
-			return s.endOfRequest(s.streams[id], f.endStream)
+	if x := s.streams[id]; x != nil {
+		return s.onTrailers(x, f)
+	}
+	if id%2 == 0 {
+		return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: HEADERS on even stream %d", ErrProtocol, id))
+	}
+	if id <= s.lastStream {
+		switch {
+		case s.resetByUs(id):
+			return nil // sent before our RST_STREAM reached the client
+		case s.skipped(id):
+			return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: HEADERS on stream %d after stream %d", ErrProtocol, id, s.lastStream))
 		}
-		return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: HEADERS on stream %d (last %d)", ErrProtocol, id, s.lastStream))
+		return s.connError(http2.ErrCodeStreamClosed, fmt.Errorf("%w: HEADERS on closed stream %d", ErrProtocol, id))
 	}
-	s.lastStream = id
-	if s.goAwaySent {
-		s.rst(id, http2.ErrCodeRefusedStream)
+	s.openID(id)
+	if f.selfDep || f.invalid != nil {
+		s.streamReset(id, http2.ErrCodeProtocol)
 		return nil
 	}
-	if uint32(len(s.streams)) >= s.lim.MaxConcurrentStreams {
-		s.rst(id, http2.ErrCodeRefusedStream)
+	if s.goAwaySent || uint32(len(s.streams)) >= s.lim.MaxConcurrentStreams {
+		s.streamReset(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	x := streams.Get().(*stream)
-	x.id, x.sendWindow, x.endRecv = id, s.peerInitWindow, f.endStream
-	if s.streams == nil {
-		s.streams = make(map[uint32]*stream)
-	}
-	s.streams[id] = x
 	if f.truncated {
+		x := s.newStream(id, f.endStream)
 		s.answer(x, status.Newf(codes.ResourceExhausted, "engine: header list larger than the limit of %d bytes", s.lim.MaxHeaderListBytes), nil)
 		return nil
 	}
-	if f.method != "POST" {
-		s.drop(id)
-		s.rst(id, http2.ErrCodeProtocol)
+	req, err := checkRequest(f.fields)
+	if err != nil {
+		// §8.1.1: a malformed request is a stream error.
+		s.streamReset(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	x := s.newStream(id, f.endStream)
+	x.contentLen = req.contentLen
+	if req.early != nil {
+		// Not a gRPC call: answered, as grpc-go does, with an HTTP status
+		// once the request ended.
+		x.early, x.httpStatus = req.early, req.httpStatus
+		if x.endRecv {
+			return s.endOfRequest(x, true)
+		}
 		return nil
 	}
 	c := &x.callBuf
 	c.stream, c.method, c.peer, c.cancelable = id, f.path, s.peer, s.cancelOnReset
 	c.ctx = newCallCtx(c)
-	contentType := ""
 	for _, hf := range f.fields {
 		switch {
-		case hf.Name == "content-type":
-			contentType = hf.Value
 		case hf.Name == "grpc-timeout":
-			d, err := parseTimeout(hf.Value)
-			if err != nil {
-				s.answer(x, status.New(codes.Internal, "engine: "+err.Error()), nil)
-				return nil
-			}
+			d, _ := parseTimeout(hf.Value) // checked by checkRequest
 			c.timeout = d
 			c.received = s.received()
 		case hf.Name == "grpc-encoding":
@@ -436,17 +630,9 @@ func (s *Session) onHeaders(f *headerBlock) error {
 			c.ctx.addMetadata(hf.Name, hf.Value)
 		case strings.HasPrefix(hf.Name, ":") || reservedHeader(hf.Name):
 		default:
-			v, err := decodeMetaValue(hf.Name, hf.Value)
-			if err != nil {
-				s.answer(x, status.Newf(codes.Internal, "engine: malformed binary metadata %q: %v", hf.Name, err), nil)
-				return nil
-			}
+			v, _ := decodeMetaValue(hf.Name, hf.Value) // checked by checkRequest
 			c.ctx.addMetadata(hf.Name, v)
 		}
-	}
-	if contentType != "application/grpc" && !strings.HasPrefix(contentType, "application/grpc+") && !strings.HasPrefix(contentType, "application/grpc;") {
-		s.answer(x, status.Newf(codes.Internal, "engine: invalid gRPC request content-type %q", contentType), nil)
-		return nil
 	}
 	entry, ok := s.reg.methods[c.method]
 	if !ok {
@@ -459,6 +645,45 @@ func (s *Session) onHeaders(f *headerBlock) error {
 		return s.endOfRequest(x, true)
 	}
 	return nil
+}
+
+// newStream opens stream id with the initial receive window.
+func (s *Session) newStream(id uint32, endStream bool) *stream {
+	x := streams.Get().(*stream)
+	x.id, x.sendWindow, x.endRecv = id, s.peerInitWindow, endStream
+	x.contentLen = -1
+	if !endStream {
+		w := int64(s.lim.StreamWindow)
+		if !s.settingsAcked {
+			w = max(w, initialPeerWindow)
+		}
+		x.recvWindow = w
+		s.setResv(x, w)
+	}
+	if s.streams == nil {
+		s.streams = make(map[uint32]*stream)
+	}
+	s.streams[id] = x
+	return x
+}
+
+// onTrailers takes a second header block on an open stream: trailers,
+// which must end the stream and carry no pseudo fields (§8.1).
+func (s *Session) onTrailers(x *stream, f *headerBlock) error {
+	if x.endRecv {
+		// §5.1: half-closed (remote).
+		s.streamReset(x.id, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	if !f.endStream || f.selfDep || f.invalid != nil || f.truncated || hasPseudo(f.fields) {
+		s.streamReset(x.id, http2.ErrCodeProtocol)
+		return nil
+	}
+	return s.endOfRequest(x, true)
+}
+
+func hasPseudo(fields []hpack.HeaderField) bool {
+	return len(fields) > 0 && fields[0].IsPseudo()
 }
 
 func unknownMethod(reg *Registry, path string) *status.Status {
@@ -475,46 +700,205 @@ func unknownMethod(reg *Registry, path string) *status.Status {
 }
 
 func (s *Session) onData(f *http2.DataFrame) error {
-	n := int(f.Header().Length)
-	s.recvUnacked += n
+	n := int64(f.Header().Length) // padding included: it counts in flow control
+	// §6.9.1: the client may not send more than the windows we granted.
+	if n > s.recvWindow {
+		return s.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: %d bytes of DATA with %d left of the connection window", ErrProtocol, n, s.recvWindow))
+	}
+	s.recvWindow -= n
+	s.recvUnacked += int(n) // returned at once: what we keep, stream windows bound
 	x := s.streams[f.StreamID]
 	if x == nil {
-		if f.StreamID > s.lastStream || f.StreamID%2 == 0 {
+		if s.idle(f.StreamID) {
 			return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: DATA on idle stream %d", ErrProtocol, f.StreamID))
 		}
-		return nil // a stream we already closed or reset
+		if !s.resetByUs(f.StreamID) {
+			// §6.1: a closed stream (not one we reset, whose DATA may
+			// have crossed our RST_STREAM).
+			s.streamReset(f.StreamID, http2.ErrCodeStreamClosed)
+		}
+		return nil
 	}
 	if x.endRecv {
+		// §5.1: half-closed (remote).
 		s.streamReset(x.id, http2.ErrCodeStreamClosed)
 		return nil
 	}
-	x.recvUnacked += n
-	if x.answered {
-		if f.StreamEnded() {
-			x.endRecv = true
-		}
+	if n > x.recvWindow {
+		s.streamReset(x.id, http2.ErrCodeFlowControl)
 		return nil
 	}
+	x.recvWindow -= n
 	data := f.Data()
+	x.dataLen += int64(len(data))
+	if x.contentLen >= 0 && (x.dataLen > x.contentLen || (f.StreamEnded() && x.dataLen != x.contentLen)) {
+		// §8.1.1: DATA that differs from content-length is malformed.
+		s.streamReset(x.id, http2.ErrCodeProtocol)
+		return nil
+	}
+	if x.answered || x.early != nil {
+		// Dropped: give the stream its credit back so the request can end.
+		s.setResv(x, int64(len(x.body))+x.recvWindow)
+		x.recvUnacked += int(n)
+		if !f.StreamEnded() && x.recvUnacked >= int(s.lim.StreamWindow)/2 {
+			_ = s.framer().WriteWindowUpdate(x.id, uint32(x.recvUnacked))
+			x.recvWindow += int64(x.recvUnacked)
+			s.setResv(x, int64(len(x.body))+x.recvWindow)
+			x.recvUnacked = 0
+		}
+		return s.endOfRequest(x, f.StreamEnded())
+	}
 	if len(x.body)+len(data) > 5+s.lim.MaxRecvMsgBytes {
 		s.tooLarge(x, len(x.body)+len(data)-5)
 		return nil
 	}
-	if x.body == nil {
-		x.body = x.bodyInline[:0]
+	// Padding is not kept: the stream's share shrinks by it.
+	s.setResv(x, int64(len(x.body)+len(data))+x.recvWindow)
+	if !s.grow(x, len(data)) {
+		x.body = nil
+		s.answer(x, status.New(codes.ResourceExhausted, "engine: the server's request buffers are full"), nil)
+		return nil
 	}
 	x.body = append(x.body, data...)
 	if len(x.body) >= 5 {
-		if size := int(binary.BigEndian.Uint32(x.body[1:5])); size > s.lim.MaxRecvMsgBytes {
+		size := int(binary.BigEndian.Uint32(x.body[1:5]))
+		if size > s.lim.MaxRecvMsgBytes {
 			s.tooLarge(x, size)
 			return nil
 		}
-	}
-	if !f.StreamEnded() && x.recvUnacked >= streamWindow/4 {
-		_ = s.framer().WriteWindowUpdate(x.id, uint32(x.recvUnacked))
-		x.recvUnacked = 0
+		if len(x.body) > 5+size {
+			s.answer(x, status.Newf(codes.Internal, "engine: unary request for %s holds %d bytes after a %d-byte message", x.call.method, len(x.body)-5, size), nil)
+			return nil
+		}
+		if !f.StreamEnded() && !x.waiting {
+			s.widen(x, size)
+		}
 	}
 	return s.endOfRequest(x, f.StreamEnded())
+}
+
+// setResv sets stream x's share of the connection's buffer budget.
+func (s *Session) setResv(x *stream, v int64) {
+	s.reserved += v - x.resv
+	x.resv = v
+}
+
+// grow makes room in x.body for n more bytes, charging Limits.Shared for
+// what is allocated beyond the inline buffer. It reports false when Shared
+// has no room.
+func (s *Session) grow(x *stream, n int) bool {
+	if x.body == nil {
+		x.body = x.bodyInline[:0]
+	}
+	need := len(x.body) + n
+	if need <= cap(x.body) {
+		return true
+	}
+	c := max(need, 2*cap(x.body), 512)
+	if len(x.body) >= 5 {
+		c = min(c, 5+int(binary.BigEndian.Uint32(x.body[1:5])))
+	}
+	return s.realloc(x, max(c, need))
+}
+
+// realloc moves x.body into an array of c bytes, charging Shared.
+func (s *Session) realloc(x *stream, c int) bool {
+	if !s.lim.Shared.take(int64(c) - x.charged) {
+		return false
+	}
+	b := make([]byte, len(x.body), c)
+	copy(b, x.body)
+	x.body, x.charged = b, int64(c)
+	return true
+}
+
+// widen grants stream x the window the rest of its message needs, in one
+// WINDOW_UPDATE, if the connection's budget (ConnBufferBytes) and Shared
+// have room for it; otherwise x waits until streams end, or fails with
+// ResourceExhausted when no stream could free enough.
+func (s *Session) widen(x *stream, size int) {
+	rest := int64(5+size-len(x.body)) - x.recvWindow
+	if rest <= 0 {
+		return
+	}
+	if s.reserved+rest+s.unopened(len(s.streams)) > int64(s.lim.ConnBufferBytes) {
+		// Streams not yet opened keep their initial windows' worth: the
+		// client may open them and fill those windows at any time.
+		held, n := s.waitedFor()
+		if !x.waiting {
+			held, n = held+x.resv, n+1
+		}
+		if held+rest+s.unopened(n) > int64(s.lim.ConnBufferBytes) {
+			s.answer(x, status.Newf(codes.ResourceExhausted, "engine: a %d-byte message does not fit the connection's request buffers (%d bytes)", size, s.lim.ConnBufferBytes), nil)
+			return
+		}
+		if !x.waiting {
+			x.waiting = true
+			s.h().waiting = append(s.h().waiting, x.id)
+		}
+		return
+	}
+	if !s.realloc(x, 5+size) {
+		s.answer(x, status.New(codes.ResourceExhausted, "engine: the server's request buffers are full"), nil)
+		return
+	}
+	_ = s.framer().WriteWindowUpdate(x.id, uint32(rest))
+	x.recvWindow += rest
+	s.setResv(x, int64(len(x.body))+x.recvWindow)
+}
+
+// waitedFor is the budget held by the streams waiting for window, and how
+// many they are: what stays taken if every other stream ends.
+func (s *Session) waitedFor() (int64, int) {
+	var held int64
+	n := 0
+	if s.hist == nil {
+		return 0, 0
+	}
+	for _, id := range s.hist.waiting {
+		if x := s.streams[id]; x != nil && x.waiting {
+			held += x.resv
+			n++
+		}
+	}
+	return held, n
+}
+
+// unopened is the initial windows' worth of the streams the client may
+// still open when open streams are.
+func (s *Session) unopened(open int) int64 {
+	return max(int64(s.lim.MaxConcurrentStreams)-int64(open), 0) * int64(s.lim.StreamWindow)
+}
+
+// retryWaiting gives waiting streams, oldest first, the window that ended
+// streams freed.
+func (s *Session) retryWaiting() {
+	if s.hist == nil || len(s.hist.waiting) == 0 {
+		return
+	}
+	ids := s.hist.waiting
+	s.hist.waiting = nil
+	for _, id := range ids {
+		x := s.streams[id]
+		if x == nil || !x.waiting {
+			continue
+		}
+		x.waiting = false
+		if !x.answered && !x.endRecv && len(x.body) >= 5 {
+			s.widen(x, int(binary.BigEndian.Uint32(x.body[1:5])))
+		}
+	}
+}
+
+// release gives back what stream x holds of the connection's and the
+// server's buffer budgets.
+func (s *Session) release(x *stream) {
+	s.setResv(x, 0)
+	s.lim.Shared.give(x.charged)
+	x.charged = 0
+	if x.waiting {
+		x.waiting = false
+	}
 }
 
 func (s *Session) tooLarge(x *stream, size int) {
@@ -527,12 +911,22 @@ func (s *Session) endOfRequest(x *stream, ended bool) error {
 	if !ended || x.answered {
 		if ended {
 			x.endRecv = true
+			s.setResv(x, int64(len(x.body)))
 		}
 		return nil
 	}
 	x.endRecv = true
+	if x.contentLen >= 0 && x.dataLen != x.contentLen {
+		s.streamReset(x.id, http2.ErrCodeProtocol)
+		return nil
+	}
+	if x.early != nil {
+		s.answer(x, x.early, nil)
+		return nil
+	}
 	b := x.body
 	x.body = nil
+	s.setResv(x, int64(len(b)))
 	switch {
 	case len(b) < 5:
 		s.answer(x, status.Newf(codes.Internal, "engine: request for %s ended without a complete message (%d bytes)", x.call.method, len(b)), nil)
@@ -554,8 +948,9 @@ func (s *Session) endOfRequest(x *stream, ended bool) error {
 // returnConnWindow sends a connection WINDOW_UPDATE once a quarter of the
 // window was consumed (or at once when force).
 func (s *Session) returnConnWindow(force bool) {
-	if s.recvUnacked > 0 && (force || s.recvUnacked >= connWindow/4) {
+	if s.recvUnacked > 0 && (force || s.recvUnacked >= int(s.lim.ConnWindow)/4) {
 		_ = s.framer().WriteWindowUpdate(0, uint32(s.recvUnacked))
+		s.recvWindow += int64(s.recvUnacked)
 		s.recvUnacked = 0
 	}
 }
@@ -597,6 +992,8 @@ func (s *Session) Finish(c *Call) {
 		return
 	}
 	x.out = false
+	c.req = nil
+	s.release(x)
 	s.answer(x, c.st, c)
 }
 
@@ -608,6 +1005,8 @@ func (s *Session) Reject(c *Call, code codes.Code, msg string) {
 		return
 	}
 	x.out = false
+	c.req = nil
+	s.release(x)
 	s.answer(x, status.New(code, msg), nil)
 }
 
@@ -632,7 +1031,11 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 		fields = fields[:0]
 	default:
 		// Trailers-Only: one block with the status and the error.
-		fields = append(fields, hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+		code := "200"
+		if x.httpStatus != 0 {
+			code = strconv.Itoa(x.httpStatus)
+		}
+		fields = append(fields, hpack.HeaderField{Name: ":status", Value: code}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 	}
 	if ok {
 		msg := c.resp
@@ -762,9 +1165,11 @@ func (s *Session) finishStream(x *stream, trailer []hpack.HeaderField) {
 	x.trailer = nil
 	if !x.endRecv {
 		// We answered before the request ended: tell the client to stop.
-		_ = s.framer().WriteRSTStream(x.id, http2.ErrCodeNo)
+		s.rst(x.id, http2.ErrCodeNo)
 	}
 	delete(s.streams, x.id)
+	s.release(x)
+	s.retryWaiting()
 	if !x.out {
 		// Nobody holds its call: reuse it. (A stream that is dropped, or
 		// whose call is out on another goroutine, is left to the GC.)
@@ -819,17 +1224,34 @@ func (s *Session) streamReset(id uint32, code http2.ErrCode) {
 	s.rst(id, code)
 }
 
+// rst sends RST_STREAM and remembers that we reset the stream.
 func (s *Session) rst(id uint32, code http2.ErrCode) {
 	_ = s.framer().WriteRSTStream(id, code)
+	h := s.h()
+	if h.resets == nil {
+		h.resets = make([]uint32, 0, resetMemory)
+	}
+	if len(h.resets) < resetMemory {
+		h.resets = append(h.resets, id)
+	} else {
+		h.resets[h.resetPos] = id
+		h.resetPos = (h.resetPos + 1) % resetMemory
+	}
 }
 
 // drop forgets stream id (the client reset it, or it failed); a call of it
 // that is running is cancelled where CancelOnReset allows.
 func (s *Session) drop(id uint32) {
-	if x := s.streams[id]; x != nil && x.call != nil && x.call.cancelable {
+	x := s.streams[id]
+	if x == nil {
+		return
+	}
+	if x.call != nil && x.call.cancelable {
 		x.call.abort()
 	}
 	delete(s.streams, id)
+	s.release(x)
+	s.retryWaiting()
 }
 
 // Output returns the bytes waiting to be written to the connection.

@@ -1,0 +1,132 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Limits bound what one client, or all of them, can make the API and the
+// sidecar hold (issue 11: 2,000 /watch streams cost 70 MB, and 2,000
+// WatchLeader streams on one connection were all accepted). Zero fields
+// take the defaults.
+type Limits struct {
+	// MaxWatchers bounds open watches, /watch and WatchLeader together.
+	// A watch beyond it is refused: /watch with 503, WatchLeader with
+	// ResourceExhausted, each naming the limit.
+	MaxWatchers int
+	// MaxConns bounds open connections per listener (the API's, the
+	// sidecar's); more wait in the kernel's accept queue.
+	MaxConns int
+	// MaxStreams bounds concurrent gRPC streams per API connection.
+	MaxStreams uint32
+	// MaxMessageBytes bounds a gRPC request on the API.
+	MaxMessageBytes int
+	// HandshakeTimeout closes an API connection that has not finished its
+	// HTTP/2 handshake in time (a client that connects and says nothing).
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes an API connection with no stream for this long.
+	IdleTimeout time.Duration
+}
+
+// Defaults for Limits.
+const (
+	DefaultMaxWatchers      = 1024
+	DefaultMaxConns         = 1024
+	DefaultMaxStreams       = 100
+	DefaultMaxMessageBytes  = 64 << 10 // API requests are a few bytes
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultIdleTimeout      = 5 * time.Minute
+)
+
+// WithDefaults fills the zero fields.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxWatchers == 0 {
+		l.MaxWatchers = DefaultMaxWatchers
+	}
+	if l.MaxConns == 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	if l.MaxStreams == 0 {
+		l.MaxStreams = DefaultMaxStreams
+	}
+	if l.MaxMessageBytes == 0 {
+		l.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if l.HandshakeTimeout == 0 {
+		l.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	return l
+}
+
+// ErrTooManyWatchers refuses a watch beyond Limits.MaxWatchers.
+var ErrTooManyWatchers = errors.New("too many watchers")
+
+// LimitWatchers wraps b so that at most max watches (Subscribe) are open at
+// once; one more gets ErrTooManyWatchers.
+func LimitWatchers(b Backend, max int) Backend {
+	if max <= 0 {
+		return b
+	}
+	return &watchLimited{Backend: b, max: int64(max)}
+}
+
+type watchLimited struct {
+	Backend
+	max  int64
+	open atomic.Int64
+}
+
+func (w *watchLimited) Subscribe() (Subscription, error) {
+	if w.open.Add(1) > w.max {
+		w.open.Add(-1)
+		return nil, fmt.Errorf("%w: %d watches are open, the limit (max-watchers); close one or raise it", ErrTooManyWatchers, w.max)
+	}
+	s, err := w.Backend.Subscribe()
+	if err != nil {
+		w.open.Add(-1)
+		return nil, err
+	}
+	return &countedSub{Subscription: s, done: func() { w.open.Add(-1) }}, nil
+}
+
+type countedSub struct {
+	Subscription
+	once sync.Once
+	done func()
+}
+
+func (s *countedSub) Close() {
+	s.once.Do(s.done) // first: whoever sees the watch gone may open one
+	s.Subscription.Close()
+}
+
+// LimitListener caps l at max open connections (x/net/netutil).
+func LimitListener(l net.Listener, max int) net.Listener {
+	if max <= 0 {
+		return l
+	}
+	return netutil.LimitListener(l, max)
+}
+
+// serverOptions are the API server's bounds from l.
+func (l Limits) serverOptions() []grpc.ServerOption {
+	l = l.WithDefaults()
+	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(l.MaxStreams),
+		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
+		grpc.MaxHeaderListSize(16 << 10),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingTime, Timeout: serverPingTimeout, MaxConnectionIdle: l.IdleTimeout}),
+	}
+}
