@@ -346,6 +346,24 @@ func (c *core) broadcast(m Message) {
 	}
 }
 
+// hearsay (quorum mode) handles a leadership at term t heard second-hand:
+// from a node other than its leader. This node asks the leader itself and
+// follows only on its word (its announcement or its answer): a node that
+// cannot reach the leader (a bridge, a one-way cut) must not name it, since
+// no heartbeat of its own could confirm it, and a minority names no leader.
+// A leader or follower of an older leadership stops naming it.
+func (c *core) hearsay(leader NodeID, t Term) {
+	c.observeTerm(t)
+	switch c.role {
+	case RoleLeader:
+		c.stepDown()
+		c.giveUp()
+	case RoleFollower:
+		c.giveUp()
+	}
+	c.send(Message{Type: MsgHeartbeat, To: leader, Term: t, Leader: 0})
+}
+
 // ---- StateMachine ----
 
 // Step implements StateMachine.
@@ -467,6 +485,8 @@ func (c *core) stepHeartbeatResp(m Message) {
 	current := m.Reject && m.From == m.Leader && m.Term == c.leaderTerm && m.Term.OwnedBy(m.Leader) &&
 		(c.role == RoleNoLeader || c.role == RoleElecting)
 	switch {
+	case newer && c.majority() > 1 && m.From != m.Leader:
+		c.hearsay(m.Leader, m.Term)
 	case newer || current:
 		// A newer leadership, heard second-hand, or the leader's own word;
 		// heartbeats will verify it.
@@ -500,6 +520,18 @@ func (c *core) stepCoordinator(m Message) {
 	// A term has one owner, so an announcement at our own leader term is the
 	// same leadership: take it again even after we lost sight of the leader.
 	same := m.Term == c.leaderTerm && m.Leader == c.leader
+	if c.majority() > 1 && m.Confirmed && m.From != m.Leader && m.Leader != c.cfg.ID && m.Term >= c.leaderTerm {
+		// Quorum mode: an announcement passed on by another node (a ring
+		// Coordinator on its way round, a bully follower naming its
+		// leader). It neither makes this node follow nor keeps it calm.
+		if !same || c.role != RoleFollower {
+			c.hearsay(m.Leader, m.Term)
+		}
+		if c.observer != nil {
+			c.observer.Coordinated(c.host(), m, true) // a ring passes it on
+		}
+		return
+	}
 	accepted := m.Term >= c.leaderTerm
 	if accepted && !same && m.Term == c.leaderTerm && c.role == RoleElecting && c.cfg.Preempt {
 		if lr, ok := c.rankOf(m.Leader); ok && lr.Less(c.self) {

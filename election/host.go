@@ -32,5 +32,14 @@ func (h *host) Adopt(leader NodeID, t Term) {
 		c.becomeLeader(t)
 		return
 	}
-	h.core().follow(leader, t)
+	c := h.core()
+	if c.majority() > 1 {
+		// Quorum mode: a ring round's initiator names the winner, which has
+		// yet to gather a majority: wait for its proposal, and campaign
+		// again if none comes.
+		c.observeTerm(t)
+		c.noLeader(c.cfg.ElectionTimeoutTicks + c.jitter())
+		return
+	}
+	c.follow(leader, t)
 }

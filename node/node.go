@@ -116,6 +116,8 @@ type command func()
 // Node runs one instance loop. Create it with New, start it with Run.
 type Node struct {
 	cfg Config
+	// cause is what the loop is handling now, for logChange (owned by the loop).
+	cause cause
 	log *slog.Logger
 
 	inbox    chan transport.Inbound
@@ -270,6 +272,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for {
 		var reply chan election.Message
 		var replyTo election.NodeID
+		n.cause = cause{}
 		select {
 		case <-ctx.Done():
 			n.serving.Store(false)
@@ -283,12 +286,14 @@ func (n *Node) Run(ctx context.Context) error {
 			if n.halted() {
 				continue
 			}
+			n.cause = cause{kind: "message", msg: in.Msg}
 			if err := n.sm.Step(in.Msg); err != nil {
 				n.counters.Rejected.Add(1)
 				n.log.Warn("rejected a peer message", "err", err)
 			}
 			reply, replyTo = in.Reply, in.Msg.From
 		case m := <-n.failures:
+			n.cause = cause{kind: "send failed", msg: m}
 			if !n.halted() {
 				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
 			}
@@ -300,14 +305,17 @@ func (n *Node) Run(ctx context.Context) error {
 				}
 			}
 		case m := <-n.peerDown:
+			n.cause = cause{kind: "peer down", msg: m}
 			n.peerGone(m)
 		case ev, ok := <-n.events:
 			if !ok {
 				n.events = nil
 				continue
 			}
+			n.cause = cause{kind: "membership", ev: ev}
 			n.membershipEvent(ev)
 		case c := <-n.cmds:
+			n.cause = cause{kind: "command"}
 			c()
 		case <-n.retryC:
 			n.retrySave()
@@ -357,6 +365,7 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 	if rd.Change != nil {
 		n.counters.LeaderChanges.Add(1)
 		n.since = time.Now()
+		n.logChange(*rd.Change)
 	}
 	if n.dirty || rd.Change != nil || keyOf(n.sm.Status()) != n.published {
 		// Most Readies (a heartbeat answered or sent) leave what publish

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,6 +159,44 @@ func report(t *testing.T, res *chaos.Result) {
 		t.Errorf("violation %s", r.Format(v))
 	}
 	t.Errorf("%d violations: %v", len(r.Violations), r.Rules())
+	if changes := changesNear(res, r.Violations); changes != "" {
+		t.Logf("the nodes' leadership changes from 2 s before to 1 s after each violation, with their causes:\n%s", changes)
+	}
+}
+
+// changesNear returns the "leadership changed" lines of the nodes' logs
+// (each with the input that caused it) from 2 s before to 1 s after each
+// violation, with times relative to the start, so a failure in CI says
+// why a node lost or changed its leader.
+func changesNear(res *chaos.Result, vs []history.Violation) string {
+	logs, _ := filepath.Glob(filepath.Join(res.Dir, "node-*.log"))
+	var out []string
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		node := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "node-"), ".log")
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.Contains(line, `msg="leadership changed"`) || !strings.HasPrefix(line, "time=") {
+				continue
+			}
+			ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			at, err := time.Parse(time.RFC3339Nano, ts)
+			if err != nil {
+				continue
+			}
+			for _, v := range vs {
+				if !at.Before(v.At.Add(-2*time.Second)) && !at.After(v.At.Add(time.Second)) {
+					_, rest, _ := strings.Cut(line, `msg="leadership changed" `)
+					out = append(out, fmt.Sprintf("%9.3fs node %s: %s", at.Sub(res.Report.Start).Seconds(), node, rest))
+					break
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
 }
 
 // TestHarness checks the harness itself on three real nodes: a cut drops

@@ -306,7 +306,7 @@ func New(cfg Config) (c *Cluster, err error) {
 			"--data-dir", c.drv.dataDir(c, nd),
 			"--bootstrap-expect", strconv.Itoa(n),
 			"--join", strings.Join(slices.Delete(slices.Clone(seeds), nd.ID-1, nd.ID), ","),
-			"--log-level", "warn",
+			"--log-level", "info",
 			// The nodes bind addresses that are not loopback, which needs
 			// TLS material and a gossip key or this flag (docs/SECURITY.md):
 			// the harness tests faults, not authentication.
