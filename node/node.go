@@ -118,7 +118,7 @@ type Node struct {
 	cfg Config
 	// cause is what the loop is handling now, for logChange (owned by the loop).
 	cause cause
-	log *slog.Logger
+	log   *slog.Logger
 
 	inbox    chan transport.Inbound
 	failures chan election.Message
