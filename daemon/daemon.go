@@ -158,7 +158,8 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	newMembership := func() (node.Membership, error) {
 		m, err := membership.New(membership.Config{Self: membership.Meta(self), BindAddr: gossipBind,
 			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log,
-			KeyFile: cfg.GossipKeyFile, Label: label})
+			KeyFile: cfg.GossipKeyFile, Label: label,
+			Settings: membership.Settings{Algorithm: cfg.Algorithm, Quorum: cfg.Quorum, Preempt: cfg.Preempt}})
 		if err != nil {
 			return nil, err
 		}

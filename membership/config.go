@@ -53,6 +53,9 @@ type Config struct {
 	// gossip-label, default the cluster name): a node drops gossip with
 	// another label, so two clusters on one network never merge.
 	Label string
+	// Settings are the cluster-wide settings; a node whose settings differ
+	// is refused (see Settings).
+	Settings Settings
 
 	// wrapTransport, if set, wraps memberlist's network transport (tests cut
 	// links with it).
@@ -88,7 +91,7 @@ func (c Config) Validate() error {
 	if len(c.Label) > 255 {
 		bad("gossip-label", "at most 255 bytes, got %d", len(c.Label))
 	}
-	if n := metaSize(c.Self); n > memberlist.MetaMaxSize {
+	if n := metaSize(c.Self, c.Settings); n > memberlist.MetaMaxSize {
 		bad("name, peer-addr, api-addr, http-addr", "the node's metadata is %d bytes as JSON, more than the %d bytes gossip carries; shorten them", n, memberlist.MetaMaxSize)
 	}
 	return errors.Join(errs...)

@@ -27,7 +27,8 @@ type delegate struct{ m *Membership }
 func (d delegate) NodeMeta(limit int) []byte {
 	m := d.m
 	m.metaMu.Lock()
-	b := wireMeta{Meta: m.meta, Since: m.since, Leaving: m.leaving}.encode()
+	st := m.cfg.Settings
+	b := wireMeta{Meta: m.meta, Since: m.since, Leaving: m.leaving, Settings: &st}.encode()
 	m.metaMu.Unlock()
 	if len(b) > limit { // Validate and SetMeta check this
 		m.log.Error("node metadata over the gossip limit; sending none", "bytes", len(b), "limit", limit)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -41,6 +42,8 @@ type Membership struct {
 	// known is every remote node ever seen alive, by gossip name, with its
 	// last gossip address: RetryJoin joins those missing from members.
 	known map[string]*knownMember
+
+	refusedSettings atomic.Uint64 // see RefusedSettings
 
 	life     sync.Mutex // serializes Join/Leave/Shutdown against Shutdown
 	left     bool
@@ -115,7 +118,7 @@ func New(cfg Config) (*Membership, error) {
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	d := delegate{m}
-	mc.Delegate, mc.Events, mc.Conflict = d, d, d
+	mc.Delegate, mc.Events, mc.Conflict, mc.Alive, mc.Merge = d, d, d, d, d
 	mc.Logger, mc.LogOutput = memberlistLogger(logger), nil
 
 	if cfg.wrapTransport != nil {
@@ -301,7 +304,7 @@ func (m *Membership) SetMeta(meta Meta, timeout time.Duration) error {
 	if meta.ID != m.cfg.Self.ID {
 		return fmt.Errorf("membership: the id cannot change (%d to %d)", m.cfg.Self.ID, meta.ID)
 	}
-	if n := metaSize(meta); n > memberlist.MetaMaxSize {
+	if n := metaSize(meta, m.cfg.Settings); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("membership: metadata is %d bytes as JSON, more than the %d gossip carries", n, memberlist.MetaMaxSize)
 	}
 	m.life.Lock()

@@ -23,6 +23,8 @@ type wireMeta struct {
 	// leave from a death: memberlist v0.7.0 records the difference
 	// (StateLeft) but never shows it to NotifyLeave (hashicorp/memberlist#293).
 	Leaving bool `json:"leaving,omitempty"`
+	// Settings are the cluster-wide settings this node runs with.
+	Settings *Settings `json:"settings,omitempty"`
 }
 
 func (w wireMeta) encode() []byte {
@@ -33,10 +35,10 @@ func (w wireMeta) encode() []byte {
 	return b
 }
 
-// metaSize is the largest encoding of self's metadata (leaving and a full
-// timestamp included).
-func metaSize(self Meta) int {
-	return len(wireMeta{Meta: self, Since: math.MaxInt64, Leaving: true}.encode())
+// metaSize is the largest encoding of self's metadata with settings st
+// (leaving and a full timestamp included).
+func metaSize(self Meta, st Settings) int {
+	return len(wireMeta{Meta: self, Since: math.MaxInt64, Leaving: true, Settings: &st}.encode())
 }
 
 // decodeMeta reads a node's gossiped metadata and checks that it names the

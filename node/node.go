@@ -423,12 +423,13 @@ func (n *Node) membershipEvent(ev MemberEvent) {
 		}
 	case MemberConflict:
 		n.counters.Conflicts.Add(1)
-		n.log.Error("membership conflict: a node id (or its term slot) is claimed twice; the newcomer is not elected",
-			"id", uint64(id), "detail", ev.Detail)
+		n.log.Error("membership conflict: the node is not let in", "id", uint64(id), "detail", ev.Detail)
 		if ev.Yield && !n.killed {
-			// This node is the later claimant: it could mint terms that belong
-			// to the other node. Stand down until an operator revives it.
-			n.log.Error("standing down: another node holds this node's id or term slot; fix --id, then electctl revive")
+			// This node is the later claimant of an id or term slot (it could
+			// mint terms that belong to the other node), or its cluster
+			// settings differ from the cluster it meets (it would lead a
+			// cluster of one). Stand down until an operator revives it.
+			n.log.Error("standing down: fix this node's --id or cluster settings (algorithm, quorum, preempt), then restart it or electctl revive", "detail", ev.Detail)
 			// No Leave: gossip matches a leave by name, so leaving would
 			// declare the other node, the one gossip admitted, gone.
 			n.kill(false)
