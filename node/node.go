@@ -339,11 +339,11 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		return
 	}
 	rd := n.sm.Ready()
-	if rd.Term != 0 || rd.LeaderTerm != 0 {
-		if err := n.cfg.Store.Save(rd.Term, rd.LeaderTerm); err != nil {
-			// Sending with an unpersisted term could let a restart go back
-			// in time or mint a term twice: send nothing of this batch,
-			// stop leading and campaigning, and retry the save.
+	if rd.Term != 0 {
+		// A message may carry the new term: it must be durable first, or a
+		// restart could mint it again. Send nothing of this batch, stop
+		// leading and campaigning, and retry the save.
+		if err := n.cfg.Store.Save(rd.Term, 0); err != nil {
 			n.storeFailed(err, Persisted{Term: rd.Term, LeaderTerm: rd.LeaderTerm})
 			if reply != nil {
 				close(reply)
@@ -361,6 +361,19 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 	}
 	if reply != nil {
 		close(reply)
+	}
+	if rd.LeaderTerm != 0 {
+		// The leadership term is what this node reports: durable before it
+		// is shown, so a restart never reports a lower one. It is written
+		// after the messages went out, so a new leader's announcement and
+		// its followers' own writes overlap with this one (a handover costs
+		// one write's time, not two in a row). The term itself is durable
+		// already (above), so nothing can be minted twice if this fails;
+		// the node then stops leading as for any failed write.
+		if err := n.cfg.Store.Save(0, rd.LeaderTerm); err != nil {
+			n.storeFailed(err, Persisted{LeaderTerm: rd.LeaderTerm})
+			return
+		}
 	}
 	if rd.Change != nil {
 		n.counters.LeaderChanges.Add(1)
