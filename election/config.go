@@ -79,6 +79,10 @@ func (c Config) Majority() int {
 // ticks for rounding. See docs/ALGORITHMS.md ("Quorum mode").
 func (c Config) PromiseTicks() int { return c.LeaseTicks + c.LeaseTicks/4 + 2 }
 
+// Defaults returns a copy with every zero field filled in as a state
+// machine would (the timings a node actually runs with).
+func (c Config) Defaults() Config { return c.withDefaults() }
+
 // withDefaults returns a copy with zero fields filled in.
 func (c Config) withDefaults() Config {
 	if c.HeartbeatTicks == 0 {

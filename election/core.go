@@ -451,12 +451,6 @@ func (c *core) stepHeartbeat(m Message) {
 		c.send(resp)
 		return
 	}
-	if c.proposal != 0 && m.Term == c.proposal && m.Leader == c.cfg.ID {
-		// Quorum mode: a ring node that follows this node's win before its
-		// proposal is confirmed. Keep it calm; its ack is what counts.
-		c.send(Message{Type: MsgHeartbeatResp, To: m.From, Term: m.Term, Leader: c.cfg.ID})
-		return
-	}
 	if c.now < c.handingEnd && m.Leader == c.cfg.ID && m.Term == c.leaderTerm {
 		// This node handed its leadership over moments ago and the target's
 		// announcement is on its way. A rejection would make the follower
@@ -555,6 +549,12 @@ func (c *core) stepCoordinator(m Message) {
 			} else {
 				c.becomeLeader(m.Term)
 			}
+		}
+		if c.majority() > 1 {
+			// Quorum mode: the ring's token ends here. Passed on, it would
+			// reach the next node from this one, naming this one, as if it
+			// were this node's own announcement: it has only proposed.
+			return
 		}
 	case c.majority() > 1 && !m.Confirmed && c.role == RoleLeader:
 		// Quorum mode: a rival's proposal reaches the sitting leader, whose

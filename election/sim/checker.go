@@ -19,6 +19,15 @@ import (
 //	Q1: in quorum mode, never two nodes claiming leadership at the same
 //	    tick (every node's clock runs at the same rate here; see
 //	    docs/ALGORITHMS.md for the clock-rate bound on real machines).
+//	Q2: in quorum mode, a node that has not been able to reach a majority
+//	    of the cluster (both ways, itself included) for MinorityGrace ticks
+//	    names no leader, unless it follows a leader it reaches both ways
+//	    and that leader claims (a bridge's far side following the
+//	    majority's leader, as a Raft follower would; Q1 makes that leader
+//	    the only one). Found missing by the real-network chaos tour: a
+//	    bridged node named, by hearsay, a leader it could not reach. Part of
+//	    Q2: in quorum mode a node takes up a leader only on a message from
+//	    that leader (FollowedSecondHand), never on another node's word.
 //
 // Liveness (L1) is checked by the caller with Sim.RunUntil and Sim.Agreed.
 type Checker struct {
@@ -26,6 +35,9 @@ type Checker struct {
 	leaderOf map[election.Term]election.NodeID // who led (or was believed to lead) each term
 	lastTerm map[election.NodeID]election.Term
 	shown    map[election.NodeID]election.Term // S3: the last leadership term reported
+	minority map[election.NodeID]uint64        // Q2: since when a node has been unable to reach a majority
+	okAt     map[election.NodeID]okAt          // Q2: when a node cut off was last fine, naming whom
+	named    map[election.NodeID]okAt          // Q2: since when each node names the leader it names
 	err      error
 	// Checks counts the node states examined.
 	Checks int
@@ -33,7 +45,8 @@ type Checker struct {
 
 func newChecker(s *Sim) *Checker {
 	return &Checker{s: s, leaderOf: map[election.Term]election.NodeID{}, lastTerm: map[election.NodeID]election.Term{},
-		shown: map[election.NodeID]election.Term{}}
+		shown: map[election.NodeID]election.Term{}, minority: map[election.NodeID]uint64{},
+		okAt: map[election.NodeID]okAt{}, named: map[election.NodeID]okAt{}}
 }
 
 func (c *Checker) fail(format string, a ...any) {
@@ -112,5 +125,91 @@ func (c *Checker) check() error {
 	if c.s.opts.Quorum && len(claiming) > 1 {
 		c.fail("Q1 violated: nodes %v all claim leadership at this tick in quorum mode", claiming)
 	}
+	if c.s.opts.Quorum {
+		c.checkMinority()
+	}
 	return c.err
+}
+
+// MinorityGrace is Q2's grace in ticks: a node cut off from the majority
+// may go on naming its leader until its lease or heartbeat timeout (with
+// jitter) and the leader's release have run their course.
+func (c *Checker) MinorityGrace() uint64 {
+	cfg := c.s.nodes[0].cfg.Defaults()
+	return uint64(2*cfg.LeaderTimeoutTicks + cfg.JitterTicks)
+}
+
+// reach counts the up nodes n can talk with both ways, itself included.
+func (c *Checker) reach(n *node) int {
+	k := 1
+	for _, o := range c.s.nodes {
+		if o != n && o.up && c.s.linked(n.id, o.id) && c.s.linked(o.id, n.id) {
+			k++
+		}
+	}
+	return k
+}
+
+func (c *Checker) checkMinority() {
+	need := len(c.s.nodes)/2 + 1
+	for _, n := range c.s.nodes {
+		st := n.sm.Status()
+		if named, ok := c.named[n.id]; !ok || named.leader != st.Leader || !n.up {
+			c.named[n.id] = okAt{tick: c.s.now, leader: st.Leader}
+		}
+		if !n.up || c.reach(n) >= need {
+			delete(c.minority, n.id)
+			delete(c.okAt, n.id)
+			continue
+		}
+		if _, ok := c.minority[n.id]; !ok {
+			c.minority[n.id] = c.s.now
+		}
+		// Fine: naming no leader, or following a leader it reaches both ways
+		// while that leader claims (a bridge's far side; a leader cut off
+		// with it, until its lease ends and it says so).
+		fine := st.Leader == 0
+		if st.Leader > 0 && int(st.Leader) <= len(c.s.nodes) && st.Leader != n.id {
+			l := c.s.nodes[st.Leader-1]
+			linked := c.s.linked(n.id, l.id) && c.s.linked(l.id, n.id)
+			fine = fine || (st.Role == election.RoleFollower && l.up && linked && l.sm.Status().Role == election.RoleLeader)
+		}
+		if fine {
+			c.okAt[n.id] = okAt{tick: c.s.now, leader: st.Leader}
+			continue
+		}
+		// The grace runs from the cut, from when it took this leader up (on
+		// the leader's own word: see FollowedSecondHand), or from when it
+		// stopped being fine with this leader (the leader went away or
+		// stopped claiming: the release or its own timeout is on the way),
+		// whichever is last.
+		since := max(c.minority[n.id], c.named[n.id].tick)
+		if ok, seen := c.okAt[n.id]; seen && ok.leader == st.Leader {
+			since = max(since, ok.tick+1)
+		}
+		if c.s.now-since > c.MinorityGrace() {
+			c.fail("Q2 violated: node %d, unable to reach a majority since tick %d, names node %d leader (%v, term %v) since tick %d",
+				n.id, c.minority[n.id], st.Leader, st.Role, st.LeaderTerm, since)
+		}
+	}
+}
+
+// okAt is the last tick a node cut off from the majority was fine (Q2), and
+// the leader it named then.
+type okAt struct {
+	tick   uint64
+	leader election.NodeID
+}
+
+// FollowedSecondHand records a node that took up a new leadership (leader,
+// or term) on a message from another node than that leader: in quorum mode
+// a Q2 violation.
+func (c *Checker) followedSecondHand(n *node, before, after election.Status, m election.Message) {
+	if after.Role != election.RoleFollower || (after.Leader == before.Leader && after.LeaderTerm == before.LeaderTerm && before.Role == election.RoleFollower) {
+		return
+	}
+	if m.From != after.Leader {
+		c.fail("Q2 violated: node %d took up node %d as leader (term %v) on a %v from node %d, not on the leader's own word",
+			n.id, after.Leader, after.LeaderTerm, m.Type, m.From)
+	}
 }

@@ -217,7 +217,7 @@ func TestPropertyRandomFaultSchedules(t *testing.T) {
 				byN[fmt.Sprintf("n=%d/q=%v", sc.n, sc.quorum)]++
 			}
 			slices.Sort(heal)
-			t.Logf("%s: %d schedules, seeds %d..%d, 0 violations of S1/S2/S3/Q1/L1/stability; ticks from heal to agreement p50=%d p99=%d max=%d",
+			t.Logf("%s: %d schedules, seeds %d..%d, 0 violations of S1/S2/S3/Q1/Q2/L1/stability; ticks from heal to agreement p50=%d p99=%d max=%d",
 				algo, total, *propSeed, *propSeed+uint64(total)-1, heal[len(heal)/2], heal[len(heal)*99/100], worst)
 			t.Logf("%s: schedules by size and mode: %v", algo, byN)
 		})

@@ -387,7 +387,15 @@ func (s *Sim) deliver() {
 		if !n.up {
 			continue
 		}
-		if err := n.sm.Step(e.msg); err != nil && !errors.Is(err, election.ErrNotMember) && !errors.Is(err, election.ErrNotLeaderMsg) {
+		var before election.Status
+		if s.opts.Quorum {
+			before = n.sm.Status()
+		}
+		err := n.sm.Step(e.msg)
+		if s.opts.Quorum {
+			s.Check.followedSecondHand(n, before, n.sm.Status(), e.msg)
+		}
+		if err != nil && !errors.Is(err, election.ErrNotMember) && !errors.Is(err, election.ErrNotLeaderMsg) {
 			// A sender or leader the receiver's membership view does not
 			// hold (yet, or any more), or a stale TimeoutNow, is refused by
 			// design; anything else from a correct node is a bug.
