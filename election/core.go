@@ -27,9 +27,10 @@ type core struct {
 	now        uint64
 	sinceAck   int // follower: ticks since the leader last confirmed
 	hbElapsed  int
-	suspectAt  int // follower: this round's leader timeout, jitter included
-	idle       int // no leader: ticks waited
-	idleWait   int // no leader: ticks to wait before campaigning
+	suspectAt  int  // follower: this round's leader timeout, jitter included
+	idle       int  // no leader: ticks waited
+	idleWait   int  // no leader: ticks to wait before campaigning
+	coldRanked bool // the first election's rank-ordered wait was taken (tickNoLeader)
 	excludeEnd uint64
 
 	lastHeard map[NodeID]uint64 // leader: when each follower was last heard
@@ -721,6 +722,20 @@ func (c *core) tickProposal() {
 func (c *core) tickNoLeader() {
 	c.idle++
 	if c.idle >= c.idleWait && !c.excluded() && !c.bootstrap() {
+		if c.leaderTerm == 0 && !c.coldRanked {
+			// A cluster's first election: every node's wait (or its
+			// bootstrap) ends at about the same moment. Campaign in rank
+			// order, as after losing a leader (SuspicionDelayer): the
+			// highest node goes first and is usually announced before the
+			// next one's turn, so 128 nodes starting together cost O(n)
+			// messages, not the O(n^2) storm that kept 128 bully processes
+			// on 2 cores from ever agreeing.
+			c.coldRanked = true
+			if w := c.suspicionWait(0); w > 0 {
+				c.idle, c.idleWait = 0, w
+				return
+			}
+		}
 		c.Campaign()
 	}
 }
