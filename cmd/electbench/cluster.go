@@ -40,6 +40,7 @@ type proc struct {
 type cluster struct {
 	bin   string
 	dir   string
+	pki   *pki // --secure
 	procs []*proc
 	logf  func(string, ...any)
 }
@@ -123,6 +124,13 @@ func startCluster(bin, algo string, n int, extra []string, logf func(string, ...
 		return nil, err
 	}
 	c := &cluster{bin: bin, dir: dir, logf: logf}
+	creds := insecure.NewCredentials()
+	if secure {
+		if c.pki, err = newPKI(dir); err != nil {
+			return nil, err
+		}
+		creds = c.pki.creds()
+	}
 	var seed string
 	for i := 1; i <= n; i++ {
 		var ports [4]int
@@ -146,8 +154,16 @@ func startCluster(bin, algo string, n int, extra []string, logf func(string, ...
 		} else {
 			seed = fmt.Sprintf("127.0.0.1:%d", ports[2])
 		}
+		if c.pki != nil {
+			sec, err := c.pki.nodeArgs(i)
+			if err != nil {
+				c.stop()
+				return nil, err
+			}
+			p.args = append(p.args, sec...)
+		}
 		p.args = append(p.args, extra...)
-		if p.conn, err = grpc.NewClient(p.api, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		if p.conn, err = grpc.NewClient(p.api, grpc.WithTransportCredentials(creds)); err != nil {
 			return nil, err
 		}
 		p.client = pb.NewElectorClient(p.conn)
@@ -238,7 +254,14 @@ func (c *cluster) stop() {
 			p.conn.Close()
 		}
 	}
-	os.RemoveAll(c.dir)
+	c.pki.close()
+	// ELECTBENCH_KEEP=1 keeps the nodes' data dirs and logs (and, with
+	// --secure, the certificates) for a look afterwards.
+	if os.Getenv("ELECTBENCH_KEEP") == "" {
+		os.RemoveAll(c.dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "kept", c.dir)
+	}
 }
 
 // agreed returns the leader every running node reports, and the latest time

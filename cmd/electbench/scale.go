@@ -181,6 +181,9 @@ func report(out, extra string) (pr func(string, ...any), config string, closeOut
 	if extra != "" {
 		config = "default config + `" + extra + "`"
 	}
+	if secure {
+		config += ", --secure (mutual TLS on the peer and API ports, encrypted gossip)"
+	}
 	return func(format string, a ...any) { fmt.Fprintf(w, format, a...) }, config, closeOut, nil
 }
 
