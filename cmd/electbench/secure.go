@@ -63,7 +63,9 @@ func (p *pki) nodeArgs(id int) ([]string, error) {
 		"--gossip-key-file", p.gossipKey, "--cluster", "electbench", "--name", "node-" + strconv.Itoa(id)}, nil
 }
 
-func (p *pki) creds() credentials.TransportCredentials { return credentials.NewTLS(p.material.ClientConfig()) }
+func (p *pki) creds() credentials.TransportCredentials {
+	return credentials.NewTLS(p.material.ClientConfig())
+}
 
 func (p *pki) close() {
 	if p != nil {
