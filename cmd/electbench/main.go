@@ -62,6 +62,8 @@ func main() {
 		err = scale(os.Args[2:])
 	case "chaos": // chaos.go
 		err = chaosCmd(os.Args[2:])
+	case "crash": // crashnet.go
+		err = crashNet(os.Args[2:])
 	case "hog":
 		hog()
 	default:
@@ -74,7 +76,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale|chaos|crash [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

@@ -40,6 +40,6 @@ func main() {
 
 func newRootCmd() *cobra.Command {
 	root := newRunCmd()
-	root.AddCommand(newDevCmd(), newVersionCmd(), newRecoverTermCmd(), newCertsCmd())
+	root.AddCommand(newDevCmd(), newVersionCmd(), newRecoverTermCmd(), newCertsCmd(), newPauseCmd())
 	return root
 }

@@ -14,13 +14,18 @@ import (
 	"syscall"
 )
 
-// dockerDriver runs every node as a container of a FROM scratch image on a
-// user-defined Docker network made for the cluster. Links are cut with the
-// same iptables rules as in namespaces, entered with nsenter into the
-// container's network namespace (a container gets a new one at every
-// start, so the rules are put back after each); pause is docker pause (the
-// cgroup freezer); the observer dials the containers' addresses from the
-// host, through the network's bridge.
+// dockerDriver runs every node as a pod would run: a "pod" container
+// (`electord pause`, like Kubernetes' pause container) holds the node's
+// address on a user-defined Docker network made for the cluster, and the
+// node's electord container runs in its network namespace. So when electord
+// dies (SIGKILL of its container) its address stays up and the kernel
+// refuses connections to it, as on a live host or in a pod whose container
+// crashed; a container that owned its namespace would take the address
+// with it, and peers would see a silent host instead. Links are cut with the
+// same iptables rules as in namespaces, entered with nsenter into the pod's
+// network namespace; pause is docker pause of the electord container (the
+// cgroup freezer); the observer dials the pods' addresses from the host,
+// through the network's bridge.
 //
 // Isolation uses the rules too, not `docker network disconnect`: a
 // disconnected container is out of the observer's sight as well, and the
@@ -106,12 +111,18 @@ func (d *dockerDriver) container(c *Cluster, nd *Node) string {
 	return c.name + "n" + strconv.Itoa(nd.ID)
 }
 
+// pod is the name of node nd's pod container, which holds its address.
+func (d *dockerDriver) pod(c *Cluster, nd *Node) string { return d.container(c, nd) + "-pod" }
+
 func (d *dockerDriver) dataDir(*Cluster, *Node) string { return "/data" }
 
 func (d *dockerDriver) start(c *Cluster, nd *Node, log *os.File) (proc, error) {
-	name := d.container(c, nd)
+	name, pod := d.container(c, nd), d.pod(c, nd)
 	if nd.starts == 0 {
-		args := append([]string{"create", "--name", name, "--network", d.network, "--ip", nd.IP, d.image}, nd.Args...)
+		if err := run("docker", "run", "-d", "--name", pod, "--network", d.network, "--ip", nd.IP, d.image, "pause"); err != nil {
+			return nil, err
+		}
+		args := append([]string{"create", "--name", name, "--network", "container:" + pod, d.image}, nd.Args...)
 		if err := run("docker", args...); err != nil {
 			return nil, err
 		}
@@ -123,13 +134,21 @@ func (d *dockerDriver) start(c *Cluster, nd *Node, log *os.File) (proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dockerProc{name: name, wait: p}, nil
+	dp := &dockerProc{name: name, wait: p}
+	if out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", name).Output(); err == nil {
+		dp.pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	}
+	return dp, nil
 }
 
 // dockerProc is one run of a container; `docker wait` ends when it stops.
 type dockerProc struct {
 	name string
 	wait *cmdProc
+	// pid is electord's pid on the host: signals other than pause and
+	// unpause go to it directly, at once, as a crash or kill on the host
+	// would (docker kill goes through the daemon, tens of ms later).
+	pid int
 }
 
 func (p *dockerProc) signal(sig syscall.Signal) error {
@@ -142,6 +161,9 @@ func (p *dockerProc) signal(sig syscall.Signal) error {
 		}
 		return run("docker", "unpause", p.name)
 	}
+	if p.pid > 0 {
+		return syscall.Kill(p.pid, sig)
+	}
 	return run("docker", "kill", "-s", strconv.Itoa(int(sig)), p.name)
 }
 
@@ -149,7 +171,8 @@ func (p *dockerProc) exited() <-chan struct{} { return p.wait.exited() }
 func (p *dockerProc) String() string          { return "container " + p.name }
 
 func (d *dockerDriver) rules(nd *Node, rules string) error {
-	out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", nd.proc.(*dockerProc).name).Output()
+	// The pod holds the namespace, whether electord runs or not.
+	out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", nd.proc.(*dockerProc).name+"-pod").Output()
 	if err != nil {
 		return fmt.Errorf("docker inspect: %w", err)
 	}
@@ -182,8 +205,10 @@ func (d *dockerDriver) teardown(c *Cluster) error {
 				f.Close()
 			}
 		}
-		if err := exec.Command("docker", "rm", "-f", name).Run(); err != nil && nd.starts > 0 {
-			errs = append(errs, fmt.Sprintf("docker rm %s: %v", name, err))
+		for _, cn := range []string{name, d.pod(c, nd)} {
+			if err := exec.Command("docker", "rm", "-f", cn).Run(); err != nil && nd.starts > 0 {
+				errs = append(errs, fmt.Sprintf("docker rm %s: %v", cn, err))
+			}
 		}
 	}
 	if d.network != "" {
