@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +87,10 @@ type PeerTLS struct {
 	// TLS (with Cluster), which dials peerauth.ClientConfig(Client,
 	// Cluster, id).
 	Client *tls.Config
+	// Pool, if set, is the CA pool of the moment: both sides of the peer
+	// port verify chains against it at every handshake (nil: the pools in
+	// Server and Client, fixed).
+	Pool func() *x509.CertPool
 }
 
 // peerTLSHook turns the peer port's TLS on. The peer-TLS change sets it
@@ -337,7 +342,7 @@ func (d *Daemon) loadSecurity() error {
 		return ConfigError{err}
 	}
 	d.Security = m
-	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: m.PeerServerTLS(), Client: m.PeerClientTLS()}
+	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: m.PeerServerTLS(), Client: m.PeerClientTLS(), Pool: m.Pool}
 	return nil
 }
 

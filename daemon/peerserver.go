@@ -60,10 +60,10 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 			"server", p.Server != nil, "client", p.Client != nil)
 		return nil
 	}
-	tc.TLS, tc.Cluster = p.Client, p.Cluster
+	tc.TLS, tc.Cluster, tc.TLSPool = p.Client, p.Cluster, p.Pool
 	svc.BindIdentity(p.Cluster)
 	return buildPeerServer(peerServerInputs{Config: cfg, Service: svc, Log: log,
-		PeerTLS: peerauth.ServerConfig(p.Server, p.Cluster)})
+		PeerTLS: peerauth.ServerConfigPool(p.Server, p.Cluster, p.Pool)})
 }
 
 // buildPeerServer builds the server in.Config.PeerServer names around

@@ -280,6 +280,12 @@ func (m *Material) PeerClientTLS() *tls.Config {
 		GetClientCertificate: m.getClientCertificate, RootCAs: m.cur.Load().pool}
 }
 
+// Pool is the CA pool as read now (the files are re-read when they
+// change): the peer port verifies both sides' chains against it at every
+// handshake, so a CA bundle rewritten on disk takes effect without a
+// restart.
+func (m *Material) Pool() *x509.CertPool { return m.cur.Load().pool }
+
 // SidecarConfig serves the sidecar HTTP endpoint with the node's
 // certificate; a client certificate is not asked for (probes have none).
 func (m *Material) SidecarConfig() *tls.Config {

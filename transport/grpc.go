@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -77,6 +78,9 @@ type GRPCConfig struct {
 	// Cluster is the cluster name in the peers' certificates; required with
 	// TLS.
 	Cluster string
+	// TLSPool, if set, is the CA pool of the moment, read at every
+	// handshake (peerauth.ClientConfigPool); nil: TLS's RootCAs.
+	TLSPool func() *x509.CertPool
 }
 
 // GRPC is the Transport over grpc-go. It holds one grpc.ClientConn per peer,
@@ -264,7 +268,7 @@ func (l *grpcLink) dial() (pb.PeerClient, error) {
 	creds := insecure.NewCredentials()
 	if t.cfg.TLS != nil {
 		// One ClientConn per peer id: the id it must answer as is known.
-		creds = credentials.NewTLS(peerauth.ClientConfig(t.cfg.TLS, t.cfg.Cluster, l.id))
+		creds = credentials.NewTLS(peerauth.ClientConfigPool(t.cfg.TLS, t.cfg.Cluster, l.id, t.cfg.TLSPool))
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),

@@ -106,8 +106,21 @@ func base(b *tls.Config) *tls.Config {
 // runs first. Session tickets are off: peers keep one connection each, and
 // a resumed session would skip nothing but the certificate exchange.
 func ServerConfig(b *tls.Config, cluster string) *tls.Config {
+	return ServerConfigPool(b, cluster, nil)
+}
+
+// ServerConfigPool is ServerConfig with the CA pool that client
+// certificates must chain to read from pool at every handshake (nil: b's
+// ClientCAs, fixed), so a CA bundle rewritten on disk (a move to a new CA)
+// takes effect on the peer port without a restart.
+func ServerConfigPool(b *tls.Config, cluster string, pool func() *x509.CertPool) *tls.Config {
 	c := base(b)
 	c.ClientAuth = tls.RequireAndVerifyClientCert
+	if pool != nil {
+		// crypto/tls would verify against the ClientCAs of the config; the
+		// chain is verified below against the pool of the moment instead.
+		c.ClientAuth = tls.RequireAnyClientCert
+	}
 	c.SessionTicketsDisabled = true
 	prev := c.VerifyConnection
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
@@ -118,6 +131,11 @@ func ServerConfig(b *tls.Config, cluster string) *tls.Config {
 		}
 		if len(cs.PeerCertificates) == 0 {
 			return fmt.Errorf("%w: the client sent no certificate", ErrNoIdentity)
+		}
+		if pool != nil {
+			if err := verifyChain(cs, pool(), x509.ExtKeyUsageClientAuth, "client"); err != nil {
+				return err
+			}
 		}
 		_, err := NodeIDFromCert(cs.PeerCertificates[0], cluster)
 		return err
@@ -134,12 +152,21 @@ func ServerConfig(b *tls.Config, cluster string) *tls.Config {
 // here instead, in VerifyConnection, which runs on every connection,
 // resumed or not).
 func ClientConfig(b *tls.Config, cluster string, want election.NodeID) *tls.Config {
+	return ClientConfigPool(b, cluster, want, nil)
+}
+
+// ClientConfigPool is ClientConfig with the CA pool the server's chain must
+// lead to read from pool at every handshake (nil: b's RootCAs, fixed).
+func ClientConfigPool(b *tls.Config, cluster string, want election.NodeID, pool func() *x509.CertPool) *tls.Config {
 	c := base(b)
 	roots := c.RootCAs
+	if pool == nil {
+		pool = func() *x509.CertPool { return roots }
+	}
 	c.InsecureSkipVerify = true
 	prev := c.VerifyConnection
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if err := verifyChain(cs, roots, x509.ExtKeyUsageServerAuth); err != nil {
+		if err := verifyChain(cs, pool(), x509.ExtKeyUsageServerAuth, "server"); err != nil {
 			return err
 		}
 		got, err := NodeIDFromCert(cs.PeerCertificates[0], cluster)
@@ -157,17 +184,18 @@ func ClientConfig(b *tls.Config, cluster string, want election.NodeID) *tls.Conf
 	return c
 }
 
-// verifyChain verifies the peer's chain against roots for usage.
-func verifyChain(cs tls.ConnectionState, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
+// verifyChain verifies the peer's chain (side: "server" or "client")
+// against roots for usage.
+func verifyChain(cs tls.ConnectionState, roots *x509.CertPool, usage x509.ExtKeyUsage, side string) error {
 	if len(cs.PeerCertificates) == 0 {
-		return fmt.Errorf("%w: the server sent no certificate", ErrNoIdentity)
+		return fmt.Errorf("%w: the %s sent no certificate", ErrNoIdentity, side)
 	}
 	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{usage}}
 	for _, ic := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(ic)
 	}
 	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-		return fmt.Errorf("peerauth: server certificate: %w", err)
+		return fmt.Errorf("peerauth: %s certificate: %w", side, err)
 	}
 	return nil
 }

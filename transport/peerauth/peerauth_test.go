@@ -2,9 +2,11 @@ package peerauth_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/electord/electord/election"
@@ -132,5 +134,53 @@ func TestConfigs(t *testing.T) {
 	old.MinVersion, old.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 	if serr, _ := handshake(t, srv, old); serr == nil {
 		t.Fatal("TLS 1.2 accepted")
+	}
+}
+
+// TestPoolIsReadAtEveryHandshake: with ServerConfigPool and
+// ClientConfigPool, the CA pool is the one of the moment, so a node moves
+// to a new CA (its bundle rewritten on disk) without a restart: after the
+// move, certificates of the old CA are refused on both sides.
+func TestPoolIsReadAtEveryHandshake(t *testing.T) {
+	oldCA, err := peerauthtest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCA, err := peerauthtest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(c *tls.Config, err error) *tls.Config {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var cur atomic.Pointer[x509.CertPool]
+	cur.Store(oldCA.Pool)
+	pool := func() *x509.CertPool { return cur.Load() }
+	srv := peerauth.ServerConfigPool(must(oldCA.NodeBase("c1", 2)), "c1", pool)
+	if serr, cerr := handshake(t, srv, peerauth.ClientConfigPool(must(oldCA.NodeBase("c1", 1)), "c1", 2, pool)); serr != nil || cerr != nil {
+		t.Fatalf("before the move: server %v, client %v", serr, cerr)
+	}
+
+	cur.Store(newCA.Pool) // the bundle on disk now holds only the new CA
+	oldPool := func() *x509.CertPool { return oldCA.Pool }
+	// A peer still on an old-CA certificate: this server refuses it.
+	serr, _ := handshake(t, srv, peerauth.ClientConfigPool(must(oldCA.NodeBase("c1", 1)), "c1", 2, oldPool))
+	if serr == nil || !strings.Contains(serr.Error(), "client certificate") {
+		t.Fatalf("old-CA client after the move: server error %v", serr)
+	}
+	// A server still on an old-CA certificate: this client refuses it.
+	_, cerr := handshake(t, peerauth.ServerConfigPool(must(oldCA.NodeBase("c1", 2)), "c1", oldPool),
+		peerauth.ClientConfigPool(must(newCA.NodeBase("c1", 1)), "c1", 2, pool))
+	if cerr == nil || !strings.Contains(cerr.Error(), "server certificate") {
+		t.Fatalf("old-CA server after the move: client error %v", cerr)
+	}
+	// Both on the new CA: accepted, by the same configs as before the move.
+	srvNew := peerauth.ServerConfigPool(must(newCA.NodeBase("c1", 2)), "c1", pool)
+	if serr, cerr := handshake(t, srvNew, peerauth.ClientConfigPool(must(newCA.NodeBase("c1", 1)), "c1", 2, pool)); serr != nil || cerr != nil {
+		t.Fatalf("after the move: server %v, client %v", serr, cerr)
 	}
 }
