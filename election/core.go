@@ -480,6 +480,13 @@ func (c *core) stepHeartbeatResp(m Message) {
 	current := m.Reject && m.From == m.Leader && m.Term == c.leaderTerm && m.Term.OwnedBy(m.Leader) &&
 		(c.role == RoleNoLeader || c.role == RoleElecting)
 	switch {
+	case newer && c.majority() > 1 && m.From != m.Leader && c.role == RoleLeader && c.now < c.leaseEnd():
+		// Quorum mode: a leader whose lease holds hears, second-hand, of a
+		// leadership at a higher term (a returning node that followed it
+		// before this one was elected at a lower term it knew). It counts
+		// a majority now, so that leadership is over: lead on above it.
+		c.observeTerm(m.Term)
+		c.reassert()
 	case newer && c.majority() > 1 && m.From != m.Leader:
 		c.hearsay(m.Leader, m.Term)
 	case newer || current:
@@ -545,7 +552,14 @@ func (c *core) stepCoordinator(m Message) {
 		// it lead: a late copy of a term it already led and gave up (resign,
 		// transfer, lost lease) must not bring it back.
 		if m.Term > c.leaderTerm && !c.excluded() && c.proposal != m.Term {
-			if c.majority() > 1 {
+			if c.majority() > 1 && c.role == RoleLeader && c.now < c.leaseEnd() {
+				// Quorum mode: a round that elected this node while it
+				// already led (it counts a majority now): lead on at a
+				// term above that round's, rather than propose anew and
+				// stop claiming a leadership its followers were just told of.
+				c.observeTerm(m.Term)
+				c.reassert()
+			} else if c.majority() > 1 {
 				c.propose(m.Term) // quorum mode: lead once a majority acknowledged
 			} else {
 				c.becomeLeader(m.Term)
@@ -605,6 +619,17 @@ func (c *core) stepAck(m Message) {
 	if len(c.acks)+1 >= c.majority() {
 		t := c.proposal
 		c.becomeLeader(t)
+		if c.now+1 >= c.leaseEnd() {
+			// The majority came too late: each ack counts from when the
+			// proposal went out (and only while its sender is a live
+			// member), so the lease they make has run out, or does at the
+			// next tick. Leading now would end before it was even reported,
+			// after followers were told:
+			// give up instead, unannounced, and free them of their promises.
+			c.stepDown()
+			c.giveUp()
+			return
+		}
 		c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})
 	}
 }
@@ -661,10 +686,12 @@ func (c *core) tickLeader() {
 		c.giveUp()
 		return
 	}
-	if ring := c.ringView(); c.cfg.Preempt && c.majority() > 1 && ring[len(ring)-1].ID != c.cfg.ID {
+	if ring := c.ringView(); c.cfg.Preempt && c.majority() > 1 && ring[len(ring)-1].ID != c.cfg.ID && c.reported == c.leadership() {
 		// Quorum mode with preempt: followers are bound by their promises
 		// to this leader, so a higher-ranked member cannot depose it; the
-		// leader hands over to it instead.
+		// leader hands over to it instead, from the tick after it took
+		// over, so its leadership is reported before it ends (followers
+		// that took its announcement name a leader that did claim).
 		_ = c.Transfer(ring[len(ring)-1].ID)
 	}
 }
@@ -974,7 +1001,9 @@ func (c *core) Status() Status {
 // are given to one node at a time), and a new term continues the same
 // claim. A leader whose lease is gone steps down and proposes instead.
 func (c *core) reassert() {
-	if c.majority() > 1 && c.now >= c.leaseEnd() {
+	if c.majority() > 1 && c.now+1 >= c.leaseEnd() {
+		// (A lease that ends at the next tick would end the new term's
+		// claim before it was even reported, after followers were told.)
 		c.stepDown()
 		c.propose(NextTerm(c.term, c.cfg.ID))
 		return

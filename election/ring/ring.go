@@ -202,6 +202,12 @@ func (r *Ring) complete(h election.Host, m election.Message) {
 	self := h.Self()
 	coord := election.Message{Type: election.MsgCoordinator, Term: t, Leader: winner.ID, Initiator: self.ID, Confirmed: true}
 	h.Adopt(winner.ID, t)
+	if cfg.Majority() > 1 && winner.ID == self.ID {
+		// Quorum mode: this node won its own round and has only proposed
+		// (Adopt). Its proposal is the announcement; a token passed on from
+		// it, naming it, would read as its own confirmed announcement.
+		return
+	}
 	r.forward(h, coord, self)
 }
 

@@ -38,6 +38,7 @@ type Checker struct {
 	minority map[election.NodeID]uint64        // Q2: since when a node has been unable to reach a majority
 	okAt     map[election.NodeID]okAt          // Q2: when a node cut off was last fine, naming whom
 	named    map[election.NodeID]okAt          // Q2: since when each node names the leader it names
+	claimed  map[election.Term]bool            // Q2: every term some node led
 	err      error
 	// Checks counts the node states examined.
 	Checks int
@@ -46,7 +47,8 @@ type Checker struct {
 func newChecker(s *Sim) *Checker {
 	return &Checker{s: s, leaderOf: map[election.Term]election.NodeID{}, lastTerm: map[election.NodeID]election.Term{},
 		shown: map[election.NodeID]election.Term{}, minority: map[election.NodeID]uint64{},
-		okAt: map[election.NodeID]okAt{}, named: map[election.NodeID]okAt{}}
+		okAt: map[election.NodeID]okAt{}, named: map[election.NodeID]okAt{},
+		claimed: map[election.Term]bool{}}
 }
 
 func (c *Checker) fail(format string, a ...any) {
@@ -115,11 +117,23 @@ func (c *Checker) check() error {
 			}
 			c.Claim(n.id, n.id, st.LeaderTerm)
 			claiming = append(claiming, n.id)
+			c.claimed[st.LeaderTerm] = true
 		case election.RoleFollower:
 			c.Claim(n.id, st.Leader, st.LeaderTerm)
 		}
 		if st.LeaderTerm > st.Term {
 			c.fail("node %d believes in term %v above the highest it has seen, %v", n.id, st.LeaderTerm, st.Term)
+		}
+	}
+	if c.s.opts.Quorum {
+		// Q2: a follower names only a leadership its leader claimed.
+		for _, n := range c.s.nodes {
+			if !n.up {
+				continue
+			}
+			if st := n.sm.Status(); st.Role == election.RoleFollower && !c.claimed[st.LeaderTerm] {
+				c.fail("Q2 violated: node %d follows node %d at term %v, which no node led", n.id, st.Leader, st.LeaderTerm)
+			}
 		}
 	}
 	if c.s.opts.Quorum && len(claiming) > 1 {

@@ -508,6 +508,18 @@ func (s *Sim) drain() {
 				s.Trace("t=%d node %d: %v leader=%d term=%v", s.now, n.id, rd.Change.Role, rd.Change.Leader, rd.Change.Term)
 			}
 		}
+		if s.opts.Quorum {
+			// Q2: a confirmed announcement from a node that leads, at the end
+			// of this step, at that term or above (it reasserted) claims that
+			// term, even if the leadership moved on within the step.
+			if st := n.sm.Status(); st.Role == election.RoleLeader {
+				for _, m := range rd.Messages {
+					if m.Type == election.MsgCoordinator && m.Confirmed && m.Leader == n.id && m.Term <= st.LeaderTerm {
+						s.Check.claimed[m.Term] = true
+					}
+				}
+			}
+		}
 		for _, m := range rd.Messages {
 			s.send(m)
 		}
