@@ -87,9 +87,6 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 	mb.badNoted = false
 	wasValid, old, oldSince := mb.valid, mb.meta, mb.since
 	mb.valid, mb.meta, mb.since, mb.leaving = true, w.Meta, w.Since, w.Leaving
-	if !wasValid {
-		mb.seen = time.Now()
-	}
 	var evs []Event
 	switch {
 	case !wasValid:
@@ -168,10 +165,8 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	case existing.Name == m.name:
 		detail = fmt.Sprintf("duplicate node id %s: claimed by this node at %s and by another node at %s; gossip ignores the other one, but both run with this id",
 			existing.Name, ea, oa)
-		// The one that started later stands down (ties: neither can tell,
-		// both do), unless this node is settled in the cluster: a start
-		// time the other reports about itself does not displace it.
-		if w, err := decodeMeta(other); err == nil && w.Since <= m.since && !m.settledLocked(time.Now()) {
+		// The one that started later stands down (ties: neither can tell, both do).
+		if w, err := decodeMeta(other); err == nil && w.Since <= m.since {
 			yield = true
 			detail += "; the other started first, so this node stands down"
 		}
@@ -201,24 +196,7 @@ func (m *Membership) joinLocked(n *memberlist.Node) []Event {
 			"node %q at %s gossiped metadata that cannot be used (%v); it is ignored and never elected", n.Name, mb.addr, err))}
 	}
 	mb.valid, mb.meta, mb.since, mb.leaving = true, w.Meta, w.Since, w.Leaving
-	mb.seen = time.Now()
 	return m.settleLocked(slotOf(w.ID), n.Name)
-}
-
-// SettleWindow is how long a node must have held its place before a start
-// time another node reports about itself can no longer displace it: a
-// member admitted that long ago, or this node once it has had members for
-// that long, keeps its term slot (and id) against any newcomer, whatever
-// start time the newcomer gossips (issue 12: a hand-made node claiming an
-// early start took a leader's slot). Within the window, as when nodes start
-// together, the earlier reported start wins, so every member settles on the
-// same holder.
-var SettleWindow = 2 * time.Second
-
-// settledLocked reports whether this node has had admitted members for
-// SettleWindow.
-func (m *Membership) settledLocked(now time.Time) bool {
-	return !m.firstMember.IsZero() && now.Sub(m.firstMember) >= SettleWindow
 }
 
 // candidate is a live node (possibly this one) holding a term slot.
@@ -226,15 +204,9 @@ type candidate struct {
 	id    election.NodeID
 	since int64
 	mb    *member // nil: this node
-	// settled: admitted (or, for this node, a member of the cluster) for
-	// SettleWindow; a settled holder is never displaced by reported times.
-	settled bool
 }
 
 func (c candidate) before(o candidate) bool {
-	if c.settled != o.settled {
-		return c.settled
-	}
 	a, b := c.since, o.since
 	if a == 0 { // unknown start: treat as the latest
 		a = math.MaxInt64
@@ -255,15 +227,14 @@ func (c candidate) before(o candidate) bool {
 // just seen, or "".
 func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 	var cands []candidate
-	now := time.Now()
 	for _, mb := range m.members {
 		if mb.valid && slotOf(mb.meta.ID) == slot {
-			cands = append(cands, candidate{mb.meta.ID, mb.since, mb, mb.admitted && now.Sub(mb.seen) >= SettleWindow})
+			cands = append(cands, candidate{mb.meta.ID, mb.since, mb})
 		}
 	}
 	selfIn := slotOf(m.cfg.Self.ID) == slot
 	if selfIn {
-		cands = append(cands, candidate{m.cfg.Self.ID, m.since, nil, m.settledLocked(now)})
+		cands = append(cands, candidate{m.cfg.Self.ID, m.since, nil})
 	}
 	if len(cands) == 0 {
 		return nil
@@ -291,20 +262,17 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		case c.mb.admitted:
 			c.mb.admitted = false
 			conflicts = append(conflicts, m.conflict(c.mb.meta, slog.LevelError, fmt.Sprintf(
-				"term slot collision: node %d at %s and %s (which holds it: it was settled here first, or started first) both have term slot %d, the low %d bits of their ids; node %d is withdrawn (reported dead) and is not elected while %s is alive",
+				"term slot collision: node %d at %s and %s (which started first) both have term slot %d, the low %d bits of their ids; node %d is withdrawn (reported dead) and is not elected while %s is alive",
 				c.id, c.mb.addr, ownerDesc, slot, election.SlotBits, c.id, ownerDesc)))
 			deads = append(deads, Event{Type: Dead, Member: c.mb.meta})
 		case c.mb.name == newcomer:
 			conflicts = append(conflicts, m.conflict(c.mb.meta, slog.LevelError, fmt.Sprintf(
-				"term slot collision: node %d at %s has term slot %d, the low %d bits of its id, like %s, which holds it (settled here first, or started first); node %d is not admitted as a member and is not elected while %s is alive",
+				"term slot collision: node %d at %s has term slot %d, the low %d bits of its id, like %s, which started first; node %d is not admitted as a member and is not elected while %s is alive",
 				c.id, c.mb.addr, slot, election.SlotBits, ownerDesc, c.id, ownerDesc)))
 		}
 	}
 	if owner.mb != nil && !owner.mb.admitted {
 		owner.mb.admitted = true
-		if m.firstMember.IsZero() {
-			m.firstMember = now
-		}
 		joins = append(joins, Event{Type: Join, Member: owner.mb.meta})
 		if selfIn {
 			ev := m.conflict(owner.mb.meta, slog.LevelError, fmt.Sprintf(

@@ -42,8 +42,6 @@ type Membership struct {
 	// known is every remote node ever seen alive, by gossip name, with its
 	// last gossip address: RetryJoin joins those missing from members.
 	known map[string]*knownMember
-	// firstMember is when this node first admitted another (settledLocked).
-	firstMember time.Time
 
 	refusedSettings atomic.Uint64 // see RefusedSettings
 
@@ -60,9 +58,8 @@ type member struct {
 	meta     Meta
 	since    int64
 	leaving  bool
-	admitted bool      // reported by Join and listed by Members
-	seen     time.Time // when its metadata was first read here
-	badNoted bool      // an undecodable update was reported
+	admitted bool // reported by Join and listed by Members
+	badNoted bool // an undecodable update was reported
 }
 
 // New starts gossip on cfg.BindAddr. It contacts no one: call Join.
