@@ -599,13 +599,37 @@ func (c *Cluster) Cut(from, to int) error {
 
 // Links changes the cut matrix with edit (cut[from][to] true = dropped)
 // and applies the new rules in every namespace whose rules changed, in
-// parallel. Topology.At is when every rule is in force.
+// parallel. Links it heals are reported healed as it starts (OnChange: a
+// topology in which only the links cut both before and after are cut), and
+// links it cuts are reported cut once every rule is in force: so the
+// history never counts a node as cut off while its rules are being
+// removed (on a loaded host that took up to 2 s and looked like a minority
+// naming a leader) nor as cut before it is.
 func (c *Cluster) Links(edit func(cut [][]bool)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	old := make([][]bool, len(c.cut))
+	for i := range c.cut {
+		old[i] = slices.Clone(c.cut[i])
+	}
 	edit(c.cut)
 	for i := range c.cut {
 		c.cut[i][i] = false
+	}
+	healing, cutting := false, false
+	both := make([][]bool, len(c.cut))
+	for i := range c.cut {
+		both[i] = make([]bool, len(c.cut[i]))
+		for j := range c.cut[i] {
+			both[i][j] = old[i][j] && c.cut[i][j]
+			healing = healing || (old[i][j] && !c.cut[i][j])
+			cutting = cutting || (!old[i][j] && c.cut[i][j])
+		}
+	}
+	if healing && c.cfg.OnChange != nil {
+		t := c.topologyLocked()
+		t.Cut = both
+		c.cfg.OnChange(t)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.Nodes)+1)
@@ -633,7 +657,9 @@ func (c *Cluster) Links(edit func(cut [][]bool)) error {
 		}()
 	}
 	wg.Wait()
-	c.changedLocked()
+	if cutting || !healing {
+		c.changedLocked()
+	}
 	return errors.Join(errs...)
 }
 
