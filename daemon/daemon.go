@@ -199,6 +199,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv}
 	svc := transport.NewPeerService(self.ID, recv)
+	svc.SetLogger(log)
 	if d.PeerTLS != nil {
 		if peerTLSHook != nil {
 			d.peerSrv = peerTLSHook(*d.PeerTLS, cfg, &tc, svc, log)

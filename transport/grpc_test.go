@@ -3,8 +3,11 @@ package transport
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,6 +142,9 @@ func TestGRPCMalformedRejected(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
 	addr, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
 	tr.SetPeer(9, addr) // node 2 listens where 9 is believed to be
+	var logs strings.Builder
+	var logMu sync.Mutex
+	svc.SetLogger(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)))
 
 	bad := []election.Message{
 		{Type: election.MsgAnswer, From: 0, To: 2, Term: 1},
@@ -156,6 +162,12 @@ func TestGRPCMalformedRejected(t *testing.T) {
 	if got := svc.Stats().RejectedInvalid; got != uint64(len(bad)) {
 		t.Errorf("rejected invalid = %d, want %d", got, len(bad))
 	}
+	// Logged with the reason, once a second at most: the burst is one line.
+	logMu.Lock()
+	if got := strings.Count(logs.String(), "refused a message"); got != 1 || !strings.Contains(logs.String(), "invalid message") {
+		t.Errorf("want one WARN line naming the reason for the burst, got %d:\n%s", got, logs.String())
+	}
+	logMu.Unlock()
 	// Still serving.
 	good := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 1}
 	tr.Send(good)
@@ -453,4 +465,16 @@ func TestGRPCDialOptionsAndTargets(t *testing.T) {
 	if _, err := NewGRPC(GRPCConfig{Self: 1}); err == nil {
 		t.Error("NewGRPC accepted a nil Receiver")
 	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

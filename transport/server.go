@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,30 @@ type PeerService struct {
 	rejectedOther      atomic.Uint64
 	rejectedIdentity   atomic.Uint64
 	heartbeatsUnanswer atomic.Uint64
+
+	// log, if set (SetLogger), gets a WARN line for refused messages, at
+	// most one a second (the counters count every one).
+	log     atomic.Pointer[slog.Logger]
+	lastLog atomic.Int64 // UnixNano of the last such line
+}
+
+// SetLogger makes the service log refused messages (invalid, or from a
+// caller whose certificate names another node) at WARN, at most one line a
+// second.
+func (s *PeerService) SetLogger(l *slog.Logger) { s.log.Store(l) }
+
+// logRefusal logs a refused message, unless one was logged less than a
+// second ago.
+func (s *PeerService) logRefusal(what string, err error) {
+	log := s.log.Load()
+	if log == nil {
+		return
+	}
+	now, last := time.Now().UnixNano(), s.lastLog.Load()
+	if now-last < int64(time.Second) || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	log.Warn("peer port: refused a message (further refusals within 1 s are only counted)", "what", what, "err", err)
 }
 
 var _ pb.PeerServer = (*PeerService)(nil)
@@ -117,10 +142,12 @@ func (s *PeerService) deliver(ctx context.Context, x proto.Message, reply chan e
 	m, err := Decode(x, s.self)
 	if err != nil {
 		s.rejectedInvalid.Add(1)
+		s.logRefusal("invalid message", err)
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if err := s.checkSender(ctx, m.From); err != nil {
 		s.rejectedIdentity.Add(1)
+		s.logRefusal("sender differs from the certificate", err)
 		return err
 	}
 	if err := s.recv.Receive(Inbound{Msg: m, Reply: reply}); err != nil {
