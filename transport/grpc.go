@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -327,23 +328,38 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.SendTimeout)
 	defer cancel()
 	var reply *pb.HeartbeatReply
-	switch x := x.(type) {
-	case *pb.Election:
-		_, err = c.Election(ctx, x)
-	case *pb.Answer:
-		_, err = c.Answer(ctx, x)
-	case *pb.Coordinator:
-		_, err = c.Coordinator(ctx, x)
-	case *pb.CoordinatorAck:
-		_, err = c.CoordinatorAck(ctx, x)
-	case *pb.Heartbeat:
-		reply, err = c.Heartbeat(ctx, x)
-	case *pb.HeartbeatReply:
-		_, err = c.Notify(ctx, x)
-	case *pb.TimeoutNow:
-		_, err = c.TimeoutNow(ctx, x)
-	default:
-		err = fmt.Errorf("transport: no RPC for %T", x)
+	call := func(opts ...grpc.CallOption) error {
+		var err error
+		switch x := x.(type) {
+		case *pb.Election:
+			_, err = c.Election(ctx, x, opts...)
+		case *pb.Answer:
+			_, err = c.Answer(ctx, x, opts...)
+		case *pb.Coordinator:
+			_, err = c.Coordinator(ctx, x, opts...)
+		case *pb.CoordinatorAck:
+			_, err = c.CoordinatorAck(ctx, x, opts...)
+		case *pb.Heartbeat:
+			reply, err = c.Heartbeat(ctx, x, opts...)
+		case *pb.HeartbeatReply:
+			_, err = c.Notify(ctx, x, opts...)
+		case *pb.TimeoutNow:
+			_, err = c.TimeoutNow(ctx, x, opts...)
+		default:
+			err = fmt.Errorf("transport: no RPC for %T", x)
+		}
+		return err
+	}
+	err = call()
+	if err != nil && refusedOrReset(err) && ctx.Err() == nil && t.cfg.ProbeTimeout >= 0 && probeAccepted(addr, cmp.Or(t.cfg.ProbeTimeout, DefaultProbeTimeout)) {
+		// The channel failed at once on an error it keeps from before
+		// (gRPC fails calls fast while it backs off from a refused dial),
+		// but the peer's port accepts connections again: its process is
+		// back (a restart). Reconnect now and send once more, rather than
+		// report a live peer as failed: a ring token forwarded past it was
+		// lost and cost a whole round timeout (700 ms).
+		l.resetBackoff()
+		err = call(grpc.WaitForReady(true))
 	}
 	if err != nil {
 		if m.Type == election.MsgHeartbeat && ctx.Err() == nil {

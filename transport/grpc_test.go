@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"reflect"
 	"runtime"
 	"strings"
@@ -477,4 +478,66 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestGRPCRestartedPeerIsReachedAtOnce: a peer's process dies and its
+// channel backs off from refused dials; the process comes back on the same
+// port. The next message reaches it at once, instead of failing on the
+// error the channel kept (which lost a ring round, 700 ms, in crash
+// failover between network namespaces).
+func TestGRPCRestartedPeerIsReachedAtOnce(t *testing.T) {
+	cliRecv := newFakeReceiver(1)
+	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, ReconnectBackoff: time.Hour})
+	srv := newFakeReceiver(2)
+	addr, stop := serveStoppable(t, 2, srv)
+	tr.SetPeer(2, addr)
+	m := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 1}
+	tr.Send(m)
+	srv.next(t)
+	for deadline := time.Now().Add(waitFor); tr.Stats().Sent[election.MsgAnswer] == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // the call's answer, not just its delivery
+			t.Fatal("the first message's call never completed")
+		}
+	}
+
+	answerFailed := func() {
+		t.Helper()
+		for { // skip the dropped connection's synthetic heartbeat report (ErrPeerDown)
+			if f := cliRecv.nextFailure(t); f.m.Type == election.MsgAnswer {
+				wantCode(t, f, codes.Unavailable)
+				return
+			}
+		}
+	}
+	stop() // the process dies: the channel's dials are refused and it backs off (for an hour)
+	tr.Send(m)
+	answerFailed()
+	tr.Send(m)
+	answerFailed()
+
+	// Back on the same port.
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	srv2 := newFakeReceiver(2)
+	s2 := NewGRPCServer(NewPeerService(2, srv2))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s2.Serve(lis) }()
+	t.Cleanup(func() { s2.Stop(); <-done })
+	tr.Send(m)
+	if got := srv2.next(t).Msg; !reflect.DeepEqual(got, m) {
+		t.Fatalf("got %+v", got)
+	}
+	for {
+		select {
+		case f := <-cliRecv.failed:
+			if f.m.Type == election.MsgAnswer {
+				t.Fatalf("the message to the restarted peer was also reported failed: %v (%+v)", f.err, f.m)
+			}
+			continue
+		default:
+		}
+		break
+	}
 }

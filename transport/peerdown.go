@@ -77,6 +77,30 @@ func probeRefused(addr string, timeout time.Duration) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
+// probeAccepted dials addr once over plain TCP and reports whether the
+// connection was accepted: something listens there again.
+func probeAccepted(addr string, timeout time.Duration) bool {
+	if timeout <= 0 || strings.Contains(addr, "/") || strings.HasPrefix(addr, "unix:") {
+		return false
+	}
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// resetBackoff makes the link's channel reconnect now.
+func (l *grpcLink) resetBackoff() {
+	l.mu.Lock()
+	conn := l.conn
+	l.mu.Unlock()
+	if conn != nil {
+		conn.ResetConnectBackoff()
+	}
+}
+
 // dropProbes is how often, and how far apart, a dropped connection's peer
 // is probed: a killed process's established connections are reset before
 // its listening socket is closed, so a probe at once may still connect (the
