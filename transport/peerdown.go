@@ -58,37 +58,35 @@ func refusedOrReset(err error) bool {
 		strings.Contains(msg, "broken pipe")
 }
 
-// probeRefused dials addr once over plain TCP and reports whether the dial
-// was refused (or reset): nothing listens there on a live host. A dial that
-// connects, times out or fails otherwise is no evidence. addr must be a
-// host:port; any other gRPC target is never probed.
-func probeRefused(addr string, timeout time.Duration) bool {
+// probe dials addr once over plain TCP: accepted says something listens
+// there, refused that the dial was refused (or reset): nothing listens on a
+// live host. A dial that times out or fails otherwise is neither. addr
+// must be a host:port; any other gRPC target is never probed.
+func probe(addr string, timeout time.Duration) (accepted, refused bool) {
 	if timeout <= 0 || strings.Contains(addr, "/") || strings.HasPrefix(addr, "unix:") {
-		return false
+		return false, false
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return false
+		return false, false
 	}
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err == nil {
 		c.Close()
-		return false
+		return true, false
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	return false, errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// probeAccepted dials addr once over plain TCP and reports whether the
-// connection was accepted: something listens there again.
+// probeRefused reports whether one dial to addr was refused (see probe).
+func probeRefused(addr string, timeout time.Duration) bool {
+	_, refused := probe(addr, timeout)
+	return refused
+}
+
+// probeAccepted reports whether one dial to addr was accepted (see probe).
 func probeAccepted(addr string, timeout time.Duration) bool {
-	if timeout <= 0 || strings.Contains(addr, "/") || strings.HasPrefix(addr, "unix:") {
-		return false
-	}
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
+	accepted, _ := probe(addr, timeout)
+	return accepted
 }
 
 // resetBackoff makes the link's channel reconnect now.

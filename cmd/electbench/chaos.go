@@ -70,14 +70,7 @@ func chaosCmd(args []string) error {
 		}
 		qs = append(qs, v)
 	}
-	var path string
-	var cleanup func()
-	var err error
-	if *docker && *bin == "" {
-		path, cleanup, err = staticElectord()
-	} else {
-		path, cleanup, err = electordBinary(*bin)
-	}
+	path, cleanup, err := harnessElectord(*bin, *docker)
 	if err != nil {
 		return err
 	}

@@ -38,14 +38,7 @@ func crashNet(args []string) error {
 	if err := faultnet.Available(); err != nil {
 		return err
 	}
-	var path string
-	var cleanup func()
-	var err error
-	if *docker && *bin == "" {
-		path, cleanup, err = staticElectord()
-	} else {
-		path, cleanup, err = electordBinary(*bin)
-	}
+	path, cleanup, err := harnessElectord(*bin, *docker)
 	if err != nil {
 		return err
 	}
@@ -193,4 +186,13 @@ func askLeader(ctx context.Context, hc *http.Client, url string) int {
 		return 0
 	}
 	return v.ID
+}
+
+// harnessElectord is the electord binary for a faultnet cluster: bin if
+// given, else one built from cmd/electord, static for Docker's scratch image.
+func harnessElectord(bin string, docker bool) (string, func(), error) {
+	if docker && bin == "" {
+		return staticElectord()
+	}
+	return electordBinary(bin)
 }

@@ -89,13 +89,7 @@ func TestConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(c *tls.Config, err error) *tls.Config {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	must := mustConfig(t)
 	srv := peerauth.ServerConfig(must(ca.NodeBase("c1", 2)), "c1")
 	if srv.MinVersion != tls.VersionTLS13 || srv.ClientAuth != tls.RequireAndVerifyClientCert {
 		t.Fatalf("server config: version %x, client auth %v", srv.MinVersion, srv.ClientAuth)
@@ -150,13 +144,7 @@ func TestPoolIsReadAtEveryHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(c *tls.Config, err error) *tls.Config {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	must := mustConfig(t)
 	var cur atomic.Pointer[x509.CertPool]
 	cur.Store(oldCA.Pool)
 	pool := func() *x509.CertPool { return cur.Load() }
@@ -182,5 +170,16 @@ func TestPoolIsReadAtEveryHandshake(t *testing.T) {
 	srvNew := peerauth.ServerConfigPool(must(newCA.NodeBase("c1", 2)), "c1", pool)
 	if serr, cerr := handshake(t, srvNew, peerauth.ClientConfigPool(must(newCA.NodeBase("c1", 1)), "c1", 2, pool)); serr != nil || cerr != nil {
 		t.Fatalf("after the move: server %v, client %v", serr, cerr)
+	}
+}
+
+// mustConfig returns a function that unwraps a config, failing t on error.
+func mustConfig(t *testing.T) func(*tls.Config, error) *tls.Config {
+	return func(c *tls.Config, err error) *tls.Config {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
 }
