@@ -33,3 +33,17 @@ proto-check:
 	else \
 		echo "proto-check: generated code is stale; run 'make proto'" >&2; exit 1; \
 	fi
+
+.PHONY: test
+
+## test: every test, as CI runs it (.ci/run): the product module with the
+## race detector, then each test-only module under e2e/ (a real Kubernetes
+## API server, kustomize, a headless browser), which keep their heavy
+## dependencies out of the product's go.mod. Each e2e module installs what
+## it needs from Debian's packages if it is missing, and says so.
+test:
+	$(GO) test -race -count=1 ./...
+	@set -e; for m in e2e/*/go.mod; do \
+		[ -f "$$m" ] || continue; d=$$(dirname "$$m"); \
+		echo "== $$d"; (cd "$$d" && $(GO) test -count=1 -timeout 40m ./...); \
+	done

@@ -45,6 +45,18 @@ type Config struct {
 	PeerWorkers       int           `mapstructure:"peer-workers"`
 	Tick              time.Duration `mapstructure:"tick"`
 	LogLevel          string        `mapstructure:"log-level"`
+	LogFormat         string        `mapstructure:"log-format"`
+	// HealthAddr serves /healthz, /readyz, /livez, Prometheus /metrics and
+	// the status page (issues 13 and 14); empty: off.
+	HealthAddr string `mapstructure:"health-addr"`
+
+	// Kubernetes leader-only routing (issue 13, package k8s/leaderslice):
+	// on when K8sLeaderService is set.
+	K8sLeaderService string `mapstructure:"k8s-leader-service"`
+	K8sNamespace     string `mapstructure:"k8s-namespace"`
+	K8sPodName       string `mapstructure:"k8s-pod-name"`
+	K8sPodIP         string `mapstructure:"k8s-pod-ip"`
+	Kubeconfig       string `mapstructure:"kubeconfig"`
 
 	// Limits (issue 11); 0 takes the default.
 	MaxConns         int           `mapstructure:"max-conns"`
@@ -167,6 +179,13 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("peer-workers", 0, "goroutines in the lf pool (0 = 2×GOMAXPROCS)")
 	fs.Duration("tick", DefaultTick, "the instance loop's clock period")
 	fs.String("log-level", "info", "debug, info, warn or error")
+	fs.String("log-format", "text", "log format: text or json")
+	fs.String("health-addr", "", "host:port for /healthz, /readyz, /livez, Prometheus /metrics and the status page (empty: off)")
+	fs.String("k8s-leader-service", "", "Kubernetes: the selector-less Service whose EndpointSlice the leader writes with its own pod address (empty: off)")
+	fs.String("k8s-namespace", "", "Kubernetes: the namespace of k8s-leader-service (default: the pod's, from the service account)")
+	fs.String("k8s-pod-name", "", "Kubernetes: this pod's name (default: the hostname)")
+	fs.String("k8s-pod-ip", "", "Kubernetes: this pod's IP, written to the EndpointSlice (default: advertise-host)")
+	fs.String("kubeconfig", "", "Kubernetes: a kubeconfig file (default: the in-cluster service account)")
 	fs.Int("max-conns", DefaultMaxConns, "open connections per listener (peer, api, http); more wait to be accepted")
 	fs.Int("max-streams", DefaultMaxStreams, "concurrent streams per API connection")
 	fs.Int("peer-max-streams", DefaultPeerMaxStreams, "concurrent streams per peer connection")
@@ -320,6 +339,16 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log-level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		bad("log-format", "must be text or json, got %q", c.LogFormat)
+	}
+	if c.HealthAddr != "" {
+		if err := checkHostPort(c.HealthAddr); err != nil {
+			bad("health-addr", "%v", err)
+		}
 	}
 	if c.TLS() {
 		for _, f := range []struct{ key, val string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-ca", c.TLSCA}} {

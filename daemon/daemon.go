@@ -35,6 +35,9 @@ type Daemon struct {
 	Node   *node.Node
 	// The addresses actually bound (a :0 port resolved).
 	PeerAddr, GossipAddr, APIAddr, HTTPAddr string
+	// HealthAddr is the bound health/metrics/status address ("" when
+	// health-addr is off); see ops.go.
+	HealthAddr string
 
 	// Security is the node's TLS material (nil: plaintext); APISecurity
 	// the API's authorization (nil: none), with its refusal count.
@@ -48,6 +51,7 @@ type Daemon struct {
 	peerSrv peerServer
 	apiSrv  *grpc.Server
 	httpSrv *http.Server
+	opsSrv  *http.Server
 	cancel  context.CancelFunc
 	runErr  chan error
 	stop    sync.Once
@@ -152,6 +156,13 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	httpLis, err := listen("http-addr", cfg.HTTPAddr)
 	if err != nil {
 		return nil, err
+	}
+	var opsLis net.Listener
+	if cfg.HealthAddr != "" {
+		if opsLis, err = listen("health-addr", cfg.HealthAddr); err != nil {
+			return nil, err
+		}
+		d.HealthAddr = opsLis.Addr().String()
 	}
 	d.PeerAddr, d.APIAddr, d.HTTPAddr = advertise(cfg, peerLis.Addr()), advertise(cfg, apiLis.Addr()), httpLis.Addr().String()
 
@@ -260,6 +271,10 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	go d.peerSrv.Serve(peerLis)
 	go d.apiSrv.Serve(apiLis)
 	go d.httpSrv.Serve(httpLis)
+	if opsLis != nil {
+		d.opsSrv = &http.Server{Handler: d.opsMux(), ReadHeaderTimeout: 10 * time.Second}
+		go d.opsSrv.Serve(opsLis)
+	}
 	log.Info("electord started", "id", cfg.ID, "algorithm", cfg.Algorithm, "peer", d.PeerAddr, "api", d.APIAddr,
 		"http", d.HTTPAddr, "join", cfg.Join, "tls", d.Security != nil, "gossip-encrypted", cfg.GossipKeyFile != "",
 		"cluster", d.cluster(), "gossip-label", label)
@@ -295,6 +310,9 @@ func (d *Daemon) Stop() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		d.httpSrv.Shutdown(ctx)
+		if d.opsSrv != nil {
+			d.opsSrv.Shutdown(ctx)
+		}
 		stopGRPC(d.apiSrv)
 		stopGRPC(d.peerSrv)
 		d.tr.Close()

@@ -30,7 +30,7 @@ YAML file (--config), in that order of precedence.`,
 			if err := cfg.Validate(); err != nil {
 				return configError{err}
 			}
-			log := newLogger(cfg.LogLevel)
+			log := newLogger(cfg.LogLevel, cfg.LogFormat)
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 			exit := make(chan struct{}, 1)
@@ -38,6 +38,13 @@ YAML file (--config), in that order of precedence.`,
 			if err != nil {
 				return err
 			}
+			// Leader-only routing in Kubernetes (k8s.go), when configured.
+			stopK8s, err := startK8s(cfg, d, log)
+			if err != nil {
+				d.Stop()
+				return err
+			}
+			defer stopK8s()
 			select {
 			case s := <-sigs:
 				log.Info("stopping", "signal", s.String())
@@ -59,8 +66,12 @@ YAML file (--config), in that order of precedence.`,
 	return cmd
 }
 
-func newLogger(level string) *slog.Logger {
+func newLogger(level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }

@@ -71,7 +71,7 @@ func Config(i int, opts Options, dataDir string, join []string) config.Config {
 	}
 	c := config.Config{
 		ID: uint64(i), Name: "node-" + strconv.Itoa(i), Algorithm: opts.Algorithm,
-		APIAddr: port(0), PeerAddr: port(1), GossipAddr: port(2), HTTPAddr: port(3),
+		APIAddr: port(0), PeerAddr: port(1), GossipAddr: port(2), HTTPAddr: port(3), HealthAddr: port(4),
 		Join: join, DataDir: filepath.Join(dataDir, "node-"+strconv.Itoa(i)),
 		HeartbeatInterval: config.DefaultHeartbeatInterval, HeartbeatTimeout: config.DefaultHeartbeatTimeout,
 		Tick: config.DefaultTick, Quorum: opts.Quorum, Preempt: opts.Preempt,
