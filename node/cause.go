@@ -44,6 +44,8 @@ func (c cause) String() string {
 // logChange logs a leadership change with what caused it: the operator's
 // (and the chaos harness's) answer to "why did this node lose its leader".
 func (n *Node) logChange(l election.Leadership) {
+	cause := n.cause.String()
 	n.log.Info("leadership changed", "role", roleState(l.Role), "leader", uint64(l.Leader), "term", l.Term.String(),
-		"cause", n.cause.String())
+		"cause", cause)
+	n.recordChange(l, cause)
 }
