@@ -159,6 +159,7 @@ type Node struct {
 	hub      hub
 	stopped  chan struct{}
 	counters Counters
+	obs      observe // observe.go
 	// leaseUntil (quorum mode): until when, by the wall clock in Unix
 	// nanoseconds, this node may claim leadership; 0 when it may not.
 	leaseUntil atomic.Int64
@@ -287,6 +288,7 @@ func (n *Node) Run(ctx context.Context) error {
 				continue
 			}
 			n.cause = cause{kind: "message", msg: in.Msg}
+			n.heard(in.Msg)
 			if err := n.sm.Step(in.Msg); err != nil {
 				n.counters.Rejected.Add(1)
 				n.log.Warn("rejected a peer message", "err", err)
@@ -343,7 +345,7 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		// A message may carry the new term: it must be durable first, or a
 		// restart could mint it again. Send nothing of this batch, stop
 		// leading and campaigning, and retry the save.
-		if err := n.cfg.Store.Save(rd.Term, 0); err != nil {
+		if err := n.saveTerm(rd.Term, 0); err != nil {
 			n.storeFailed(err, Persisted{Term: rd.Term, LeaderTerm: rd.LeaderTerm})
 			if reply != nil {
 				close(reply)
@@ -370,11 +372,12 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		// one write's time, not two in a row). The term itself is durable
 		// already (above), so nothing can be minted twice if this fails;
 		// the node then stops leading as for any failed write.
-		if err := n.cfg.Store.Save(0, rd.LeaderTerm); err != nil {
+		if err := n.saveTerm(0, rd.LeaderTerm); err != nil {
 			n.storeFailed(err, Persisted{LeaderTerm: rd.LeaderTerm})
 			return
 		}
 	}
+	n.observeReady(&rd)
 	if rd.Change != nil {
 		n.counters.LeaderChanges.Add(1)
 		n.since = time.Now()
@@ -860,7 +863,7 @@ func (n *Node) retrySave() {
 	// used, persisted or not.
 	st := n.sm.Status()
 	want := Persisted{Term: max(n.pending.Term, st.Term), LeaderTerm: n.pending.LeaderTerm}
-	if err := n.cfg.Store.Save(want.Term, want.LeaderTerm); err != nil {
+	if err := n.saveTerm(want.Term, want.LeaderTerm); err != nil {
 		n.storeFailed(err, want)
 		return
 	}

@@ -1,0 +1,125 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
+)
+
+func startDev(t *testing.T, nodes int) *devcluster.Cluster {
+	t.Helper()
+	c, err := devcluster.Start(devcluster.Options{Nodes: nodes, PeerServer: "grpc", LogLevel: "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func leaderOf(c *devcluster.Cluster) *daemon.Daemon {
+	for _, d := range c.Nodes {
+		if d.Node.Leader().Self {
+			return d
+		}
+	}
+	return nil
+}
+
+// Readiness is health, not leadership: every node of a cluster with a
+// leader is ready, followers too; a killed follower is alive (its loop
+// answers) but not ready, and ready again once revived.
+func TestReadyzIsHealthNotLeadership(t *testing.T) {
+	c := startDev(t, 3)
+	waitFor(t, 10*time.Second, "a leader", func() bool { return leaderOf(c) != nil })
+	for _, d := range c.Nodes {
+		base := "http://" + d.HealthAddr
+		waitFor(t, 5*time.Second, "node ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+		for _, path := range []string{"/livez", "/readyz", "/healthz"} {
+			code, body := get(t, base+path)
+			if code != http.StatusOK || !strings.Contains(body, "[+]loop") || !strings.HasSuffix(body, " ok\n") {
+				t.Errorf("node %d (leader %v) %s: %d %q", d.Config.ID, d.Node.Leader().Self, path, code, body)
+			}
+		}
+	}
+	var follower *daemon.Daemon
+	for _, d := range c.Nodes {
+		if !d.Node.Leader().Self {
+			follower = d
+			break
+		}
+	}
+	base := "http://" + follower.HealthAddr
+	if err := follower.Node.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, base+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "[-]gossip the node is killed") || !strings.Contains(body, "readyz failed") {
+		t.Errorf("killed follower /readyz: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/livez"); code != http.StatusOK {
+		t.Errorf("killed follower /livez: %d %q (its loop still answers)", code, body)
+	}
+	// JSON names each check.
+	req, _ := http.NewRequest("GET", base+"/healthz", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep daemon.HealthReport
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 503 || rep.OK || len(rep.Checks) != 3 || rep.Failed() == "" || !strings.HasPrefix(rep.Failed(), "gossip:") {
+		t.Errorf("JSON /healthz: %d %+v %v", resp.StatusCode, rep, err)
+	}
+	if err := follower.Node.Revive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the revived node ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+}
+
+// A loop that has stopped is not alive.
+func TestLivezFailsWhenTheLoopStopped(t *testing.T) {
+	c := startDev(t, 1)
+	d := c.Nodes[0]
+	waitFor(t, 10*time.Second, "ready", func() bool { return d.Ready(context.Background()).OK })
+	// Stop's handover and shutdown end the loop but leave nothing serving;
+	// ask the daemon directly.
+	d.Stop()
+	if rep := d.Live(context.Background()); rep.OK || !strings.Contains(rep.Failed(), "loop: the instance loop has stopped") {
+		t.Errorf("after Stop: %+v", rep)
+	}
+	if rep := d.Ready(context.Background()); rep.OK {
+		t.Errorf("after Stop, ready: %+v", rep)
+	}
+}
