@@ -1,0 +1,132 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestChecksCatch breaks the plain overlay one way at a time, as the
+// manifests were before issue 13 or as a careless edit would, and expects
+// the checks to name what broke: a check that cannot fail proves nothing.
+func TestChecksCatch(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", "plain")
+	electord := func(m *manifests) *corev1.Container {
+		p, err := findPod(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.electord
+	}
+	podSpec := func(m *manifests) *corev1.PodSpec { return &m.StatefulSets[0].Spec.Template.Spec }
+	setArg := func(m *manifests, name, val string) {
+		c := electord(m)
+		for i, a := range c.Args {
+			if strings.HasPrefix(a, "--"+name+"=") || a == "--"+name {
+				c.Args[i] = "--" + name + "=" + val
+				return
+			}
+		}
+		c.Args = append(c.Args, "--"+name+"="+val)
+	}
+	cases := []struct {
+		name   string
+		break_ func(m *manifests)
+		want   string
+	}{
+		{"readiness on leadership (before issue 13)", func(m *manifests) {
+			electord(m).ReadinessProbe.HTTPGet.Path = "/leader/self"
+		}, "must not depend on leadership"},
+		{"no fsGroup (the volume stays root's)", func(m *manifests) { podSpec(m).SecurityContext.FSGroup = nil }, "fsGroup must be 65532"},
+		{"root", func(m *manifests) { podSpec(m).SecurityContext.RunAsNonRoot = nil }, "runAsNonRoot"},
+		{"writable root fs", func(m *manifests) { *podSpec(m).Containers[0].SecurityContext.ReadOnlyRootFilesystem = false }, "app: readOnlyRootFilesystem"},
+		{"capabilities kept", func(m *manifests) { electord(m).SecurityContext.Capabilities = nil }, "drop ALL"},
+		{"no seccomp", func(m *manifests) { podSpec(m).SecurityContext.SeccompProfile = nil }, "seccompProfile"},
+		{"no limits", func(m *manifests) { electord(m).Resources.Limits = nil }, "needs a request and a limit"},
+		{"no grace period", func(m *manifests) { podSpec(m).TerminationGracePeriodSeconds = nil }, "terminationGracePeriodSeconds"},
+		{"a regular container, not a native sidecar", func(m *manifests) {
+			s := podSpec(m)
+			c := s.InitContainers[0]
+			c.RestartPolicy = nil
+			s.InitContainers, s.Containers = nil, append(s.Containers, c)
+		}, "native sidecar"},
+		{"probe on another port", func(m *manifests) { electord(m).LivenessProbe.HTTPGet.Port = intstr.FromInt32(4040) }, "not the health address"},
+		{"api on every address", func(m *manifests) { setArg(m, "api-addr", "0.0.0.0:7070") }, "--api-addr must listen on localhost"},
+		{"pod IP not from the downward API", func(m *manifests) { setArg(m, "k8s-pod-ip", "10.0.0.1") }, "--k8s-pod-ip must come from the downward API"},
+		{"a flag electord does not have", func(m *manifests) { setArg(m, "leader-service", "x") }, "--leader-service, which electord does not have"},
+		{"a flag value that does not parse", func(m *manifests) { setArg(m, "quorum", "three") }, "do not parse"},
+		{"no PDB", func(m *manifests) { m.PDBs = nil }, "PodDisruptionBudget"},
+		{"no NetworkPolicy", func(m *manifests) { m.NetworkPolicies = nil }, "no NetworkPolicy"},
+		{"gossip open to all", func(m *manifests) {
+			m.NetworkPolicies[0].Spec.Ingress = append(m.NetworkPolicies[0].Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+		}, "admits TCP 7946 from anywhere"},
+		{"peer port open to a namespace", func(m *manifests) {
+			r := &m.NetworkPolicies[0].Spec.Ingress[0]
+			r.From[0].NamespaceSelector = r.From[0].PodSelector
+		}, "admits TCP 7071 from more than the app's pods"},
+		{"RBAC: list and watch too", func(m *manifests) {
+			m.Roles[0].Rules[0].Verbs = append(m.Roles[0].Rules[0].Verbs, "list", "watch")
+		}, "list discovery.k8s.io/endpointslices is more than"},
+		{"RBAC: delete services", func(m *manifests) {
+			for i := range m.Roles[0].Rules {
+				if slices.Contains(m.Roles[0].Rules[i].Resources, "services") {
+					m.Roles[0].Rules[i].Verbs = append(m.Roles[0].Rules[i].Verbs, "delete")
+				}
+			}
+		}, "delete /services is more than"},
+		{"RBAC: the default account", func(m *manifests) { podSpec(m).ServiceAccountName = "" }, "serviceAccountName"},
+		{"leader Service with a selector", func(m *manifests) {
+			for _, s := range m.Services {
+				if s.Name == "my-app-leader" {
+					s.Spec.Selector = map[string]string{"app.kubernetes.io/name": "my-app"}
+				}
+			}
+		}, "has a selector"},
+		{"no --insecure in plain", func(m *manifests) {
+			electord(m).Args = slices.DeleteFunc(electord(m).Args, func(a string) bool { return a == "--insecure" })
+		}, "without --insecure"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := build(t, dir)
+			c.break_(m)
+			errs := append(check(m), checkSecurity(m, false)...)
+			for _, err := range errs {
+				if strings.Contains(err.Error(), c.want) {
+					return
+				}
+			}
+			t.Errorf("no error mentions %q; got %v", c.want, errs)
+		})
+	}
+}
+
+// TestDockerfile: the image is the static binary alone, as uid 65532.
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "k8s", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from, user []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && strings.EqualFold(f[0], "FROM") {
+			from = append(from, f[1])
+		}
+		if len(f) >= 2 && strings.EqualFold(f[0], "USER") {
+			user = append(user, f[1])
+		}
+	}
+	if !slices.Equal(from, []string{"scratch"}) {
+		t.Errorf("Dockerfile: FROM %v, want scratch alone (no image can be pulled)", from)
+	}
+	if len(user) == 0 || user[len(user)-1] != "65532:65532" {
+		t.Errorf("Dockerfile: USER %v, want 65532:65532 (the pod's runAsUser and fsGroup)", user)
+	}
+}
