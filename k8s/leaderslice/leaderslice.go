@@ -1,0 +1,487 @@
+// Package leaderslice routes a Kubernetes Service to the leader's pod only:
+// the leader writes the Service's one EndpointSlice with its own address,
+// fenced by its term, and a leader that steps down or stops empties it.
+//
+// The slice is named like the Service, labelled
+// kubernetes.io/service-name=<service> (so kube-proxy and DNS use it) and
+// endpointslice.kubernetes.io/managed-by=ManagedBy (so the EndpointSlice
+// controllers leave it alone; the Service must have no selector). Its
+// annotations record the term of the last leader that wrote it
+// (AnnotationTerm, the integer fencing token, and AnnotationTermHuman,
+// "epoch.slot") and the pod it names (AnnotationPod).
+//
+// Every write is a read followed by an update carrying the resourceVersion
+// read (optimistic concurrency: the API server refuses it with a Conflict
+// if anyone wrote in between, and the writer reads again), and a claim is
+// written only if this node's term is not lower than the recorded one.
+// So the recorded term never goes down, and a stale leader, whose term is
+// lower, can never put its pod back. A write names one endpoint at most:
+// the slice never names two pods.
+//
+// The package does not import the node: it reads leadership from a channel
+// of node.LeaderInfo (node.Node.Subscribe) and a func (node.Node.Leader),
+// and nothing in electord imports it but cmd/electord.
+package leaderslice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/electord/electord/election"
+
+	"github.com/electord/electord/node"
+)
+
+// Names written on the slice.
+const (
+	// ManagedBy is the slice's endpointslice.kubernetes.io/managed-by label.
+	ManagedBy = "leaderslice.electord.io"
+	// AnnotationTerm is the term of the last leader that wrote the slice,
+	// as a decimal uint64: the fencing token. It is kept when a leader
+	// empties the slice, so it never goes down.
+	AnnotationTerm = "electord.io/leader-term"
+	// AnnotationTermHuman is the same term as electctl prints it (epoch.slot).
+	AnnotationTermHuman = "electord.io/leader-term-human"
+	// AnnotationPod is the pod the slice names ("" when empty).
+	AnnotationPod = "electord.io/leader-pod"
+)
+
+// ErrStaleTerm: the slice records a higher term than this node's; the
+// writer does not write (a newer leader owns the slice).
+var ErrStaleTerm = errors.New("leaderslice: the slice records a newer term")
+
+// Config configures a Writer.
+type Config struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Service   string // a Service without a selector
+	PodName   string // this pod: the endpoint's targetRef
+	PodIP     string // this pod's IP: the endpoint's address
+	// Events triggers the writer on leadership changes (node.Subscription.C());
+	// it is closed when the node stops, which releases the slice.
+	Events <-chan node.LeaderInfo
+	// Current reports this node's leadership now (node.Node.Leader). The
+	// writer acts on it, not on the event, and asks it again right before
+	// a write that names this pod. Called from the writer's goroutine.
+	Current func() node.LeaderInfo
+	Logger  *slog.Logger
+	// Resync: how often the writer checks the slice again with no event
+	// (someone deleted or changed it). Default 30s.
+	Resync time.Duration
+	// Backoff after a failed API call: from MinBackoff doubling to
+	// MaxBackoff, with jitter. Defaults 50ms and 5s.
+	MinBackoff, MaxBackoff time.Duration
+	// RequestTimeout bounds one API call. Default 5s.
+	RequestTimeout time.Duration
+}
+
+// Validate names the first missing or wrong field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("leaderslice: no Kubernetes client")
+	case c.Namespace == "":
+		return errors.New("leaderslice: no namespace")
+	case c.Service == "":
+		return errors.New("leaderslice: no Service name")
+	case c.PodName == "":
+		return errors.New("leaderslice: no pod name")
+	case c.Events == nil || c.Current == nil:
+		return errors.New("leaderslice: no leadership source (Events and Current)")
+	}
+	if net.ParseIP(c.PodIP) == nil {
+		return fmt.Errorf("leaderslice: pod IP %q is not an IP address", c.PodIP)
+	}
+	return nil
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Resync <= 0 {
+		c.Resync = 30 * time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 50 * time.Millisecond
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(c.MinBackoff, 5*time.Second)
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+}
+
+// Stats counts what a Writer did.
+type Stats struct {
+	Claims    atomic.Uint64 // writes that named this pod
+	Releases  atomic.Uint64 // writes that emptied the slice
+	Conflicts atomic.Uint64 // updates refused for a stale resourceVersion (then read again)
+	Stale     atomic.Uint64 // claims not written: the slice recorded a higher term
+	Errors    atomic.Uint64 // other failed API calls (retried with backoff)
+}
+
+// Writer keeps the Service's EndpointSlice naming the leader. Start it
+// with Start, stop it with Stop.
+type Writer struct {
+	cfg   Config
+	log   *slog.Logger
+	stats Stats
+	ip    string
+	af    discoveryv1.AddressType
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// Start checks cfg and starts the writer's goroutine.
+func Start(cfg Config) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	ip := net.ParseIP(cfg.PodIP)
+	w := &Writer{
+		cfg:  cfg,
+		log:  cfg.Logger.With("service", cfg.Namespace+"/"+cfg.Service, "pod", cfg.PodName),
+		ip:   ip.String(),
+		af:   discoveryv1.AddressTypeIPv6,
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if ip.To4() != nil {
+		w.ip, w.af = ip.To4().String(), discoveryv1.AddressTypeIPv4
+	}
+	go w.run()
+	return w, nil
+}
+
+// Stats exposes the writer's counters.
+func (w *Writer) Stats() *Stats { return &w.stats }
+
+// Stop stops following leadership and empties the slice if it still names
+// this pod (keeping its term), retrying until ctx ends.
+func (w *Writer) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() { close(w.stop) })
+	<-w.done
+	for backoff := w.cfg.MinBackoff; ; backoff = min(2*backoff, w.cfg.MaxBackoff) {
+		err := w.release(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("leaderslice: releasing %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+		case <-time.After(jitter(backoff)):
+		}
+	}
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	events := w.cfg.Events
+	stopped := false // the node stopped: release, then wait for Stop
+	backoff := w.cfg.MinBackoff
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case _, ok := <-events:
+			if !ok {
+				events, stopped = nil, true
+			}
+			backoff = w.cfg.MinBackoff
+			timer.Reset(0)
+			continue
+		case <-timer.C:
+		}
+		var err error
+		if li := w.cfg.Current(); li.Self && !stopped {
+			err = w.claim(ctx, li.Term)
+		} else {
+			err = w.release(ctx)
+		}
+		switch {
+		case err == nil || errors.Is(err, ErrStaleTerm):
+			backoff = w.cfg.MinBackoff
+			timer.Reset(w.cfg.Resync)
+		case ctx.Err() != nil:
+			return
+		default:
+			w.stats.Errors.Add(1)
+			w.log.Warn("leader slice: API call failed; retrying", "in", backoff, "err", err)
+			timer.Reset(jitter(backoff))
+			backoff = min(2*backoff, w.cfg.MaxBackoff)
+		}
+	}
+}
+
+// jitter spreads d over [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+// maxConflicts bounds the read-update rounds of one attempt; past it the
+// attempt fails and is retried after a backoff.
+const maxConflicts = 10
+
+// claim makes the slice name this pod alone with term, unless the slice
+// records a higher term (ErrStaleTerm) or this node no longer leads in
+// term by the time it would write.
+func (w *Writer) claim(ctx context.Context, term election.Term) error {
+	svc, err := w.service(ctx)
+	if err != nil {
+		return err
+	}
+	for range maxConflicts {
+		es, err := w.get(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			if !w.stillLeads(term) {
+				return nil
+			}
+			rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+			_, err = w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Create(rctx, w.build(nil, svc, term), metav1.CreateOptions{})
+			cancel()
+			if apierrors.IsAlreadyExists(err) {
+				w.stats.Conflicts.Add(1)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("creating EndpointSlice %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+			}
+			w.claimed(term, 0)
+			return nil
+		case err != nil:
+			return err
+		}
+		recorded, err := RecordedTerm(es)
+		if err != nil {
+			return err
+		}
+		if uint64(term) < recorded {
+			w.stats.Stale.Add(1)
+			w.log.Warn("leader slice: not claiming: the slice records a newer term",
+				"term", uint64(term), "term_human", term.String(), "recorded", recorded, "recorded_pod", es.Annotations[AnnotationPod])
+			return fmt.Errorf("%w (ours %d, recorded %d)", ErrStaleTerm, uint64(term), recorded)
+		}
+		want := w.build(es, svc, term)
+		if sameSlice(es, want) {
+			return nil
+		}
+		if !w.stillLeads(term) {
+			return nil
+		}
+		err = w.update(ctx, want)
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		w.claimed(term, recorded)
+		return nil
+	}
+	return fmt.Errorf("updating EndpointSlice %s/%s: %d conflicts in a row", w.cfg.Namespace, w.cfg.Service, maxConflicts)
+}
+
+func (w *Writer) claimed(term election.Term, recorded uint64) {
+	w.stats.Claims.Add(1)
+	w.log.Info("leader slice: names this pod", "ip", w.ip, "term", uint64(term), "term_human", term.String(), "previous_term", recorded)
+}
+
+// stillLeads asks the node again, right before a write that names this pod.
+func (w *Writer) stillLeads(term election.Term) bool {
+	li := w.cfg.Current()
+	return li.Self && li.Term == term
+}
+
+// release empties the slice if it names this pod; its term stays.
+func (w *Writer) release(ctx context.Context) error {
+	for range maxConflicts {
+		es, err := w.get(ctx)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !w.names(es) {
+			return nil
+		}
+		es = es.DeepCopy()
+		es.Endpoints = nil
+		es.Annotations[AnnotationPod] = ""
+		err = w.update(ctx, es)
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		w.stats.Releases.Add(1)
+		w.log.Info("leader slice: emptied (this pod no longer leads)", "term", es.Annotations[AnnotationTerm])
+		return nil
+	}
+	return fmt.Errorf("emptying EndpointSlice %s/%s: %d conflicts in a row", w.cfg.Namespace, w.cfg.Service, maxConflicts)
+}
+
+// names reports whether es has an endpoint for this pod.
+func (w *Writer) names(es *discoveryv1.EndpointSlice) bool {
+	return slices.ContainsFunc(es.Endpoints, func(e discoveryv1.Endpoint) bool {
+		return e.TargetRef != nil && e.TargetRef.Kind == "Pod" && e.TargetRef.Name == w.cfg.PodName
+	})
+}
+
+func (w *Writer) service(ctx context.Context) (*corev1.Service, error) {
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	defer cancel()
+	svc, err := w.cfg.Client.CoreV1().Services(w.cfg.Namespace).Get(rctx, w.cfg.Service, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading Service %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+	}
+	if len(svc.Spec.Selector) > 0 {
+		return nil, fmt.Errorf("service %s/%s has a selector: the EndpointSlice controller routes it to every selected pod; leader-only routing needs a Service without a selector", w.cfg.Namespace, w.cfg.Service)
+	}
+	return svc, nil
+}
+
+func (w *Writer) get(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	defer cancel()
+	es, err := w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Get(rctx, w.cfg.Service, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		err = fmt.Errorf("reading EndpointSlice %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+	}
+	return es, err
+}
+
+// update writes es with the resourceVersion it was read with.
+func (w *Writer) update(ctx context.Context, es *discoveryv1.EndpointSlice) error {
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	defer cancel()
+	_, err := w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Update(rctx, es, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		w.stats.Conflicts.Add(1)
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("updating EndpointSlice %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+	}
+	return nil
+}
+
+// build returns the slice naming this pod alone with term: a copy of old
+// (its resourceVersion, labels and annotations kept) or a new one.
+func (w *Writer) build(old *discoveryv1.EndpointSlice, svc *corev1.Service, term election.Term) *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{}
+	if old != nil {
+		es = old.DeepCopy()
+	}
+	es.Name, es.Namespace = w.cfg.Service, w.cfg.Namespace
+	if es.Labels == nil {
+		es.Labels = map[string]string{}
+	}
+	es.Labels[discoveryv1.LabelServiceName] = w.cfg.Service
+	es.Labels[discoveryv1.LabelManagedBy] = ManagedBy
+	if es.Annotations == nil {
+		es.Annotations = map[string]string{}
+	}
+	es.Annotations[AnnotationTerm] = strconv.FormatUint(uint64(term), 10)
+	es.Annotations[AnnotationTermHuman] = term.String()
+	es.Annotations[AnnotationPod] = w.cfg.PodName
+	if old == nil {
+		// Deleted with its Service (no blockOwnerDeletion: that would need
+		// a permission on the Service's finalizers).
+		es.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+		}}
+		es.AddressType = w.af
+	}
+	yes, no := true, false
+	es.Endpoints = []discoveryv1.Endpoint{{
+		Addresses:  []string{w.ip},
+		Conditions: discoveryv1.EndpointConditions{Ready: &yes, Serving: &yes, Terminating: &no},
+		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: w.cfg.Namespace, Name: w.cfg.PodName},
+	}}
+	es.Ports = Ports(svc)
+	return es
+}
+
+// Ports maps the Service's ports to the slice's: each keeps its name,
+// protocol and appProtocol; the port is the Service's targetPort when it is
+// a number, else (unset, or a name, which only a pod spec could resolve)
+// the Service's port.
+func Ports(svc *corev1.Service) []discoveryv1.EndpointPort {
+	var out []discoveryv1.EndpointPort
+	for _, p := range svc.Spec.Ports {
+		port := p.Port
+		if p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal != 0 {
+			port = p.TargetPort.IntVal
+		}
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		out = append(out, discoveryv1.EndpointPort{
+			Name: new(p.Name), Protocol: new(proto), Port: new(port), AppProtocol: p.AppProtocol,
+		})
+	}
+	return out
+}
+
+// RecordedTerm reads the slice's fencing term (0 when it has none).
+func RecordedTerm(es *discoveryv1.EndpointSlice) (uint64, error) {
+	s, ok := es.Annotations[AnnotationTerm]
+	if !ok || s == "" {
+		return 0, nil
+	}
+	t, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("EndpointSlice %s/%s: annotation %s=%q is not a term (a decimal integer); fix or delete it", es.Namespace, es.Name, AnnotationTerm, s)
+	}
+	return t, nil
+}
+
+// sameSlice reports whether writing want over have would change nothing
+// the writer owns.
+func sameSlice(have, want *discoveryv1.EndpointSlice) bool {
+	for _, k := range []string{AnnotationTerm, AnnotationTermHuman, AnnotationPod} {
+		if have.Annotations[k] != want.Annotations[k] {
+			return false
+		}
+	}
+	return have.Labels[discoveryv1.LabelServiceName] == want.Labels[discoveryv1.LabelServiceName] &&
+		have.Labels[discoveryv1.LabelManagedBy] == want.Labels[discoveryv1.LabelManagedBy] &&
+		equality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) && equality.Semantic.DeepEqual(have.Ports, want.Ports)
+}
