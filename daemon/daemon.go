@@ -52,6 +52,7 @@ type Daemon struct {
 	apiSrv  *grpc.Server
 	httpSrv *http.Server
 	opsSrv  *http.Server
+	ops     opsState // metrics.go
 	cancel  context.CancelFunc
 	runErr  chan error
 	stop    sync.Once
@@ -180,6 +181,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 		gossipBind, d.GossipAddr = m.BoundAddr(), m.LocalAddr()
+		d.ops.gossip.Store(m)
 		m.RetryJoin()
 		return adaptGossip(m), nil
 	}
@@ -211,6 +213,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv}
 	svc := transport.NewPeerService(self.ID, recv)
 	svc.SetLogger(log)
+	d.initOps(svc)
 	if d.PeerTLS != nil {
 		if peerTLSHook != nil {
 			d.peerSrv = peerTLSHook(*d.PeerTLS, cfg, &tc, svc, log)
@@ -255,12 +258,14 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), ForwardTLS: d.Security.ClientConfig(),
 			Cluster: d.cluster(), Logger: log}
 	}
-	d.apiSrv = api.NewSecureGRPCServer(b, limits, d.APISecurity)
+	d.apiSrv = api.NewSecureGRPCServer(b, limits, d.APISecurity, d.apiOptions()...)
+	d.registerGRPCHealth(d.apiSrv)
 	d.httpSrv = api.NewHTTPServer(b)
 	// The sidecar serves a connection per /watch: room for every allowed
 	// watch on top of max-conns, so a watch flood cannot keep /leader and
 	// /healthz (the kubelet's probes) from being answered.
 	apiLis, httpLis = api.LimitListener(apiLis, limits.MaxConns), api.LimitListener(httpLis, limits.MaxConns+limits.MaxWatchers)
+	peerLis, apiLis, httpLis = d.countServers(peerLis, apiLis, httpLis)
 	if cfg.HTTPTLS {
 		httpLis = tls.NewListener(httpLis, d.Security.SidecarConfig())
 	}

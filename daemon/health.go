@@ -6,10 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcstatus "google.golang.org/grpc/status"
+
 	"github.com/electord/electord/node"
+	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
 
 // Health checks, served on health-addr (issue 13):
@@ -180,4 +188,67 @@ func writeHealth(w http.ResponseWriter, r *http.Request, name string, rep Health
 		fmt.Fprintf(&b, "%s failed\n", name)
 	}
 	w.Write([]byte(b.String()))
+}
+
+// registerGRPCHealth serves grpc.health.v1 on the API server s, for `grpc:`
+// probes: the service "" (the node) and "electord.v1.Elector" are SERVING
+// while the node is ready (Ready; never leadership) and NOT_SERVING
+// otherwise. Check computes readiness at each call; Watch and List see it
+// refreshed every HealthRefresh. The kubelet's grpc probe speaks no TLS, so
+// with the API on mutual TLS it cannot reach this: probe /readyz and
+// /livez on health-addr instead. Check is authorized like GetLeader (any
+// certificate of the cluster, see api.Security): the TLS handshake already
+// demands a client certificate before any method is reached, so exempting
+// Check from the interceptor would let in no one more, and a node's
+// readiness is cluster information like who leads.
+func (d *Daemon) registerGRPCHealth(s *grpc.Server) {
+	h := &grpcHealth{Server: health.NewServer(), d: d}
+	healthpb.RegisterHealthServer(s, h)
+	go h.refresh()
+}
+
+// HealthRefresh is how often the gRPC health service's Watch and List
+// status is recomputed.
+const HealthRefresh = time.Second
+
+// grpcServices are the service names the gRPC health service answers for.
+var grpcServices = []string{"", electordv1.Elector_ServiceDesc.ServiceName}
+
+type grpcHealth struct {
+	*health.Server
+	d *Daemon
+}
+
+func (h *grpcHealth) status(ctx context.Context) healthpb.HealthCheckResponse_ServingStatus {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if h.d.Ready(ctx).OK {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, svc := range grpcServices {
+		h.SetServingStatus(svc, st)
+	}
+	return st
+}
+
+func (h *grpcHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if !slices.Contains(grpcServices, req.GetService()) {
+		return nil, grpcstatus.Errorf(codes.NotFound, "unknown service %q: this server answers for %q (the node) and %q",
+			req.GetService(), "", grpcServices[1])
+	}
+	return &healthpb.HealthCheckResponse{Status: h.status(ctx)}, nil
+}
+
+// refresh keeps Watch and List current until the node's loop ends.
+func (h *grpcHealth) refresh() {
+	t := time.NewTicker(HealthRefresh)
+	defer t.Stop()
+	for {
+		h.status(context.Background())
+		select {
+		case <-t.C:
+		case <-h.d.Node.Done():
+			h.Shutdown() // NOT_SERVING for good
+			return
+		}
+	}
 }

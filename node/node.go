@@ -291,6 +291,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.heard(in.Msg)
 			if err := n.sm.Step(in.Msg); err != nil {
 				n.counters.Rejected.Add(1)
+				n.refused(in.Msg, err)
 				n.log.Warn("rejected a peer message", "err", err)
 			}
 			reply, replyTo = in.Reply, in.Msg.From

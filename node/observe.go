@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,9 +47,9 @@ func (r ElectionRecord) Duration() time.Duration {
 type Observer interface {
 	// ElectionEnded: an election this node took part in ended.
 	ElectionEnded(ElectionRecord)
-	// FailureDetected: this node, following a leader, began an election
-	// because it found the leader gone (a timeout, a refused connection, a
-	// failed send or gossip's verdict); d is the time since it last heard
+	// FailureDetected: this node, following a leader, found the leader
+	// gone (a timeout, a refused connection, a failed send or gossip's
+	// verdict) and stopped following it; d is the time since it last heard
 	// from that leader.
 	FailureDetected(d time.Duration)
 	// TermSaved: a write of the term to the store took d; err is its error.
@@ -58,7 +59,8 @@ type Observer interface {
 // ElectionCounts are the node's election totals since it started.
 type ElectionCounts struct {
 	Started, Won, Lost uint64 // Lost: ended with another leader or none
-	// Detections counts the elections counted in Observer.FailureDetected.
+	// Detections counts the leader failures this node detected (see
+	// Observer.FailureDetected).
 	Detections uint64
 }
 
@@ -68,6 +70,7 @@ type observe struct {
 	observer atomic.Pointer[Observer]
 
 	started, won, lost, detections atomic.Uint64
+	refusals                       refusals
 
 	mu   sync.Mutex
 	ring [ElectionsKept]ElectionRecord
@@ -140,8 +143,11 @@ func (n *Node) observeReady(rd *election.Ready) {
 	if role == o.role && !o.open {
 		return // the common case: a heartbeat sent or answered
 	}
+	if o.role == election.RoleFollower && role != election.RoleFollower {
+		n.leaderLost()
+	}
 	if !o.open && (role == election.RoleElecting || (role == election.RoleLeader && o.role != election.RoleLeader)) {
-		n.electionStarted(o.role)
+		n.electionStarted()
 	}
 	if o.open {
 		var sent uint64
@@ -161,26 +167,31 @@ func (n *Node) observeReady(rd *election.Ready) {
 	o.role = role
 }
 
-func (n *Node) electionStarted(prev election.Role) {
+// leaderLost: this node stopped following its leader. Unless a peer's
+// message or an operator's command made it (a new election announced, a
+// transfer), it found the leader gone on its own: a timeout, a refused
+// connection, a failed send or gossip's verdict.
+func (n *Node) leaderLost() {
 	o := &n.obs
-	now := time.Now()
+	if n.cause.kind != "message" && n.cause.kind != "command" && !o.leaderHeard.IsZero() {
+		o.detections.Add(1)
+		if obs := n.observer(); obs != nil {
+			obs.FailureDetected(time.Since(o.leaderHeard))
+		}
+	}
+	o.leaderHeard = time.Time{}
+}
+
+func (n *Node) electionStarted() {
+	o := &n.obs
 	cause := n.cause.String()
 	o.started.Add(1)
 	o.mu.Lock()
-	o.ring[o.next] = ElectionRecord{Started: now, Cause: cause}
+	o.ring[o.next] = ElectionRecord{Started: time.Now(), Cause: cause}
 	o.next = (o.next + 1) % ElectionsKept
 	o.kept = min(o.kept+1, ElectionsKept)
 	o.mu.Unlock()
 	o.open = true
-	// A follower that campaigns on its own (not because a peer's message
-	// or an operator's command asked it to) found its leader gone.
-	if prev == election.RoleFollower && n.cause.kind != "message" && n.cause.kind != "command" && !o.leaderHeard.IsZero() {
-		o.detections.Add(1)
-		if obs := n.observer(); obs != nil {
-			obs.FailureDetected(now.Sub(o.leaderHeard))
-		}
-	}
-	o.leaderHeard = time.Time{}
 }
 
 func (n *Node) electionEnded(st election.Status, sent uint64) {
@@ -260,4 +271,57 @@ func (n *Node) Probe(ctx context.Context) (ProbeInfo, error) {
 		return nil
 	})
 	return p, err
+}
+
+// Reasons the node refuses a peer message that passed the peer port's
+// checks (see RefusedMessages).
+const (
+	RefusedTermRange     = "term_out_of_range" // a term beyond what a correct cluster reaches
+	RefusedNotMember     = "not_a_member"      // the sender, or the leader named, is not a live member
+	RefusedNotFromLeader = "not_from_leader"   // a TimeoutNow from another node than the leader
+	RefusedInvalid       = "invalid"           // any other validation failure
+)
+
+var refusalReasons = [...]string{RefusedTermRange, RefusedNotMember, RefusedNotFromLeader, RefusedInvalid}
+
+// refusals counts messages the state machine rejected, by type and reason.
+type refusals [election.LastMsgType + 1][len(refusalReasons)]atomic.Uint64
+
+// refused counts a message the state machine rejected with err.
+func (n *Node) refused(m election.Message, err error) {
+	r := len(refusalReasons) - 1
+	switch {
+	case errors.Is(err, election.ErrTermRange):
+		r = 0
+	case errors.Is(err, election.ErrNotMember):
+		r = 1
+	case errors.Is(err, election.ErrNotLeaderMsg):
+		r = 2
+	}
+	t := m.Type
+	if !t.Valid() {
+		t = 0
+	}
+	n.obs.refusals[t][r].Add(1)
+}
+
+// Refusal is a count of refused messages of one type for one reason.
+type Refusal struct {
+	Type   election.MsgType // 0: not a known type
+	Reason string
+	Count  uint64
+}
+
+// RefusedMessages lists the peer messages the state machine rejected, by
+// type and reason (only those seen). Safe for concurrent use.
+func (n *Node) RefusedMessages() []Refusal {
+	var out []Refusal
+	for t := range n.obs.refusals {
+		for r, reason := range refusalReasons {
+			if c := n.obs.refusals[t][r].Load(); c > 0 {
+				out = append(out, Refusal{Type: election.MsgType(t), Reason: reason, Count: c})
+			}
+		}
+	}
+	return out
 }
