@@ -49,16 +49,7 @@ func TestProcessOps(t *testing.T) {
 		}
 		ps = append(ps, p)
 	}
-	t.Cleanup(func() {
-		for _, p := range ps {
-			p.stop()
-		}
-		if t.Failed() {
-			for _, p := range ps {
-				t.Logf("---- node %d stderr (%s) ----\n%s", p.id, p.logPath, p.log())
-			}
-		}
-	})
+	cleanupProcs(t, ps)
 	for _, p := range ps {
 		p.start()
 	}

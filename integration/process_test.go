@@ -152,6 +152,19 @@ func startProcsWith(t *testing.T, n int, alg string, extra []string) []*proc {
 		p.extra = extra
 		ps = append(ps, p)
 	}
+	cleanupProcs(t, ps)
+	for i, p := range ps {
+		if i > 0 {
+			p.join = []string{ps[0].gossip}
+		}
+		p.start()
+	}
+	return ps
+}
+
+// cleanupProcs stops ps when the test ends, and prints their logs if it
+// failed.
+func cleanupProcs(t *testing.T, ps []*proc) {
 	t.Cleanup(func() {
 		for _, p := range ps {
 			p.stop()
@@ -162,13 +175,6 @@ func startProcsWith(t *testing.T, n int, alg string, extra []string) []*proc {
 			}
 		}
 	})
-	for i, p := range ps {
-		if i > 0 {
-			p.join = []string{ps[0].gossip}
-		}
-		p.start()
-	}
-	return ps
 }
 
 // procViews asks every process of ps who leads.
