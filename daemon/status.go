@@ -1,6 +1,28 @@
 package daemon
 
-import "net/http"
+import (
+	"crypto/tls"
+	"net/http"
 
-// mountStatus serves the status page (issue 14): to be written.
-func (d *Daemon) mountStatus(mux *http.ServeMux) {}
+	"github.com/electord/electord/status"
+)
+
+// mountStatus serves the status page (issue 14; package status, and
+// docs/STATUS.md): GET /status, its event stream and static files, and
+// GET / redirecting to it. The page asks the other members who they think
+// leads through their client API, dialled as the API's forwarding dials:
+// with this node's certificate when TLS is on.
+func (d *Daemon) mountStatus(mux *http.ServeMux) {
+	var peerTLS *tls.Config
+	if d.Security != nil {
+		peerTLS = d.Security.ClientConfig()
+	}
+	s, err := status.New(status.Config{Node: d.Node, PeerTLS: peerTLS, Logger: d.log})
+	if err != nil {
+		// The templates are embedded and parsed by the package's tests:
+		// this is a build that was never tested.
+		d.log.Error("status page disabled", "err", err)
+		return
+	}
+	s.Mount(mux)
+}

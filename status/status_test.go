@@ -1,0 +1,260 @@
+package status_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/daemon/devcluster"
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/status"
+)
+
+func startCluster(t *testing.T) *devcluster.Cluster {
+	t.Helper()
+	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	waitLeader(t, c, 3)
+	return c
+}
+
+// waitLeader waits until every live node names want.
+func waitLeader(t *testing.T, c *devcluster.Cluster, want election.NodeID) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok := true
+		for _, d := range c.Nodes {
+			if !d.Node.Status().Killed && d.Node.Leader().ID != want {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no agreement on leader %d within 10s", want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
+// stream reads a status event stream.
+type stream struct {
+	t     *testing.T
+	body  io.ReadCloser
+	r     *bufio.Reader
+	views chan string
+}
+
+func openStream(t *testing.T, url string) (*stream, *http.Response) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp
+	}
+	s := &stream{t: t, body: resp.Body, r: bufio.NewReader(resp.Body), views: make(chan string, 64)}
+	go func() {
+		defer close(s.views)
+		var data []string
+		for {
+			line, err := s.r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			case line == "" && data != nil:
+				s.views <- strings.Join(data, "\n")
+				data = nil
+			}
+		}
+	}()
+	t.Cleanup(func() { resp.Body.Close() })
+	return s, resp
+}
+
+// until returns the first view that matches every pattern, within d.
+func (s *stream) until(d time.Duration, patterns ...string) string {
+	s.t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	last := ""
+	for {
+		select {
+		case v, ok := <-s.views:
+			if !ok {
+				s.t.Fatalf("the stream ended; last view:\n%s", last)
+			}
+			last = v
+			if matchAll(v, patterns) {
+				return v
+			}
+		case <-timer.C:
+			s.t.Fatalf("no view matching %q within %v; last view:\n%s", patterns, d, last)
+		}
+	}
+}
+
+func matchAll(v string, patterns []string) bool {
+	for _, p := range patterns {
+		if !regexp.MustCompile(p).MatchString(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestStatusPageFollowsAFailover: the page on a follower shows the leader,
+// every member alive, and agreement; after the leader is killed its event
+// stream brings the new leader in a higher term, the killed node as
+// killed, and a longer timeline.
+func TestStatusPageFollowsAFailover(t *testing.T) {
+	c := startCluster(t)
+	base := "http://" + c.Nodes[0].HealthAddr
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/status" {
+		t.Fatalf("GET /: %s to %q, want a redirect to /status", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, err = http.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	before := c.Nodes[2].Node.Leader().Term
+	for _, want := range []string{`data-leader="3"`, `id="member-1" class="alive"`, `id="member-2" class="alive"`, `id="member-3" class="alive"`,
+		`data-disagree="false"`, `<b id="leader-term">` + before.String() + `</b>`, `/status/static/status.js`} {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("GET /status: %s, no %q in\n%s", resp.Status, want, page)
+		}
+	}
+	for _, path := range []string{"/status/static/status.js", "/status/static/status.css"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+	}
+
+	s, resp := openStream(t, base+"/status/events")
+	if s == nil {
+		t.Fatalf("GET /status/events: %s", resp.Status)
+	}
+	first := s.until(5*time.Second, `data-leader="3"`)
+	count := regexp.MustCompile(`id="timeline" data-count="(\d+)"`).FindStringSubmatch(first)[1]
+
+	if err := c.Nodes[2].Node.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := s.until(10*time.Second, `data-leader="2"`, `id="member-3" class="(killed|dead|suspect)"`, `data-disagree="false"`)
+	m := regexp.MustCompile(`data-leader="2" data-term="[0-9.]+" data-token="(\d+)"`).FindStringSubmatch(after)
+	if m == nil {
+		t.Fatalf("no term in the view after the failover:\n%s", after)
+	}
+	if got := c.Nodes[0].Node.Leader().Term; m[1] != strconv.FormatUint(uint64(got), 10) || got <= before {
+		t.Fatalf("the view shows token %s after the failover; node 1 has %v (token %d), before %v", m[1], got, uint64(got), before)
+	}
+	if n := regexp.MustCompile(`id="timeline" data-count="(\d+)"`).FindStringSubmatch(after)[1]; atoi(n) <= atoi(count) {
+		t.Fatalf("the timeline did not grow: %s -> %s changes", count, n)
+	}
+}
+
+// TestStatusEventStreamsAreBoundedAndStopWhenClosed: streams beyond
+// MaxClients are refused with 503; the poller builds views only while a
+// stream is open, and stops with the last one.
+func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
+	c := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[0].Node, MaxClients: 2, Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+
+	<-srv.Idle()
+	idle := srv.Renders()
+	s1, _ := openStream(t, hs.URL+"/status/events")
+	s2, _ := openStream(t, hs.URL+"/status/events")
+	if s1 == nil || s2 == nil {
+		t.Fatal("the first two streams were refused")
+	}
+	s1.until(5*time.Second, `data-leader="3"`)
+	s2.until(5*time.Second, `data-leader="3"`)
+	if s3, resp := openStream(t, hs.URL+"/status/events"); s3 != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third stream with MaxClients 2: %s, want 503", resp.Status)
+	} else if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "2 status pages are open") {
+		t.Fatalf("the refusal says %q; it should say why", body)
+	}
+	// The members are asked every Poll while a page is open.
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Renders() < idle+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d views built in 5s with pages open, polling every 20ms", srv.Renders()-idle)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	s1.body.Close()
+	s2.body.Close()
+	select {
+	case <-waitIdle(srv):
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the poller still runs 5s after the last page closed (%d streams open)", srv.Clients())
+	}
+	n := srv.Renders()
+	// A node event with no page open builds nothing.
+	if err := c.Nodes[2].Node.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, c, 2)
+	if got := srv.Renders(); got != n {
+		t.Fatalf("%d views built with no page open", got-n)
+	}
+}
+
+// waitIdle is closed once no stream is open and the poller returned.
+func waitIdle(srv *status.Server) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for srv.Clients() > 0 {
+			time.Sleep(5 * time.Millisecond) // polling interval
+		}
+		<-srv.Idle()
+		close(ch)
+	}()
+	return ch
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}

@@ -1,0 +1,273 @@
+package status
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/node"
+)
+
+// View is what the page shows: one node's view of the cluster, with every
+// live member's own answer to "who leads".
+type View struct {
+	Self      election.NodeID
+	SelfName  string
+	Algorithm string
+	Killed    bool
+	Fault     string
+	// Leader is who leads as the serving node sees it.
+	Leader      LeaderView
+	HighestTerm TermView
+	// Ring is the live members in ring order (ascending rank: each passes
+	// an election to the next, the last back to the first), then the dead.
+	Ring []Member
+	// Bully is the members by bully rank: the highest (priority, then id)
+	// first, the one an election ends with.
+	Bully []Member
+	// Disagree: live members that answered name different leaders or
+	// terms. Majority is the view most of them share.
+	Disagree bool
+	Majority string
+	// Timeline is the serving node's leader changes, newest first.
+	Timeline []Change
+	// Elections are the last elections the serving node took part in,
+	// newest first.
+	Elections []Election
+}
+
+// TermView is a term both ways: the human form (epoch.slot) and the
+// integer fencing token.
+type TermView struct {
+	Human string // "21.5"
+	Token uint64 // 1376261
+}
+
+func termView(t election.Term) TermView { return TermView{Human: t.String(), Token: uint64(t)} }
+
+// LeaderView is who leads and since when.
+type LeaderView struct {
+	Known bool
+	ID    election.NodeID
+	Name  string
+	Term  TermView
+	Since time.Time // when the serving node learned of it
+	State string    // the serving node's state
+}
+
+// Member is one member's row.
+type Member struct {
+	ID       election.NodeID
+	Name     string
+	Priority int64
+	APIAddr  string
+	Self     bool
+	// Position: 1-based place in the ring (0: not in it, dead), or the
+	// bully rank (1 = the highest).
+	Position int
+	// Liveness: alive (gossip says so and it answered), dead (gossip),
+	// killed (electctl kill), suspect (gossip says alive, it did not answer).
+	Liveness string
+	Why      string // why suspect: the error asking it
+	Role     string // its own state when it answered (leader, follower, electing, no_leader), else this node's guess, "" if none
+	// Sees is the leader it names when asked ("" when not asked or no answer).
+	Sees     string
+	SeesID   election.NodeID
+	SeesTerm TermView
+	Answered bool
+	Differs  bool // it answered and names another leader or term than the majority
+}
+
+// Change is one leader change.
+type Change struct {
+	At     time.Time
+	Leader election.NodeID
+	Term   TermView
+	Role   string
+	Cause  string
+	New    bool // the term differs from the change before it
+}
+
+// Election is one election the node took part in.
+type Election struct {
+	Started  time.Time
+	Took     time.Duration // 0 while it runs
+	Running  bool
+	Cause    string
+	Term     TermView
+	Leader   election.NodeID
+	Won      bool
+	Messages uint64
+}
+
+// answer is what a member said when asked who leads.
+type answer struct {
+	leader election.NodeID
+	term   election.Term
+	state  string
+	err    error
+}
+
+// asker asks a member who it thinks leads; it returns the answer or why
+// there is none. Called concurrently.
+type asker interface {
+	ask(ctx context.Context, addr string) answer
+}
+
+// build assembles the view: n's status, timeline and elections, and the
+// answer of every live member (asked concurrently, each within timeout).
+func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) View {
+	st := n.Status()
+	li := st.Leader
+	v := View{Self: st.Self, Algorithm: st.Algorithm, Killed: st.Killed, Fault: st.Fault, HighestTerm: termView(st.Term),
+		Leader: LeaderView{Known: li.HasLeader(), ID: li.ID, Name: li.Name, Term: termView(li.Term), Since: li.Since, State: li.State}}
+
+	answers := make([]answer, len(st.Members))
+	var wg sync.WaitGroup
+	for i, m := range st.Members {
+		switch {
+		case m.ID == st.Self:
+			v.SelfName = m.Name
+			if !st.Killed {
+				answers[i] = answer{leader: li.ID, term: li.Term, state: li.State}
+			} else {
+				answers[i] = answer{err: node.ErrKilled}
+			}
+		case !m.Alive:
+		case m.APIAddr == "":
+			answers[i] = answer{err: fmt.Errorf("no api address known")}
+		default:
+			wg.Go(func() {
+				actx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				answers[i] = a.ask(actx, m.APIAddr)
+			})
+		}
+	}
+	wg.Wait()
+
+	rows := make([]Member, len(st.Members))
+	for i, m := range st.Members {
+		r := Member{ID: m.ID, Name: m.Name, Priority: m.Priority, APIAddr: m.APIAddr, Self: m.ID == st.Self, Role: m.Role}
+		ans := answers[i]
+		switch {
+		case r.Self && st.Killed:
+			r.Liveness, r.Role = "killed", ""
+		case !m.Alive:
+			r.Liveness, r.Role = "dead", ""
+		case ans.err != nil:
+			r.Liveness, r.Why = "suspect", ans.err.Error()
+			if killedErr(ans.err) {
+				r.Liveness, r.Role = "killed", ""
+			}
+		default:
+			r.Liveness, r.Role, r.Answered = "alive", ans.state, true
+			r.SeesID, r.SeesTerm = ans.leader, termView(ans.term)
+			r.Sees = "none"
+			if ans.leader != 0 {
+				r.Sees = fmt.Sprintf("node %d", ans.leader)
+			}
+		}
+		rows[i] = r
+	}
+	v.Disagree, v.Majority = mark(rows, st.Self)
+
+	rank := func(a, b Member) int {
+		return election.Rank{Priority: a.Priority, ID: a.ID}.Compare(election.Rank{Priority: b.Priority, ID: b.ID})
+	}
+	inRing := func(m Member) bool { return m.Liveness != "dead" && m.Liveness != "killed" }
+	v.Ring = slices.Clone(rows)
+	slices.SortStableFunc(v.Ring, func(a, b Member) int {
+		if ia, ib := inRing(a), inRing(b); ia != ib {
+			if ia {
+				return -1
+			}
+			return 1
+		}
+		return rank(a, b)
+	})
+	pos := 0
+	for i := range v.Ring {
+		if inRing(v.Ring[i]) {
+			pos++
+			v.Ring[i].Position = pos
+		}
+	}
+	v.Bully = slices.Clone(rows)
+	slices.SortStableFunc(v.Bully, func(a, b Member) int { return rank(b, a) })
+	for i := range v.Bully {
+		v.Bully[i].Position = i + 1
+	}
+
+	tl := n.Timeline()
+	v.Timeline = make([]Change, len(tl))
+	for i, c := range tl {
+		v.Timeline[len(tl)-1-i] = Change{At: c.At, Leader: c.Leader, Term: termView(c.Term), Role: c.Role, Cause: c.Cause,
+			New: i == 0 || tl[i-1].Term != c.Term}
+	}
+	els := n.Elections()
+	v.Elections = make([]Election, len(els))
+	for i, e := range els {
+		v.Elections[len(els)-1-i] = Election{Started: e.Started, Took: e.Duration(), Running: e.Ended.IsZero(), Cause: e.Cause,
+			Term: termView(e.Term), Leader: e.Leader, Won: e.Won, Messages: e.Messages}
+	}
+	return v
+}
+
+// mark flags the rows that answered with another view than the majority's
+// (ties go to the serving node's own view) and says whether any did.
+func mark(rows []Member, self election.NodeID) (bool, string) {
+	type key struct {
+		id   election.NodeID
+		term election.Term
+	}
+	votes := map[key]int{}
+	var mine key
+	var keys []key
+	for _, r := range rows {
+		if !r.Answered {
+			continue
+		}
+		k := key{r.SeesID, election.Term(r.SeesTerm.Token)}
+		if votes[k] == 0 {
+			keys = append(keys, k)
+		}
+		votes[k]++
+		if r.ID == self {
+			mine = k
+		}
+	}
+	if len(keys) == 0 {
+		return false, ""
+	}
+	best := keys[0]
+	for _, k := range keys[1:] {
+		if c := cmp.Compare(votes[k], votes[best]); c > 0 || (c == 0 && k == mine) {
+			best = k
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		r.Differs = r.Answered && (key{r.SeesID, election.Term(r.SeesTerm.Token)}) != best
+	}
+	maj := "no leader"
+	if best.id != 0 {
+		maj = fmt.Sprintf("node %d", best.id)
+	}
+	return len(keys) > 1, fmt.Sprintf("%s, term %v (token %d), named by %d of %d answering members",
+		maj, best.term, uint64(best.term), votes[best], countAnswered(rows))
+}
+
+func countAnswered(rows []Member) int {
+	n := 0
+	for _, r := range rows {
+		if r.Answered {
+			n++
+		}
+	}
+	return n
+}
