@@ -2,22 +2,19 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/electord/electord/internal/version"
 )
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Short: "Print the module version and VCS revision (also: electord --version)",
+		Args:  noArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "electord", v)
+			fmt.Fprintln(cmd.OutOrStdout(), version.Read().String("electord"))
 		},
 	}
 }
