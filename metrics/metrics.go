@@ -72,7 +72,7 @@ var (
 	detectionsDesc     = desc("leader_failures_detected_total", "Times this node, following a leader, found it gone (timeout, refused connection, failed send, gossip) and stopped following it.")
 	sentDesc           = desc("messages_sent_total", "Peer messages delivered, by type.", "type")
 	sendFailedDesc     = desc("messages_send_failed_total", "Peer messages that could not be delivered, by type.", "type")
-	receivedDesc       = desc("messages_received_total", "Peer messages the peer port accepted and handed to the node, by type (heartbeat answers included).", "type")
+	receivedDesc       = desc("messages_received_total", "Peer messages handed to the node, by type: those the peer port accepted, and the answers to this node's heartbeats.", "type")
 	refusedDesc        = desc("messages_refused_total", "Peer messages refused, by type (unknown when refused before decoding) and reason.", "type", "reason")
 	persistErrorsDesc  = desc("term_persist_failures_total", "Writes of the term to the data dir that failed (the node takes no part in elections until one succeeds).")
 	persistFaultDesc   = desc("term_persist_fault", "1 while the node cannot persist its term, else 0.")
@@ -154,18 +154,26 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(gossipHealthDesc, float64(c.s.GossipHealth()))
 	}
 
+	// Heartbeat answers come back on the call that carried the heartbeat
+	// (the transport's replies); every other message through the peer port.
+	received := map[election.MsgType]uint64{}
+	refused := map[[2]string]uint64{}
 	if c.s.Client != nil {
 		cs := c.s.Client()
 		for t := election.MsgElection; t <= election.LastMsgType; t++ {
 			ch <- counter(sentDesc, cs.Sent[t], t.String())
 			ch <- counter(sendFailedDesc, cs.Failed[t], t.String())
 		}
+		received[election.MsgHeartbeatResp] += cs.Replies
+		refused[[2]string{election.MsgHeartbeatResp.String(), "reply_dropped"}] += cs.RepliesDropped
 	}
-	refused := map[[2]string]uint64{}
 	if c.s.PeerService != nil {
 		ss := c.s.PeerService()
+		for t, v := range ss.Received {
+			received[t] += v
+		}
 		for t := election.MsgElection; t <= election.LastMsgType; t++ {
-			ch <- counter(receivedDesc, ss.Received[t], t.String())
+			ch <- counter(receivedDesc, received[t], t.String())
 		}
 		for reason, v := range map[string]uint64{"malformed": ss.RejectedInvalid, "not_serving": ss.RejectedNotServing,
 			"overloaded": ss.RejectedOverloaded, "identity": ss.RejectedIdentity, "other": ss.RejectedOther} {

@@ -52,7 +52,8 @@ type Observer interface {
 	// verdict) and stopped following it; d is the time since it last heard
 	// from that leader.
 	FailureDetected(d time.Duration)
-	// TermSaved: a write of the term to the store took d; err is its error.
+	// TermSaved: a write of the term to the store took d; err is its
+	// error. Saves that had nothing to write are not reported.
 	TermSaved(d time.Duration, err error)
 }
 
@@ -221,15 +222,19 @@ func (n *Node) electionEnded(st election.Status, sent uint64) {
 	}
 }
 
-// saveTerm writes the term to the store, timed for the observer.
+// saveTerm writes the term to the store, timed for the observer. A save
+// that wrote nothing (the term within the reserved epochs, or no data dir)
+// is not reported.
 func (n *Node) saveTerm(term, leaderTerm election.Term) error {
 	obs := n.observer()
 	if obs == nil {
 		return n.cfg.Store.Save(term, leaderTerm)
 	}
-	start := time.Now()
+	writes, start := n.cfg.Store.Writes, time.Now()
 	err := n.cfg.Store.Save(term, leaderTerm)
-	obs.TermSaved(time.Since(start), err)
+	if err != nil || n.cfg.Store.Writes != writes {
+		obs.TermSaved(time.Since(start), err)
+	}
 	return err
 }
 
