@@ -187,6 +187,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-s.cfg.Node.Done():
+			// The node stopped: end the stream, so the server's shutdown
+			// does not wait for a page that would never go idle.
+			return
 		case view := <-c.ch:
 			if err := writeEvent(w, "view", view); err != nil {
 				return

@@ -6,14 +6,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/security"
 	"github.com/electord/electord/status"
 )
 
@@ -257,4 +260,72 @@ func atoi(s string) int {
 		panic(err)
 	}
 	return n
+}
+
+// TestOpenPageDoesNotHoldUpStop: a node with a page open stops as fast as
+// one without (the stream ends with the node, so the server's shutdown
+// does not wait for it), and the page's stream ends.
+func TestOpenPageDoesNotHoldUpStop(t *testing.T) {
+	c := startCluster(t)
+	s, resp := openStream(t, "http://"+c.Nodes[0].HealthAddr+"/status/events")
+	if s == nil {
+		t.Fatalf("GET /status/events: %s", resp.Status)
+	}
+	s.until(5*time.Second, `data-leader="3"`)
+	start := time.Now()
+	if err := c.Nodes[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a follower with a status page open took %v to stop", took)
+	}
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-s.views:
+			if !ok {
+				return
+			}
+		case <-timer.C:
+			t.Fatal("the page's stream still runs 5s after its node stopped")
+		}
+	}
+}
+
+// TestStatusPageAsksMembersOverTLS: on a cluster with TLS on, the page asks
+// the other members who leads with the node's own certificate: every
+// member answers (none is suspect) and they agree. A status page that
+// dialled the members' TLS API in plaintext would show them suspect.
+func TestStatusPageAsksMembersOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := security.CreateCA(dir, "status-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if _, _, err := ca.IssueNode(dir, id, []string{"127.0.0.1"}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully", Tune: func(cfg *config.Config) {
+		cfg.TLSCA = filepath.Join(dir, security.CACertFile)
+		cfg.TLSCert, cfg.TLSKey = security.NodeFiles(dir, cfg.ID)
+		cfg.Cluster = "status-test"
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	waitLeader(t, c, 3)
+	if c.Nodes[0].Security == nil {
+		t.Fatal("the cluster runs without TLS")
+	}
+	s, resp := openStream(t, "http://"+c.Nodes[0].HealthAddr+"/status/events")
+	if s == nil {
+		t.Fatalf("GET /status/events: %s", resp.Status)
+	}
+	s.until(10*time.Second, `data-disagree="false"`,
+		`id="member-2" class="alive" data-id="2" data-liveness="alive" data-role="follower" data-differs="false" data-sees="3"`,
+		`id="member-3" class="alive" data-id="3" data-liveness="alive" data-role="leader" data-differs="false" data-sees="3"`)
 }

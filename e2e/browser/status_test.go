@@ -35,7 +35,7 @@ func browse(t *testing.T, url string) *page {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // CI runs as root
-		chromedp.WindowSize(1280, 1000),
+		chromedp.WindowSize(1280, 1040),
 		chromedp.Flag("hide-scrollbars", true),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
