@@ -278,4 +278,3 @@ func median(rs []result) result {
 		p99: time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
 	}
 }
-
