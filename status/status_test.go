@@ -22,7 +22,7 @@ import (
 
 func startCluster(t *testing.T) *devcluster.Cluster {
 	t.Helper()
-	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully"})
+	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully", LogLevel: "warn"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestStatusPageAsksMembersOverTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully", Tune: func(cfg *config.Config) {
+	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully", LogLevel: "warn", Tune: func(cfg *config.Config) {
 		cfg.TLSCA = filepath.Join(dir, security.CACertFile)
 		cfg.TLSCert, cfg.TLSKey = security.NodeFiles(dir, cfg.ID)
 		cfg.Cluster = "status-test"
