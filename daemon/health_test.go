@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +124,52 @@ func TestLivezFailsWhenTheLoopStopped(t *testing.T) {
 	if rep := d.Ready(context.Background()); rep.OK {
 		t.Errorf("after Stop, ready: %+v", rep)
 	}
+}
+
+// A node that cannot persist its term is not ready, and is again once the
+// disk takes writes: the term file is replaced by a directory (a rename
+// onto it fails, for root too), then the leader is killed, so the next
+// leadership must be written.
+func TestReadyzFailsWhileTheTermCannotBePersisted(t *testing.T) {
+	c := startDev(t, 3)
+	waitFor(t, 10*time.Second, "a leader", func() bool { return leaderOf(c) != nil })
+	old := leaderOf(c)
+	var victim *daemon.Daemon
+	for _, d := range c.Nodes {
+		if d != old {
+			victim = d
+			break
+		}
+	}
+	base := "http://" + victim.HealthAddr
+	waitFor(t, 5*time.Second, "victim ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	term := filepath.Join(victim.Config.DataDir, "term")
+	if err := os.Remove(term); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(term, "blocker"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Node.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	waitFor(t, 10*time.Second, "victim not ready for its term", func() bool {
+		var code int
+		code, body = get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "[-]term cannot persist the term")
+	})
+	if code, b := get(t, base+"/livez"); code != 200 {
+		t.Errorf("/livez while the term cannot be persisted: %d %q", code, b)
+	}
+	if s := scrapeOf(t, victim); s.value("term_persist_fault") != 1 || s.value("term_persist_failures_total") < 1 ||
+		s.value("term_persist_seconds", "result", "error") < 1 {
+		t.Errorf("metrics while the term cannot be persisted: fault %v, failures %v, failed writes timed %v",
+			s.value("term_persist_fault"), s.value("term_persist_failures_total"), s.value("term_persist_seconds", "result", "error"))
+	}
+	if err := os.RemoveAll(term); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "victim ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	t.Logf("while failing: %s", body)
 }
