@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -193,22 +194,21 @@ func writeHealth(w http.ResponseWriter, r *http.Request, name string, rep Health
 // registerGRPCHealth serves grpc.health.v1 on the API server s, for `grpc:`
 // probes: the service "" (the node) and "electord.v1.Elector" are SERVING
 // while the node is ready (Ready; never leadership) and NOT_SERVING
-// otherwise. Check computes readiness at each call; Watch and List see it
-// refreshed every HealthRefresh. The kubelet's grpc probe speaks no TLS, so
-// with the API on mutual TLS it cannot reach this: probe /readyz and
-// /livez on health-addr instead. Check is authorized like GetLeader (any
-// certificate of the cluster, see api.Security): the TLS handshake already
-// demands a client certificate before any method is reached, so exempting
-// Check from the interceptor would let in no one more, and a node's
-// readiness is cluster information like who leads.
+// otherwise. Check and List compute readiness at each call; while a Watch
+// is open it is recomputed every HealthRefresh (nothing runs while no one
+// watches, so idle nodes pay nothing). The kubelet's grpc probe speaks no
+// TLS, so with the API on mutual TLS it cannot reach this: probe /readyz
+// and /livez on health-addr instead. Check is authorized like GetLeader
+// (any certificate of the cluster, see api.Security): the TLS handshake
+// already demands a client certificate before any method is reached, so
+// exempting Check from the interceptor would let in no one more, and a
+// node's readiness is cluster information like who leads.
 func (d *Daemon) registerGRPCHealth(s *grpc.Server) {
-	h := &grpcHealth{Server: health.NewServer(), d: d}
-	healthpb.RegisterHealthServer(s, h)
-	go h.refresh()
+	healthpb.RegisterHealthServer(s, &grpcHealth{Server: health.NewServer(), d: d})
 }
 
-// HealthRefresh is how often the gRPC health service's Watch and List
-// status is recomputed.
+// HealthRefresh is how often an open gRPC health Watch sees readiness
+// recomputed.
 const HealthRefresh = time.Second
 
 // grpcServices are the service names the gRPC health service answers for.
@@ -217,6 +217,10 @@ var grpcServices = []string{"", electordv1.Elector_ServiceDesc.ServiceName}
 type grpcHealth struct {
 	*health.Server
 	d *Daemon
+
+	mu       sync.Mutex
+	watchers int
+	stop     chan struct{} // closed when the last watcher goes
 }
 
 func (h *grpcHealth) status(ctx context.Context) healthpb.HealthCheckResponse_ServingStatus {
@@ -238,14 +242,40 @@ func (h *grpcHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest
 	return &healthpb.HealthCheckResponse{Status: h.status(ctx)}, nil
 }
 
-// refresh keeps Watch and List current until the node's loop ends.
-func (h *grpcHealth) refresh() {
+func (h *grpcHealth) List(ctx context.Context, req *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	h.status(ctx)
+	return h.Server.List(ctx, req)
+}
+
+func (h *grpcHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	h.status(stream.Context())
+	h.mu.Lock()
+	if h.watchers++; h.watchers == 1 {
+		h.stop = make(chan struct{})
+		go h.refresh(h.stop)
+	}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		if h.watchers--; h.watchers == 0 {
+			close(h.stop)
+		}
+		h.mu.Unlock()
+	}()
+	return h.Server.Watch(req, stream)
+}
+
+// refresh keeps open Watches current until stop, or for good once the
+// node's loop ends.
+func (h *grpcHealth) refresh(stop <-chan struct{}) {
 	t := time.NewTicker(HealthRefresh)
 	defer t.Stop()
 	for {
-		h.status(context.Background())
 		select {
 		case <-t.C:
+			h.status(context.Background())
+		case <-stop:
+			return
 		case <-h.d.Node.Done():
 			h.Shutdown() // NOT_SERVING for good
 			return

@@ -48,21 +48,12 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-func leaderOf(c *devcluster.Cluster) *daemon.Daemon {
-	for _, d := range c.Nodes {
-		if d.Node.Leader().Self {
-			return d
-		}
-	}
-	return nil
-}
-
 // Readiness is health, not leadership: every node of a cluster with a
 // leader is ready, followers too; a killed follower is alive (its loop
 // answers) but not ready, and ready again once revived.
 func TestReadyzIsHealthNotLeadership(t *testing.T) {
 	c := startDev(t, 3)
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leaderOf(c) != nil })
+	agreedLeader(t, c.Nodes)
 	for _, d := range c.Nodes {
 		base := "http://" + d.HealthAddr
 		waitFor(t, 5*time.Second, "node ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
@@ -132,8 +123,7 @@ func TestLivezFailsWhenTheLoopStopped(t *testing.T) {
 // leadership must be written.
 func TestReadyzFailsWhileTheTermCannotBePersisted(t *testing.T) {
 	c := startDev(t, 3)
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leaderOf(c) != nil })
-	old := leaderOf(c)
+	old := agreedLeader(t, c.Nodes)
 	var victim *daemon.Daemon
 	for _, d := range c.Nodes {
 		if d != old {

@@ -100,8 +100,7 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leaderOf(c) != nil })
-	old := leaderOf(c)
+	old := agreedLeader(t, c.Nodes)
 	var rest []*daemon.Daemon
 	for _, d := range c.Nodes {
 		if d != old {
@@ -281,6 +280,42 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 	if s := scrapeOf(t, old); s.value("killed") != 1 || s.value("role", "role", "no_leader") != 1 {
 		t.Errorf("killed node: killed %v, role no_leader %v", s.value("killed"), s.value("role", "role", "no_leader"))
 	}
+	// A Watch sees readiness change: SERVING, then NOT_SERVING once the
+	// node is killed.
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first Watch answer: %v %v", r.GetStatus(), err)
+	}
+	if err := target.Node.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch after the kill: %v %v", r.GetStatus(), err)
+	}
+}
+
+// agreedLeader waits until every node of ds names the same leader in the
+// same term, and returns it.
+func agreedLeader(t *testing.T, ds []*daemon.Daemon) *daemon.Daemon {
+	t.Helper()
+	var leader *daemon.Daemon
+	waitFor(t, 10*time.Second, "every node names the same leader", func() bool {
+		first := ds[0].Node.Leader()
+		for _, d := range ds {
+			li := d.Node.Leader()
+			if !li.HasLeader() || li.ID != first.ID || li.Term != first.Term {
+				return false
+			}
+			if li.Self {
+				leader = d
+			}
+		}
+		return leader != nil
+	})
+	return leader
 }
 
 func slicesIndex(ds []*daemon.Daemon, d *daemon.Daemon) int {
