@@ -50,8 +50,10 @@ const ForwardedKey = "electord-forwarded"
 // answering (its /leader and /leader/self say no leader, 503; /healthz is
 // about the process, which runs).
 //
-// Errors map to codes: node.ErrUnknownNode → NotFound; node.ErrNotLeader,
-// node.ErrKilled and election.ErrNoCandidate → FailedPrecondition;
+// Errors map to codes: node.ErrUnknownNode → NotFound (but a Transfer to a
+// member that is not alive is FailedPrecondition); node.ErrNotLeader,
+// node.ErrKilled, node.ErrNotAlive, node.ErrPreempted (a Resign or Transfer
+// that preempt would undo at once) and election.ErrNoCandidate → FailedPrecondition;
 // node.ErrStopped → Unavailable; context errors → DeadlineExceeded or
 // Canceled. Every Unavailable this service returns carries the answering
 // node's LeaderInfo as a status detail: that tells a client the node
@@ -153,7 +155,8 @@ func (s *service) statusError(err error) error {
 	switch {
 	case errors.Is(err, node.ErrUnknownNode):
 		c = codes.NotFound
-	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrKilled), errors.Is(err, election.ErrNoCandidate):
+	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrKilled), errors.Is(err, election.ErrNoCandidate),
+		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted):
 		c = codes.FailedPrecondition
 	case errors.Is(err, node.ErrStopped):
 		return s.unavailable(err.Error())
@@ -402,7 +405,7 @@ func (s *service) Kill(ctx context.Context, req *electordv1.KillRequest) (*elect
 				<-ctx.Done() // the RPC has finished: the reply is queued
 				s.b.Exit()
 			}()
-			return s.reply(fmt.Sprintf("node %d is exiting", id)), nil
+			return s.reply(fmt.Sprintf("node %d is exiting: it hands leadership over if it leads, leaves the cluster and stops for good (revive cannot bring it back)", id)), nil
 		}
 		if err := s.b.Kill(ctx); err != nil {
 			return nil, s.statusError(err)
@@ -474,6 +477,11 @@ func (s *service) Transfer(ctx context.Context, req *electordv1.TransferRequest)
 			return s.reply(fmt.Sprintf("node %d already leads", id)), nil
 		}
 		if err := s.b.Transfer(ctx, id); err != nil {
+			if errors.Is(err, node.ErrUnknownNode) {
+				// id is a member (checked above) that the election does
+				// not count as live: it cannot lead now, it is no stranger.
+				return nil, status.Errorf(codes.FailedPrecondition, "transfer: node %d is a member but not alive: it cannot lead now (%v)", id, err)
+			}
 			return nil, s.statusError(err)
 		}
 		return s.reply(fmt.Sprintf("node %d handed leadership to node %d", s.b.Self(), id)), nil

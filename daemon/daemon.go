@@ -61,7 +61,8 @@ type Daemon struct {
 // Options are what a caller may add to a config.
 type Options struct {
 	Logger *slog.Logger
-	// Exit is what `electctl kill --exit` calls; nil does nothing.
+	// Exit is what `electctl kill --exit` calls (electord: end the
+	// process); nil stops the daemon (Stop), for good.
 	Exit func()
 	// Peers, if set, sits between the node and its peers in both
 	// directions. For tests: see daemontest.Faults.
@@ -117,6 +118,9 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{Config: cfg, log: log, runErr: make(chan error, 1)}
+	if opts.Exit == nil {
+		opts.Exit = func() { go d.Stop() } // kill --exit ends this daemon for good
+	}
 	// The data dir next: one this process cannot write, or a term file that
 	// cannot be trusted, refuses the start before any port is bound.
 	store, err := node.OpenTermStore(cfg.DataDir)

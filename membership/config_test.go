@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,10 +152,17 @@ func TestEventQueueNeverBlocksAndKeepsOrder(t *testing.T) {
 
 func TestMemberlistLogLevels(t *testing.T) {
 	sink := &logSink{}
-	l := memberlistLogger(slog.New(sink))
+	var closing atomic.Bool
+	l := memberlistLogger(slog.New(sink), &closing)
 	l.Printf("[ERR] memberlist: Conflicting address for 7")
 	l.Printf("[DEBUG] memberlist: Stream connection")
 	if !sink.find("ERROR", "Conflicting address for 7") || !sink.find("DEBUG", "Stream connection") {
+		t.Fatalf("records %q", sink.recs)
+	}
+	// Leaving: the node's own closed sockets are no warning.
+	closing.Store(true)
+	l.Printf("[ERR] memberlist: Failed to send indirect UDP ping: use of closed network connection")
+	if !sink.find("DEBUG", "use of closed network connection") || sink.find("ERROR", "use of closed network connection") {
 		t.Fatalf("records %q", sink.recs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,9 @@ type Membership struct {
 
 	refusedSettings atomic.Uint64 // see RefusedSettings
 
+	// closing is set when Leave or Shutdown begins: memberlist's warnings
+	// and errors are debug from then on (see memberlistLogger).
+	closing  atomic.Bool
 	life     sync.Mutex // serializes Join/Leave/Shutdown against Shutdown
 	left     bool
 	shutdown bool
@@ -119,7 +123,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	d := delegate{m}
 	mc.Delegate, mc.Events, mc.Conflict, mc.Alive, mc.Merge = d, d, d, d, d
-	mc.Logger, mc.LogOutput = memberlistLogger(logger), nil
+	mc.Logger, mc.LogOutput = memberlistLogger(logger, &m.closing), nil
 
 	if cfg.wrapTransport != nil {
 		if err := wrapNetTransport(mc, cfg.wrapTransport); err != nil {
@@ -332,6 +336,7 @@ func (m *Membership) Leave(timeout time.Duration) error {
 		return nil
 	}
 	m.left = true
+	m.closing.Store(true)
 	deadline := time.Now().Add(timeout)
 	// First gossip "leaving" in the metadata, and let it spread (memberlist
 	// would drop it from its send queue once the leave is queued), then
@@ -347,6 +352,12 @@ func (m *Membership) Leave(timeout time.Duration) error {
 		rest = time.Millisecond
 	}
 	if err := m.list.Leave(rest); err != nil {
+		if strings.Contains(err.Error(), "timeout waiting for leave broadcast") {
+			// No member confirmed in time (the last node of a cluster, or
+			// every other one leaving too): they see this node dead instead.
+			m.log.Info("left gossip; no member confirmed the leave in time", "id", m.name, "waited", timeout)
+			return nil
+		}
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	m.log.Info("left gossip", "id", m.name)
@@ -363,6 +374,7 @@ func (m *Membership) Shutdown() error {
 		return nil
 	}
 	m.shutdown = true
+	m.closing.Store(true)
 	close(m.stopRetry)
 	err := m.list.Shutdown()
 	m.q.close()

@@ -5,15 +5,23 @@ import (
 	"context"
 	"log"
 	"log/slog"
+	"sync/atomic"
 )
 
 // memberlistLogger turns memberlist's "[LEVEL] memberlist: text" lines into
-// slog records at the matching level.
-func memberlistLogger(l *slog.Logger) *log.Logger {
-	return log.New(slogWriter{l.With("component", "memberlist")}, "", 0)
+// slog records at the matching level. Once closing is set (Leave or
+// Shutdown began), warnings and errors are logged at debug: a node that is
+// going away hears its own sockets close ("use of closed network
+// connection") and its peers stop answering, which is no news for an
+// operator who stopped it.
+func memberlistLogger(l *slog.Logger, closing *atomic.Bool) *log.Logger {
+	return log.New(slogWriter{l.With("component", "memberlist"), closing}, "", 0)
 }
 
-type slogWriter struct{ l *slog.Logger }
+type slogWriter struct {
+	l       *slog.Logger
+	closing *atomic.Bool
+}
 
 var logLevels = []struct {
 	tag   []byte
@@ -34,6 +42,9 @@ func (w slogWriter) Write(p []byte) (int, error) {
 			level, line = l.level, bytes.TrimSpace(line[len(l.tag):])
 			break
 		}
+	}
+	if level > slog.LevelInfo && w.closing != nil && w.closing.Load() {
+		level = slog.LevelDebug
 	}
 	ctx := context.Background()
 	if w.l.Enabled(ctx, level) {

@@ -648,6 +648,9 @@ func (n *Node) Resign(ctx context.Context) error {
 		if err := n.refuseCommand(); err != nil {
 			return err
 		}
+		if err := n.preemptUndoes(0); err != nil {
+			return err
+		}
 		return n.sm.Resign()
 	})
 }
@@ -658,9 +661,57 @@ func (n *Node) Transfer(ctx context.Context, id election.NodeID) error {
 		if err := n.refuseCommand(); err != nil {
 			return err
 		}
+		if rec := n.members[id]; rec != nil && !rec.alive {
+			return refusal{ErrNotAlive, fmt.Sprintf("transfer: node %d is a member but not alive (killed, stopped or cut off): it cannot lead now", id)}
+		}
+		if err := n.preemptUndoes(id); err != nil {
+			return err
+		}
 		return n.sm.Transfer(id)
 	})
 }
+
+// preemptUndoes refuses, when preempt is on and this node leads, a
+// handover that preemption would undo at once: a Resign (to is 0) of the
+// best-ranked live node, which takes leadership back, or a Transfer to a
+// node that a live member (this one included) outranks, which deposes it.
+func (n *Node) preemptUndoes(to election.NodeID) error {
+	if !n.cfg.Preempt || n.sm.Status().Role != election.RoleLeader {
+		return nil
+	}
+	self := n.cfg.Self
+	best := election.Rank{Priority: self.Priority, ID: self.ID}
+	for id, rec := range n.members {
+		if r := (election.Rank{Priority: rec.Priority, ID: id}); rec.alive && id != to && best.Less(r) {
+			best = r
+		}
+	}
+	if to == 0 {
+		if best.ID != self.ID {
+			return nil
+		}
+		return refusal{ErrPreempted, fmt.Sprintf("resign refused: preempt is on and node %d outranks every live member, so it would take leadership back at once; "+
+			"to move leadership, stop node %d (SIGTERM hands over) or give another node a higher priority", self.ID, self.ID)}
+	}
+	rec := n.members[to]
+	if to == self.ID || rec == nil {
+		return nil
+	}
+	if (election.Rank{Priority: rec.Priority, ID: to}).Less(best) {
+		return refusal{ErrPreempted, fmt.Sprintf("transfer refused: preempt is on and node %d (priority %d) outranks node %d (priority %d), so it would depose node %d at once; "+
+			"give node %d the highest priority, or run without preempt", best.ID, best.Priority, to, rec.Priority, to, to)}
+	}
+	return nil
+}
+
+// refusal is a command refused with a message of its own; it wraps kind.
+type refusal struct {
+	kind error
+	msg  string
+}
+
+func (r refusal) Error() string { return r.msg }
+func (r refusal) Unwrap() error { return r.kind }
 
 // Handover prepares this node to stop (SIGTERM): from now on it never
 // reports itself as the leader (Leader, /leader/self). If it leads, it

@@ -66,4 +66,9 @@ var (
 	ErrNotLeader   = election.ErrNotLeader
 	ErrKilled      = errors.New("node: killed (revive it first)")
 	ErrStopped     = errors.New("node: stopped")
+	// ErrNotAlive refuses a Transfer to a member that is not alive.
+	ErrNotAlive = errors.New("node: not alive")
+	// ErrPreempted refuses a Resign or Transfer that preemption would undo
+	// at once (preempt is on and a live node outranks the new leader).
+	ErrPreempted = errors.New("node: preemption would undo it")
 )

@@ -23,18 +23,23 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a local cluster of N real nodes in this process",
 		Long: `dev runs N electord nodes on 127.0.0.1 in one process. They talk real gRPC and
-real gossip on free ports. It prints each node's addresses and every leader
-change as it happens. Try, in a second terminal:
+real gossip. It prints each node's addresses and status page, every leader
+change as it happens, when the live nodes agree, and when two of them name
+different leaders for longer than a normal change takes (a disagreement)
+and when they recover. Try, in a second terminal:
 
   electctl --endpoints <an api address> status
   electctl --endpoints <an api address> kill <leader id>
+
+"electctl kill N --exit" stops node N's daemon for good (its ports close);
+the process and the other nodes go on.
 
 With --tls every node gets a certificate (a CA, node and admin certificates
 and a gossip key are created in a temporary directory) and the electctl
 flags to use are printed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		Args:          noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Nodes < 1 || opts.Nodes > 256 {
 				return configError{fmt.Errorf("nodes: must be between 1 and 256, got %d", opts.Nodes)}
@@ -72,7 +77,7 @@ flags to use are printed.`,
 	f.StringVar(&opts.Algorithm, "algorithm", algorithms.Default, strings.Join(algorithms.Names(), " or "))
 	f.IntVar(&opts.Quorum, "quorum", 0, "quorum mode with this cluster size (0 = off)")
 	f.BoolVar(&opts.Preempt, "preempt", false, "let a higher-ranked node depose a healthy leader")
-	f.IntVar(&opts.BasePort, "base-port", 7070, "node i gets api port base+10(i-1), peer +1, gossip +2, http +3 (0: any free ports)")
+	f.IntVar(&opts.BasePort, "base-port", 7070, "node i gets api port base+10(i-1), peer +1, gossip +2, http +3, health and status page +4 (0: any free ports)")
 	f.StringVar(&opts.DataDir, "data-dir", "", "where each node persists its term (default: a temporary directory)")
 	f.StringVar(&opts.LogLevel, "log-level", "warn", "node log level")
 	f.BoolVar(&withTLS, "tls", false, "run with certificates and a gossip key created in a temporary directory (prints the electctl flags)")

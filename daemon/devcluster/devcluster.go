@@ -5,6 +5,7 @@
 package devcluster
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/electord/electord/config"
@@ -36,10 +39,12 @@ type Options struct {
 	// means config.DefaultPeerServer.
 	PeerServer string
 	// BasePort: node i (1-based) uses api base+10(i-1), peer +1, gossip +2,
-	// http +3. 0 picks free ports.
+	// http +3, health (the status page) +4. 0 picks free ports.
 	BasePort int
 	DataDir  string // "" = a temporary directory, removed on Stop
 	LogLevel string
+	// LogOutput receives the nodes' logs (text); nil means os.Stderr.
+	LogOutput io.Writer
 	// Tune may change each node's config before it starts (tests).
 	Tune func(*config.Config)
 	// Peers, if set, gives node id its daemon.Options.Peers (tests: see
@@ -58,7 +63,15 @@ type Cluster struct {
 	start   time.Time
 	views   map[uint64]node.LeaderInfo
 	agreed  node.LeaderInfo
-	watchWG sync.WaitGroup
+	stopped map[uint64]bool // ended by electctl kill --exit
+	// disagree is the last disagreement printed ("" while none is), since
+	// when it began; pending: one began and is not reported yet.
+	disagree      string
+	disagreeSince float64
+	pending       bool
+	grace         time.Duration // how long a disagreement lasts before it is reported
+	stopping      bool
+	watchWG       sync.WaitGroup
 }
 
 // Config is the configuration of node i (1-based) of a dev cluster.
@@ -101,7 +114,7 @@ func Start(opts Options) (*Cluster, error) {
 	if opts.Algorithm == "" {
 		opts.Algorithm = algorithms.Default
 	}
-	c := &Cluster{out: opts.Out, start: time.Now(), views: map[uint64]node.LeaderInfo{}}
+	c := &Cluster{out: opts.Out, start: time.Now(), views: map[uint64]node.LeaderInfo{}, stopped: map[uint64]bool{}}
 	if c.out == nil {
 		c.out = io.Discard
 	}
@@ -115,7 +128,11 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(opts.LogLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logOut := opts.LogOutput
+	if logOut == nil {
+		logOut = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	gossip, err := gossipAddrs(opts)
 	if err != nil {
 		return nil, err
@@ -127,6 +144,10 @@ func Start(opts Options) (*Cluster, error) {
 			cfg.GossipAddr = gossip[i-1]
 		}
 		o := daemon.Options{Logger: log.With("dev-node", i)}
+		// electctl kill --exit: this node's daemon stops for good; the
+		// process and the other nodes go on.
+		var self atomic.Pointer[daemon.Daemon]
+		o.Exit = func() { go c.exit(self.Load()) }
 		if opts.Peers != nil {
 			o.Peers = opts.Peers(election.NodeID(cfg.ID))
 		}
@@ -135,14 +156,16 @@ func Start(opts Options) (*Cluster, error) {
 			c.Stop()
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
+		self.Store(d)
 		c.Nodes = append(c.Nodes, d)
+		c.grace = 2 * cfg.HeartbeatInterval
 	}
-	fmt.Fprintf(c.out, "electord dev: %d nodes, algorithm %s, quorum %d, data in %s\n", opts.Nodes, opts.Algorithm, opts.Quorum, dir)
-	fmt.Fprintf(c.out, "%-4s %-8s %-21s %-21s %-21s %s\n", "ID", "NAME", "API", "PEER", "HTTP", "GOSSIP")
+	fmt.Fprintf(c.out, "electord dev: %d nodes, algorithm %s, quorum %d, preempt %v, data in %s\n", opts.Nodes, opts.Algorithm, opts.Quorum, opts.Preempt, dir)
+	fmt.Fprintf(c.out, "%-4s %-8s %-21s %-21s %-21s %-21s %s\n", "ID", "NAME", "API", "PEER", "HTTP", "GOSSIP", "STATUS PAGE")
 	for _, d := range c.Nodes {
-		fmt.Fprintf(c.out, "%-4d %-8s %-21s %-21s %-21s %s\n", d.Config.ID, d.Config.Name, d.APIAddr, d.PeerAddr, d.HTTPAddr, d.GossipAddr)
+		fmt.Fprintf(c.out, "%-4d %-8s %-21s %-21s %-21s %-21s %s\n", d.Config.ID, d.Config.Name, d.APIAddr, d.PeerAddr, d.HTTPAddr, d.GossipAddr, StatusURL(d))
 	}
-	fmt.Fprintf(c.out, "try: electctl --endpoints %s status\n", c.Nodes[0].APIAddr)
+	fmt.Fprintf(c.out, "try: electctl --endpoints %s status    (or open %s)\n", c.Nodes[0].APIAddr, StatusURL(c.Nodes[0]))
 	for _, d := range c.Nodes {
 		c.watch(d)
 	}
@@ -208,7 +231,51 @@ func FreePort() (int, error) {
 	return 0, fmt.Errorf("no loopback port free for TCP and UDP in %d-%d", portLo, portHi)
 }
 
-// watch prints d's leadership changes and when the cluster agrees.
+// StatusURL is d's status page (http://<health-addr>/status), or "-" when
+// d serves no health-addr.
+func StatusURL(d *daemon.Daemon) string {
+	if d.HealthAddr == "" {
+		return "-"
+	}
+	return "http://" + d.HealthAddr + "/status"
+}
+
+// Term is how a dev cluster writes a term: for people, then the integer
+// fencing token for programs, each labelled.
+func Term(t election.Term) string {
+	return fmt.Sprintf("term %v, fencing token %d", t, uint64(t))
+}
+
+// exit ends d for good (electctl kill --exit in a dev cluster).
+func (c *Cluster) exit(d *daemon.Daemon) {
+	if d == nil {
+		return
+	}
+	id := d.Config.ID
+	c.mu.Lock()
+	c.stopped[id] = true
+	fmt.Fprintf(c.out, "%8.3fs node %d: stopping for good (electctl kill --exit); the other nodes go on\n", time.Since(c.start).Seconds(), id)
+	c.mu.Unlock()
+	err := d.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := time.Since(c.start).Seconds()
+	if err != nil {
+		fmt.Fprintf(c.out, "%8.3fs node %d: stopped: %v\n", at, id, err)
+	} else {
+		fmt.Fprintf(c.out, "%8.3fs node %d: stopped; its ports are closed\n", at, id)
+	}
+	c.checkAgreement(at)
+}
+
+// Stopped reports whether node id was ended by electctl kill --exit.
+func (c *Cluster) Stopped(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped[id]
+}
+
+// watch prints d's leadership changes and whether the cluster agrees.
 func (c *Cluster) watch(d *daemon.Daemon) {
 	sub := d.Node.Subscribe()
 	c.watchWG.Add(1)
@@ -219,9 +286,9 @@ func (c *Cluster) watch(d *daemon.Daemon) {
 			c.views[d.Config.ID] = li
 			at := time.Since(c.start).Seconds()
 			if li.HasLeader() {
-				fmt.Fprintf(c.out, "%8.3fs node %d: leader is node %d (term %v, %s)\n", at, d.Config.ID, li.ID, li.Term, li.State)
+				fmt.Fprintf(c.out, "%8.3fs node %d: leader is node %d (%s; node %d is %s)\n", at, d.Config.ID, li.ID, Term(li.Term), d.Config.ID, li.State)
 			} else {
-				fmt.Fprintf(c.out, "%8.3fs node %d: no leader (%s)\n", at, d.Config.ID, li.State)
+				fmt.Fprintf(c.out, "%8.3fs node %d: no leader known (node %d is %s)\n", at, d.Config.ID, d.Config.ID, li.State)
 			}
 			c.checkAgreement(at)
 			c.mu.Unlock()
@@ -229,34 +296,120 @@ func (c *Cluster) watch(d *daemon.Daemon) {
 	}()
 }
 
+// checkAgreement prints, as they happen, that the live nodes agree on a
+// leader, that two of them name different leaderships for longer than a
+// normal change takes (a disagreement: which nodes see which leader), and
+// the recovery from one. A node that knows no leader yet disagrees with
+// nobody. Called with c.mu held.
 func (c *Cluster) checkAgreement(at float64) {
-	var first node.LeaderInfo
-	n := 0
+	desc, first, n, all := c.survey()
+	switch {
+	case desc != "" && c.disagree != "":
+		if desc != c.disagree {
+			c.disagree = desc
+			fmt.Fprintf(c.out, "%8.3fs !! the live nodes still disagree: %s\n", at, desc)
+		}
+	case desc != "":
+		if !c.pending {
+			// A leader is known a moment before its followers hear of it:
+			// report only a disagreement that outlasts that.
+			c.pending, c.disagreeSince = true, at
+			time.AfterFunc(c.grace, c.recheck)
+		}
+	case all && n > 0:
+		c.pending = false
+		if c.disagree != "" {
+			fmt.Fprintf(c.out, "%8.3fs ** recovered after %.3fs of disagreement: all %d live nodes agree: leader node %d, %s\n",
+				at, at-c.disagreeSince, n, first.ID, Term(first.Term))
+			c.disagree, c.agreed = "", first
+			return
+		}
+		if first.ID != c.agreed.ID || first.Term != c.agreed.Term {
+			c.agreed = first
+			fmt.Fprintf(c.out, "%8.3fs ** all %d live nodes agree: leader node %d, %s\n", at, n, first.ID, Term(first.Term))
+		}
+	}
+}
+
+// recheck reports a disagreement still there a grace period after it began.
+func (c *Cluster) recheck() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.pending || c.disagree != "" || c.stopping {
+		return
+	}
+	c.pending = false
+	if desc, _, _, _ := c.survey(); desc != "" {
+		c.disagree = desc
+		fmt.Fprintf(c.out, "%8.3fs !! the live nodes disagree (since %.3fs): %s\n", time.Since(c.start).Seconds(), c.disagreeSince, desc)
+	}
+}
+
+// survey reads the live nodes' views: a description of a disagreement
+// ("" if at most one leadership is named), a leader view, how many live
+// nodes know a leader, and whether every live node knows the same one.
+func (c *Cluster) survey() (desc string, first node.LeaderInfo, n int, all bool) {
+	type lead struct {
+		id   election.NodeID
+		term election.Term
+	}
+	leaders := map[lead][]uint64{}
+	all = true
 	for _, d := range c.Nodes {
-		if d.Node.Status().Killed {
+		id := d.Config.ID
+		if c.stopped[id] || d.Node.Status().Killed {
 			continue
 		}
-		v := c.views[d.Config.ID]
-		if !v.HasLeader() || (n > 0 && (v.ID != first.ID || v.Term != first.Term)) {
-			return
+		v := c.views[id]
+		if !v.HasLeader() {
+			all = false
+			continue
+		}
+		leaders[lead{v.ID, v.Term}] = append(leaders[lead{v.ID, v.Term}], id)
+		if n > 0 && (v.ID != first.ID || v.Term != first.Term) {
+			all = false
 		}
 		first = v
 		n++
 	}
-	if n > 0 && (first.ID != c.agreed.ID || first.Term != c.agreed.Term) {
-		c.agreed = first
-		fmt.Fprintf(c.out, "%8.3fs ** all %d live nodes agree: leader node %d, term %v\n", at, n, first.ID, first.Term)
+	if len(leaders) < 2 {
+		return "", first, n, all
 	}
+	keys := make([]lead, 0, len(leaders))
+	for k := range leaders {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b lead) int { return cmp.Compare(b.term, a.term) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("nodes %v see node %d leading (%s)", leaders[k], k.id, Term(k.term))
+	}
+	return strings.Join(parts, "; "), first, n, all
 }
 
-// Stop stops every node and removes a temporary data directory.
+// Stop stops every node and removes a temporary data directory: the
+// followers together, then the leader (nobody is left to hand over to, so
+// no election runs while the cluster goes away).
 func (c *Cluster) Stop() {
-	var wg sync.WaitGroup
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+	var leaders, rest []*daemon.Daemon
 	for _, d := range c.Nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); d.Stop() }()
+		if d.Node.Leader().Self {
+			leaders = append(leaders, d)
+		} else {
+			rest = append(rest, d)
+		}
 	}
-	wg.Wait()
+	for _, group := range [][]*daemon.Daemon{rest, leaders} {
+		var wg sync.WaitGroup
+		for _, d := range group {
+			wg.Add(1)
+			go func() { defer wg.Done(); d.Stop() }()
+		}
+		wg.Wait()
+	}
 	c.watchWG.Wait()
 	if c.tmp != "" {
 		os.RemoveAll(c.tmp)
