@@ -21,6 +21,9 @@ import (
 type API struct {
 	calls    *prometheus.CounterVec
 	watchers *prometheus.GaugeVec
+	// httpCalls caches calls' counters by httpKey, so a sidecar request
+	// costs a map read, not a label hash and a status formatted.
+	httpCalls sync.Map
 
 	mu  sync.Mutex
 	lis []*countedListener
@@ -89,8 +92,23 @@ func (a *API) Handler(h http.Handler) http.Handler {
 			defer watch.Dec()
 		}
 		h.ServeHTTP(sw, r)
-		a.calls.WithLabelValues("http", path, strconv.Itoa(sw.code)).Inc()
+		a.httpCounter(path, sw.code).Inc()
 	})
+}
+
+type httpKey struct {
+	path string
+	code int
+}
+
+func (a *API) httpCounter(path string, code int) prometheus.Counter {
+	k := httpKey{path, code}
+	if c, ok := a.httpCalls.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := a.calls.WithLabelValues("http", path, strconv.Itoa(code))
+	a.httpCalls.Store(k, c)
+	return c
 }
 
 // statusWriter notes the status a handler wrote; it keeps Flush (SSE) and

@@ -2,7 +2,8 @@
 // bare net/http handler serving the same bytes (issue 14): one electord
 // process (a cluster of one, so it leads) with --health-addr on, scraped
 // like Prometheus (/metrics every second) and probed like a kubelet
-// (/readyz and /livez every 2 s) throughout; the same load tool (wrk), the
+// (/readyz and /livez every 2 s) and with a status page's event stream open
+// throughout; the same load tool (wrk), the
 // same run, the two targets alternating, medians over the runs.
 //
 //	go run ./bench/cmd/sidecarbench -runs 7 -duration 5s
@@ -181,6 +182,20 @@ func run(bin, root string, runs int, dur time.Duration, threads, conns int, scra
 		}
 	}()
 
+	// An open status page: its event stream (the binary may have none).
+	statusOpen := "no"
+	if scrape {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+health+"/status/events", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			if resp.StatusCode == 200 {
+				statusOpen = "yes"
+				go func() { io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
+			} else {
+				resp.Body.Close()
+			}
+		}
+	}
+
 	targets := []struct{ name, url string }{
 		{"sidecar GET /leader", "http://" + side + "/leader"},
 		{"bare net/http, same bytes", "http://" + bareLis.Addr().String() + "/leader"},
@@ -211,7 +226,8 @@ func run(bin, root string, runs int, dur time.Duration, threads, conns int, scra
 		med[i] = median(res[i])
 		fmt.Printf("median %-28s %9.0f req/s  p50 %-9v p99 %v\n", t.name, med[i].rps, med[i].p50, med[i].p99)
 	}
-	fmt.Printf("ratio sidecar/bare %.2f; health server scraped %d times (%d failed)\n", med[0].rps/med[1].rps, scrapes, scrapeErrs)
+	fmt.Printf("ratio sidecar/bare %.2f; health server scraped %d times (%d failed); a status page event stream open: %s\n",
+		med[0].rps/med[1].rps, scrapes, scrapeErrs, statusOpen)
 	for i := range targets {
 		for _, x := range res[i] {
 			if x.non2xx > 0 || x.errors > 0 {
