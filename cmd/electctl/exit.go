@@ -18,8 +18,8 @@ const (
 	ExitUsage              = 2 // bad command line: unknown command or flag, wrong arguments
 	ExitUnavailable        = 3 // no endpoint answered, or the node cannot act now (e.g. resign with no leader)
 	ExitNotFound           = 4 // the node id is not a member
-	ExitFailedPrecondition = 5 // the cluster is not in the required state (not the leader, no leader, killed)
-	ExitDeadline           = 6 // --timeout passed before an answer
+	ExitFailedPrecondition = 5 // the cluster is not in the required state (no leader, a target that cannot lead now, killed)
+	ExitDeadline           = 6 // --timeout passed before an answer (resign, transfer: before a new leader was seen)
 	ExitPermission         = 7 // the certificate may not make this call (an admin one is needed), or none was given
 )
 
@@ -32,8 +32,8 @@ var exitCodes = []struct {
 	{ExitUsage, "usage: unknown command or flag, wrong arguments"},
 	{ExitUnavailable, "unavailable: no endpoint answered, or no leader to forward a command to"},
 	{ExitNotFound, "not found: the node id is not a member"},
-	{ExitFailedPrecondition, "failed precondition: not the leader, no leader known, node killed"},
-	{ExitDeadline, "deadline exceeded: no answer within --timeout"},
+	{ExitFailedPrecondition, "failed precondition: no leader known (leader), a node that cannot lead now (transfer to a node not alive; resign or transfer that preempt would undo), a transfer that did not hold, node killed"},
+	{ExitDeadline, "deadline exceeded: no answer within --timeout (resign, transfer: no new leader seen within it)"},
 	{ExitPermission, "permission denied: the call needs another certificate (--cert; kill, revive, resign and transfer need an admin one)"},
 }
 
@@ -90,6 +90,9 @@ func classify(err error) (int, string) {
 	st, ok := status.FromError(err)
 	if !ok {
 		return ExitError, err.Error()
+	}
+	if st.Code() == codes.Unimplemented {
+		return ExitError, "the endpoint does not serve electord's Elector API (is it an electord api-addr?): " + st.Message()
 	}
 	return codeOf(st.Code()), st.Message()
 }

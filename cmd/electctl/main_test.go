@@ -100,13 +100,13 @@ func jsonKeys(t *testing.T, s string) []string {
 	return ks
 }
 
-var leaderKeys = []string{"address", "id", "name", "self", "since", "state", "term"}
+var leaderKeys = []string{"address", "id", "name", "self", "since", "state", "term", "term_epoch_slot"}
 
 func TestLeader(t *testing.T) {
 	f := newFixture(t)
 	r := electctl(t, "--endpoints", f.addr(1), "leader")
-	r.want(t, 0, "ID  NAME    ADDRESS"+strings.Repeat(" ", len(f.addr(3))-7+2)+"TERM  SINCE                 SELF   STATE\n"+
-		"3   node-3  "+f.addr(3)+"  1.3   2027-01-15T08:00:01Z  false  follower\n", "")
+	r.want(t, 0, "ID  NAME    ADDRESS"+strings.Repeat(" ", len(f.addr(3))-7+2)+"TERM  FENCING TOKEN  SINCE                 SELF   STATE\n"+
+		"3   node-3  "+f.addr(3)+"  1.3   65539          2027-01-15T08:00:01Z  false  follower\n", "")
 
 	r = electctl(t, "--endpoints", f.addr(3), "leader", "-o", "json")
 	want := fmt.Sprintf(`{
@@ -116,7 +116,8 @@ func TestLeader(t *testing.T) {
   "term": 65539,
   "since": "2027-01-15T08:00:01Z",
   "self": true,
-  "state": "leader"
+  "state": "leader",
+  "term_epoch_slot": "1.3"
 }
 `, f.addr(3))
 	r.want(t, 0, want, "")
@@ -126,9 +127,10 @@ func TestLeader(t *testing.T) {
 
 	f.c.NoLeader()
 	electctl(t, "--endpoints", f.addr(1), "leader").want(t, ExitFailedPrecondition, "",
-		"electctl: no leader known (term 1.3, node is electing)\n")
+		"electctl: no leader known (node is electing; last leadership term 1.3 (fencing token 65539))\n")
 	electctl(t, "--endpoints", f.addr(1), "leader", "-o", "json").want(t, ExitFailedPrecondition,
-		"{\n  \"state\": \"no_leader\",\n  \"term\": 65539\n}\n", "electctl: no leader known (term 1.3, node is electing)\n")
+		"{\n  \"state\": \"no_leader\",\n  \"term\": 65539,\n  \"term_epoch_slot\": \"1.3\"\n}\n",
+		"electctl: no leader known (node is electing; last leadership term 1.3 (fencing token 65539))\n")
 }
 
 func TestNoEndpoint(t *testing.T) {
@@ -162,12 +164,12 @@ func TestStatus(t *testing.T) {
 	}
 	rows := columns(r.stdout)
 	want := [][]string{
-		strings.Fields("node 2 (bully), leader: 3 (node-3) at " + f.addr(3) + ", term 1.3"),
+		strings.Fields("node 2 (bully), leader: 3 (node-3) at " + f.addr(3) + ", term 1.3 (fencing token 65539)"),
 		{},
-		{"ID", "NAME", "ADDRESS", "ALIVE", "ROLE", "TERM", "ALGORITHM"},
-		{"1", "node-1", f.addr(1), "false", "-", "1.3", "bully"},
-		{"2*", "node-2", f.addr(2), "true", "follower", "1.3", "bully"},
-		{"3", "node-3", f.addr(3), "true", "leader", "1.3", "bully"},
+		{"ID", "NAME", "ADDRESS", "ALIVE", "ROLE", "TERM", "FENCING", "TOKEN", "ALGORITHM"},
+		{"1", "node-1", f.addr(1), "false", "unknown", "unknown", "unknown", "bully"},
+		{"2*", "node-2", f.addr(2), "true", "follower", "1.3", "65539", "bully"},
+		{"3", "node-3", f.addr(3), "true", "leader", "1.3", "65539", "bully"},
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Fatalf("status:\n%s\nrows %q\nwant %q", r.stdout, rows, want)
@@ -189,7 +191,7 @@ func TestStatus(t *testing.T) {
 	}
 	slices.Sort(lk)
 	if st.Self != 2 || st.Algorithm != "bully" || !reflect.DeepEqual(lk, leaderKeys) || len(st.Members) != 3 ||
-		st.Members[0]["alive"] != false || st.Members[2]["role"] != "leader" || st.Members[2]["term"] != float64(65539) ||
+		st.Members[0]["alive"] != false || st.Members[2]["role"] != "leader" || st.Members[2]["term"] != float64(65539) || st.Members[2]["term_epoch_slot"] != "1.3" ||
 		st.Members[2]["api_address"] != f.addr(3) {
 		t.Fatalf("status json:\n%s", r.stdout)
 	}
@@ -213,7 +215,7 @@ func TestMembers(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"algorithm", "alive", "api_address", "id", "name", "peer_address", "priority", "role", "term"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"algorithm", "alive", "api_address", "id", "name", "peer_address", "priority", "role", "term", "term_epoch_slot"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("member keys %v; want %v", keys, want)
 	}
 }
@@ -222,8 +224,9 @@ func TestKillReviveCommands(t *testing.T) {
 	f := newFixture(t)
 	ep := "--endpoints=" + f.addr(1)
 
-	// The reply carries the view of the node that acted: killed, it knows no leader.
-	electctl(t, ep, "kill", "2").want(t, 0, "node 2 killed: it no longer answers its peers\nleader: no leader (term 1.3, node is no_leader)\n", "")
+	// One line that says what happened (issue 14: a second line
+	// "leader: no leader (term 1.3, node is no_leader)", the killed node's view).
+	electctl(t, ep, "kill", "2").want(t, 0, "node 2 killed: it no longer answers its peers\n", "")
 	if !f.c.Killed(2) {
 		t.Fatal("node 2 not killed")
 	}
@@ -244,7 +247,7 @@ func TestKillReviveCommands(t *testing.T) {
 
 	// kill --exit of the leader: forwarded, and node 3's process "exits".
 	r = electctl(t, ep, "kill", "3", "--exit")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "node 3 is exiting\n") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "node 3 is exiting: ") || strings.Count(r.stdout, "\n") != 1 {
 		t.Fatalf("%+v", r)
 	}
 	select {
@@ -258,8 +261,9 @@ func TestResignTransferCommands(t *testing.T) {
 	f := newFixture(t)
 	ep := "--endpoints=" + f.addr(1)
 
-	electctl(t, ep, "resign").want(t, 0, "node 3 resigned\nleader: 2 (node-2) at "+f.addr(2)+", term 2.2\n", "")
-	electctl(t, ep, "transfer", "1").want(t, 0, "node 2 handed leadership to node 1\nleader: 1 (node-1) at "+f.addr(1)+", term 3.1\n", "")
+	electctl(t, ep, "resign").want(t, 0, "node 3 resigned; node 2 leads now, term 2.2 (fencing token 131074)\n", "")
+	electctl(t, ep, "transfer", "1").want(t, 0, "node 2 handed leadership to node 1; node 1 leads now, term 3.1 (fencing token 196609)\n", "")
+	electctl(t, ep, "transfer", "1").want(t, 0, "node 1 already leads, term 3.1 (fencing token 196609)\n", "")
 	electctl(t, ep, "transfer", "9").want(t, ExitNotFound, "", "electctl: node 9 is not a member (members: 1, 2, 3)\n")
 
 	// The target cannot lead: the leader refuses (failed precondition).
@@ -361,15 +365,15 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 
 	ls, done := watchRun(t, ctx, "--endpoints", f.addr(1), "watch", "--count", "3")
-	if got, want := line(t, ls), "#1 leader 3 (node-3) at "+f.addr(3)+", term 1.3; node "+f.addr(1)+" is follower"; got != want {
+	if got, want := line(t, ls), "#1 leader 3 (node-3) at "+f.addr(3)+", term 1.3 (fencing token 65539); node "+f.addr(1)+" is follower"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 	f.c.NoLeader()
-	if got, want := line(t, ls), "#2 no leader, term 1.3; node "+f.addr(1)+" is electing"; got != want {
+	if got, want := line(t, ls), "#2 no leader known (last leadership term 1.3 (fencing token 65539)); node "+f.addr(1)+" is electing"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 	f.c.Elect(1)
-	if got, want := line(t, ls), "#3 leader 1 (node-1) at "+f.addr(1)+", term 2.1; node "+f.addr(1)+" is leader"; got != want {
+	if got, want := line(t, ls), "#3 leader 1 (node-1) at "+f.addr(1)+", term 2.1 (fencing token 131073); node "+f.addr(1)+" is leader"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 	if r := <-done; r.code != 0 || r.stderr != "" { // --count 3 reached
@@ -385,7 +389,7 @@ func TestWatch(t *testing.T) {
 	if got := jsonKeys(t, l); !reflect.DeepEqual(got, want) {
 		t.Fatalf("keys %v; want %v", got, want)
 	}
-	if !strings.Contains(l, `"id":1,`) || !strings.Contains(l, `"seq":1,`) || !strings.Contains(l, `"term":131073,`) {
+	if !strings.Contains(l, `"id":1,`) || !strings.Contains(l, `"seq":1,`) || !strings.Contains(l, `"term":131073,`) || !strings.Contains(l, `"term_epoch_slot":"2.1",`) {
 		t.Fatalf("line %s", l)
 	}
 	stop()
@@ -404,7 +408,7 @@ func TestWatchFailover(t *testing.T) {
 	line(t, ls)
 	f.srvs[0].Stop()
 	got := line(t, ls)
-	if want := "#1 leader 3 (node-3) at " + f.addr(3) + ", term 1.3; node " + f.addr(2) + " is follower (resumed)"; got != want {
+	if want := "#1 leader 3 (node-3) at " + f.addr(3) + ", term 1.3 (fencing token 65539); node " + f.addr(2) + " is follower (resumed)"; got != want {
 		t.Fatalf("line after failover\n%q\nwant\n%q", got, want)
 	}
 	r := <-done

@@ -26,12 +26,12 @@ func newMembersCmd(g *globals) *cobra.Command {
 				if ms == nil {
 					ms = []client.Member{}
 				}
-				return writeJSON(g.stdout, ms)
+				return writeJSON(g.stdout, membersOut(ms))
 			}
 			w := table(g.stdout)
 			fmt.Fprintln(w, "ID\tNAME\tPRIORITY\tPEER ADDRESS\tAPI ADDRESS\tALIVE\tROLE")
 			for _, m := range ms {
-				fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%v\t%s\n", m.ID, dash(m.Name), m.Priority, dash(m.PeerAddr), dash(m.APIAddr), m.Alive, dash(m.Role))
+				fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%v\t%s\n", m.ID, dash(m.Name), m.Priority, dash(m.PeerAddr), dash(m.APIAddr), m.Alive, orUnknown(m.Role))
 			}
 			return w.Flush()
 		},

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/electord/electord/client"
+	"github.com/electord/electord/internal/version"
 )
 
 // DefaultEndpoint is electord's default api-addr (config: api-addr).
@@ -67,10 +69,22 @@ Each call goes to the first of --endpoints that answers; any node can
 answer, and commands are forwarded to the node they concern (kill, revive)
 or to the leader (resign, transfer).
 
+Every flag can also be set with an ELECTCTL_<FLAG> environment variable
+(dashes become underscores: ELECTCTL_ENDPOINTS=10.0.0.11:7070,10.0.0.12:7070);
+a flag on the command line wins.
+
+Terms are written two ways, each labelled: for people epoch.slot ("term
+21.5": the election epoch and the leader's slot), for programs the integer
+fencing token ("fencing token 1376261"); -o json carries both ("term" is the
+token, "term_epoch_slot" the other).
+
 ` + exitCodeHelp(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
 			return g.validate()
 		},
 	}
@@ -78,13 +92,74 @@ or to the leader (resign, transfer).
 	pf.StringSliceVar(&g.endpoints, "endpoints", []string{DefaultEndpoint}, "comma-separated api addresses (host:port), tried in order")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call (watch runs until Ctrl-C or --count)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	pf.StringVar(&g.cacert, "cacert", os.Getenv("ELECTCTL_CACERT"), "cluster CA certificate (PEM): connect over TLS and check the nodes against it [$ELECTCTL_CACERT]")
-	pf.StringVar(&g.cert, "cert", os.Getenv("ELECTCTL_CERT"), "client certificate (PEM, electord certs client; --admin for kill, revive, resign, transfer) [$ELECTCTL_CERT]")
-	pf.StringVar(&g.key, "key", os.Getenv("ELECTCTL_KEY"), "key of --cert (PEM) [$ELECTCTL_KEY]")
+	pf.StringVar(&g.cacert, "cacert", "", "cluster CA certificate (PEM): connect over TLS and check the nodes against it")
+	pf.StringVar(&g.cert, "cert", "", "client certificate (PEM, electord certs client; --admin for kill, revive, resign, transfer)")
+	pf.StringVar(&g.key, "key", "", "key of --cert (PEM)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(newStatusCmd(g), newLeaderCmd(g), newWatchCmd(g), newMembersCmd(g),
-		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g))
+		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g), newVersionCmd())
+	root.Version = version.Read().String("electctl")
+	root.SetVersionTemplate("{{.Version}}\n")
+	annotateEnv(root)
 	return root
+}
+
+// envName is the environment variable of a flag: ELECTCTL_ENDPOINTS.
+func envName(flag string) string {
+	return "ELECTCTL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// envSkip are flags with no environment variable.
+func envSkip(name string) bool { return name == "help" || name == "version" }
+
+// applyEnv sets every flag of cmd (its own and the inherited ones) that
+// the command line did not set from its ELECTCTL_<FLAG> variable.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || envSkip(f.Name) {
+			return
+		}
+		v, ok := os.LookupEnv(envName(f.Name))
+		if !ok {
+			return
+		}
+		if serr := f.Value.Set(v); serr != nil {
+			err = usagef("%s=%s: %v", envName(f.Name), v, serr)
+		}
+	})
+	return err
+}
+
+// annotateEnv adds "[$ELECTCTL_<FLAG>]" to the help of every flag.
+func annotateEnv(root *cobra.Command) {
+	done := map[*pflag.Flag]bool{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.PersistentFlags(), c.LocalNonPersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if !done[f] && !envSkip(f.Name) {
+					done[f] = true
+					f.Usage += " [$" + envName(f.Name) + "]"
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the module version and VCS revision (also: electctl --version)",
+		Args:  exactArgs(0, ""),
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), version.Read().String("electctl"))
+		},
+	}
 }
 
 func (g *globals) validate() error {
@@ -148,8 +223,7 @@ func (g *globals) call(cmd *cobra.Command, f func(context.Context, *client.Clien
 	return nil
 }
 
-// command runs one command (kill, revive, resign, transfer) through a
-// client and prints its result.
+// command runs kill or revive through a client and prints its result.
 func (g *globals) command(cmd *cobra.Command, f func(*client.Client, context.Context) (client.CommandResult, error)) error {
 	var res client.CommandResult
 	if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
@@ -158,7 +232,63 @@ func (g *globals) command(cmd *cobra.Command, f func(*client.Client, context.Con
 	}); err != nil {
 		return err
 	}
-	return g.commandOutput(res)
+	return g.commandOutput(res.Message, res.Leader)
+}
+
+// handover runs resign (to 0) or transfer to node to, then waits, within
+// --timeout, until the first answering endpoint sees the leadership that
+// follows, and says who leads now: exit 0 when a new leader (for transfer:
+// node to) leads, 5 when another node took over (the transfer did not
+// hold), 6 when no new leader was seen in time.
+func (g *globals) handover(cmd *cobra.Command, to client.NodeID, f func(*client.Client, context.Context) (client.CommandResult, error)) error {
+	var (
+		res     client.CommandResult
+		now     client.LeaderInfo
+		ep      string
+		saw, at bool // a new leader seen; node to led already
+	)
+	if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		before, _ := c.Leader(ctx) // what "new" means; a failure shows in f
+		if res, err = f(c, ctx); err != nil {
+			return err
+		}
+		if to != 0 && before.HasLeader() && before.ID == to {
+			now, saw, at = before, true, true
+			return nil
+		}
+		for ev := range c.Watch(ctx) {
+			if ev.Err != nil {
+				continue
+			}
+			now, ep = ev.Leader, ev.Endpoint
+			if now.HasLeader() && now.Term > before.Term {
+				saw = true
+				break
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	msg := res.Message
+	switch {
+	case !saw:
+		msg += fmt.Sprintf("; no new leader known within --timeout %v (node %s is %s)", g.timeout, dash(ep), dash(now.State))
+		if err := g.commandOutput(msg, res.Leader); err != nil {
+			return err
+		}
+		return &exitError{ExitDeadline, "no new leader within --timeout " + g.timeout.String()}
+	case to != 0 && now.ID != to:
+		msg += fmt.Sprintf(", but node %d leads now, %s: the transfer did not hold", now.ID, termText(now.Term))
+		if err := g.commandOutput(msg, now); err != nil {
+			return err
+		}
+		return &exitError{ExitFailedPrecondition, fmt.Sprintf("node %d did not keep the leadership: node %d took it", to, now.ID)}
+	}
+	if at {
+		return g.commandOutput(msg+", "+termText(now.Term), now)
+	}
+	return g.commandOutput(msg+fmt.Sprintf("; node %d leads now, %s", now.ID, termText(now.Term)), now)
 }
 
 // onNode is the RunE of a command about node ID, its one argument (kill,

@@ -14,8 +14,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Use:   "status",
 		Short: "Print every member: id, name, address, alive, role, term, algorithm",
 		Long: `Print the first answering node's view of the cluster: itself, the leader,
-and every member with its api address, liveness, role, term and algorithm.
-The answering node is marked with *.`,
+and every member with its api address, liveness, role, term (TERM for
+people, FENCING TOKEN for programs) and algorithm. The answering node is
+marked with *. A member whose role or term the node does not know (it knows
+no leader, or the member is down) shows "unknown".`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st client.Status
@@ -26,17 +28,18 @@ The answering node is marked with *.`,
 				return err
 			}
 			if g.json() {
-				return writeJSON(g.stdout, st)
+				return writeJSON(g.stdout, statusJSON{Self: st.Self, Algorithm: st.Algorithm, Leader: leaderOut(st.Leader), Members: membersOut(st.Members)})
 			}
 			fmt.Fprintf(g.stdout, "node %d (%s), leader: %s\n\n", st.Self, st.Algorithm, describe(st.Leader))
 			w := table(g.stdout)
-			fmt.Fprintln(w, "ID\tNAME\tADDRESS\tALIVE\tROLE\tTERM\tALGORITHM")
+			fmt.Fprintln(w, "ID\tNAME\tADDRESS\tALIVE\tROLE\tTERM\tFENCING TOKEN\tALGORITHM")
 			for _, m := range st.Members {
 				mark := ""
 				if m.ID == st.Self {
 					mark = "*"
 				}
-				fmt.Fprintf(w, "%d%s\t%s\t%s\t%v\t%s\t%s\t%s\n", m.ID, mark, dash(m.Name), dash(m.APIAddr), m.Alive, dash(m.Role), m.Term, dash(m.Algorithm))
+				term, token := termCells(m.Term, m.Role != "" && m.Role != client.StateNoLeader)
+				fmt.Fprintf(w, "%d%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", m.ID, mark, dash(m.Name), dash(m.APIAddr), m.Alive, orUnknown(m.Role), term, token, dash(m.Algorithm))
 			}
 			return w.Flush()
 		},

@@ -13,7 +13,7 @@ import (
 // watchJSON is one line of "watch -o json": the /leader fields and the
 // stream's sequence number, dropped count and endpoint.
 type watchJSON struct {
-	client.LeaderInfo
+	leaderJSON
 	Seq      uint64 `json:"seq"`
 	Dropped  uint64 `json:"dropped"`
 	Endpoint string `json:"endpoint"`
@@ -69,11 +69,11 @@ noting each break on stderr.`,
 
 func (g *globals) printEvent(ev client.Event) error {
 	if g.json() {
-		return json.NewEncoder(g.stdout).Encode(watchJSON{LeaderInfo: ev.Leader, Seq: ev.Seq, Dropped: ev.Dropped, Endpoint: ev.Endpoint})
+		return json.NewEncoder(g.stdout).Encode(watchJSON{leaderJSON: leaderOut(ev.Leader), Seq: ev.Seq, Dropped: ev.Dropped, Endpoint: ev.Endpoint})
 	}
 	line := fmt.Sprintf("#%d leader %s; node %s is %s", ev.Seq, describe(ev.Leader), ev.Endpoint, ev.Leader.State)
 	if !ev.Leader.HasLeader() {
-		line = fmt.Sprintf("#%d no leader, term %s; node %s is %s", ev.Seq, ev.Leader.Term, ev.Endpoint, ev.Leader.State)
+		line = fmt.Sprintf("#%d no leader known (%s); node %s is %s", ev.Seq, lastTerm(ev.Leader.Term), ev.Endpoint, ev.Leader.State)
 	}
 	if ev.Resumed {
 		line += " (resumed)"
