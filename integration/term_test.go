@@ -65,7 +65,7 @@ func TestRestartedNodeReportsPersistedTerm(t *testing.T) {
 
 		r := electctl(t, "--endpoints", d.APIAddr, "leader")
 		var epoch, slot uint64
-		_, err = fmt.Sscanf(r.stderr[strings.Index(r.stderr, "(term ")+1:], "term %d.%d,", &epoch, &slot)
+		_, err = fmt.Sscanf(r.stderr[strings.Index(r.stderr, "leadership term ")+len("leadership "):], "term %d.%d ", &epoch, &slot)
 		if r.code == exitOK || err != nil || election.Term(epoch<<election.SlotBits|slot) < persisted {
 			t.Errorf("electctl leader: %v; want no leader known, with a term of at least %v", r, persisted)
 		}
