@@ -21,17 +21,30 @@ const (
 	SSEKeepAlive = 15 * time.Second
 )
 
+// Every body writes a term two ways: "term", the integer fencing token
+// (for programs: compare it, store it), and "term_epoch_slot", the same
+// term as people read it ("21.5": the election epoch and the leader's slot,
+// as electctl and the logs print it).
+
+// LeaderBody is the JSON of /leader when a leader is known (HTTP 200).
+type LeaderBody struct {
+	node.LeaderInfo
+	TermEpochSlot string `json:"term_epoch_slot"`
+}
+
 // NoLeaderBody is the JSON of /leader when no leader is known (HTTP 503).
 type NoLeaderBody struct {
-	State string        `json:"state"` // always "no_leader"
-	Term  election.Term `json:"term"`  // the last term this node knows
+	State         string        `json:"state"` // always "no_leader"
+	Term          election.Term `json:"term"`  // the last term this node knows
+	TermEpochSlot string        `json:"term_epoch_slot"`
 }
 
 // SelfBody is the JSON of /leader/self.
 type SelfBody struct {
-	Self  bool          `json:"self"`  // this node leads
-	State string        `json:"state"` // this node's state
-	Term  election.Term `json:"term"`
+	Self          bool          `json:"self"`  // this node leads
+	State         string        `json:"state"` // this node's state
+	Term          election.Term `json:"term"`
+	TermEpochSlot string        `json:"term_epoch_slot"`
 }
 
 type httpHandler struct {
@@ -44,10 +57,10 @@ type httpHandler struct {
 
 // NewHTTPHandler returns the sidecar HTTP API of the node b:
 //
-//	GET /leader       200 + the leader JSON {"id","name","address","term","since","self","state"},
-//	                  or 503 + {"state":"no_leader","term":N} when no leader is known
+//	GET /leader       200 + the leader JSON {"id","name","address","term","since","self","state","term_epoch_slot"},
+//	                  or 503 + {"state":"no_leader","term":N,"term_epoch_slot":"E.S"} when no leader is known
 //	GET /leader/self  200 when this node leads, 503 otherwise (leader-only readiness probe);
-//	                  body {"self","state","term"}
+//	                  body {"self","state","term","term_epoch_slot"}
 //	GET /watch        Server-Sent Events: "event: leader" with the /leader JSON as data,
 //	                  the current state at once and then every change; a comment every 15 s
 //	GET /             {"name": "<leader name>"} (the Kubernetes leader-elector sidecar's answer)
@@ -117,9 +130,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // leaderJSON is the /leader answer for li: its status code and body.
 func leaderJSON(li node.LeaderInfo) (int, any) {
 	if !li.HasLeader() {
-		return http.StatusServiceUnavailable, NoLeaderBody{State: node.StateNoLeader, Term: li.Term}
+		return http.StatusServiceUnavailable, NoLeaderBody{State: node.StateNoLeader, Term: li.Term, TermEpochSlot: li.Term.String()}
 	}
-	return http.StatusOK, li
+	return http.StatusOK, LeaderBody{li, li.Term.String()}
 }
 
 func (h *httpHandler) leader(w http.ResponseWriter, _ *http.Request) {
@@ -133,7 +146,7 @@ func (h *httpHandler) leaderSelf(w http.ResponseWriter, _ *http.Request) {
 	if li.Self {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, SelfBody{Self: li.Self, State: li.State, Term: li.Term})
+	writeJSON(w, code, SelfBody{Self: li.Self, State: li.State, Term: li.Term, TermEpochSlot: li.Term.String()})
 }
 
 func (h *httpHandler) root(w http.ResponseWriter, _ *http.Request) {

@@ -63,7 +63,7 @@ func TestHTTPLeader(t *testing.T) {
 	defer srv.Close()
 
 	code, hdr, body := get(t, srv.URL+"/leader")
-	if code != http.StatusServiceUnavailable || body != `{"state":"no_leader","term":0}`+"\n" || hdr.Get("Content-Type") != "application/json" {
+	if code != http.StatusServiceUnavailable || body != `{"state":"no_leader","term":0,"term_epoch_slot":"0.0"}`+"\n" || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("no leader: %d %q %v", code, body, hdr)
 	}
 
@@ -72,7 +72,7 @@ func TestHTTPLeader(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("leader: %d %s", code, body)
 	}
-	if got, want := keys(t, body), []string{"address", "id", "name", "self", "since", "state", "term"}; !reflect.DeepEqual(got, want) {
+	if got, want := keys(t, body), []string{"address", "id", "name", "self", "since", "state", "term", "term_epoch_slot"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("fields %v; want %v", got, want)
 	}
 	var li node.LeaderInfo
@@ -85,6 +85,10 @@ func TestHTTPLeader(t *testing.T) {
 	}
 	if !strings.Contains(body, `"term":65539`) { // a number on the wire, not "1.3"
 		t.Fatalf("term not a number: %s", body)
+	}
+	// ...and, labelled, as people read it (issue 14: only 65539).
+	if !strings.Contains(body, `"term_epoch_slot":"1.3"`) {
+		t.Fatalf("no term_epoch_slot: %s", body)
 	}
 
 	code, _, body = get(t, srv.URL+"/")
@@ -104,10 +108,10 @@ func TestHTTPLeaderSelf(t *testing.T) {
 	defer s1.Close()
 	s2 := httptest.NewServer(api.NewHTTPHandler(c.Node(2)))
 	defer s2.Close()
-	if code, _, body := get(t, s2.URL+"/leader/self"); code != 200 || body != `{"self":true,"state":"leader","term":65538}`+"\n" {
+	if code, _, body := get(t, s2.URL+"/leader/self"); code != 200 || body != `{"self":true,"state":"leader","term":65538,"term_epoch_slot":"1.2"}`+"\n" {
 		t.Fatalf("leader: %d %q", code, body)
 	}
-	if code, _, body := get(t, s1.URL+"/leader/self"); code != 503 || body != `{"self":false,"state":"follower","term":65538}`+"\n" {
+	if code, _, body := get(t, s1.URL+"/leader/self"); code != 503 || body != `{"self":false,"state":"follower","term":65538,"term_epoch_slot":"1.2"}`+"\n" {
 		t.Fatalf("follower: %d %q", code, body)
 	}
 	if code, _, _ := do(t, http.MethodHead, s2.URL+"/leader/self"); code != 200 {
@@ -197,7 +201,7 @@ func TestHTTPWatch(t *testing.T) {
 		if strings.HasPrefix(got, ":") {
 			continue
 		}
-		if got != `event: leader`+"\n"+`data: {"state":"no_leader","term":65538}` {
+		if got != `event: leader`+"\n"+`data: {"state":"no_leader","term":65538,"term_epoch_slot":"1.2"}` {
 			t.Fatalf("no-leader event %q", got)
 		}
 		break

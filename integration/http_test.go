@@ -39,7 +39,7 @@ func TestSidecarHTTP(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		if want := []string{"address", "id", "name", "self", "since", "state", "term"}; !reflect.DeepEqual(keys, want) {
+		if want := []string{"address", "id", "name", "self", "since", "state", "term", "term_epoch_slot"}; !reflect.DeepEqual(keys, want) {
 			t.Errorf("GET /leader fields %v, want %v", keys, want)
 		}
 		var li node.LeaderInfo
@@ -147,7 +147,7 @@ func TestSidecarHTTPNoLeader(t *testing.T) {
 		if err := json.Unmarshal(body, &got); err != nil {
 			t.Fatalf("GET /leader: %v: %s", err, body)
 		}
-		want := map[string]any{"state": "no_leader", "term": float64(l.Term)}
+		want := map[string]any{"state": "no_leader", "term": float64(l.Term), "term_epoch_slot": l.Term.String()}
 		if code != http.StatusServiceUnavailable || !reflect.DeepEqual(got, want) {
 			t.Errorf("GET /leader on a killed node: %d %s; want 503 {\"state\":\"no_leader\",\"term\":%d}", code, body, uint64(l.Term))
 		}
