@@ -46,6 +46,6 @@ func (c cause) String() string {
 func (n *Node) logChange(l election.Leadership) {
 	cause := n.cause.String()
 	n.log.Info("leadership changed", "role", roleState(l.Role), "leader", uint64(l.Leader), "term", l.Term.String(),
-		"cause", cause)
+		"fencing_token", uint64(l.Term), "cause", cause)
 	n.recordChange(l, cause)
 }

@@ -891,7 +891,7 @@ func (n *Node) storeFailed(err error, want Persisted) {
 	n.pending.LeaderTerm = max(n.pending.LeaderTerm, want.LeaderTerm)
 	if n.storeErr == nil {
 		n.log.Error("cannot persist the term: not leading nor campaigning until the disk takes writes again",
-			"term", n.pending.Term, "err", err)
+			"term", n.pending.Term.String(), "fencing_token", uint64(n.pending.Term), "err", err)
 		n.retryDelay = saveRetryMin
 	} else {
 		n.retryDelay = min(2*n.retryDelay, saveRetryMax)
@@ -923,7 +923,8 @@ func (n *Node) retrySave() {
 		n.storeFailed(err, want)
 		return
 	}
-	n.log.Info("the term is persisted again: taking part in elections", "term", n.cfg.Store.Durable().Term)
+	t := n.cfg.Store.Durable().Term
+	n.log.Info("the term is persisted again: taking part in elections", "term", t.String(), "fencing_token", uint64(t))
 	n.storeErr, n.pending, n.dirty = nil, Persisted{}, true
 	for id, rec := range n.members {
 		if rec.alive {

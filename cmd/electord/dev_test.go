@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +251,14 @@ func TestDevStopIsQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.wait(t, 20*time.Second, 0, "** all 3 live nodes agree")
+	// The logs write a term both ways, labelled, as everywhere else.
+	m := regexp.MustCompile(`msg="leadership changed" .*term=(\d+)\.(\d+) fencing_token=(\d+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no leadership change logged with term=E.S fencing_token=N:\n%s", logs)
+	}
+	if e, _ := strconv.ParseUint(m[1], 10, 64); m[3] != strconv.FormatUint(e<<election.SlotBits|mustUint(m[2]), 10) {
+		t.Fatalf("term %s.%s logged with fencing token %s", m[1], m[2], m[3])
+	}
 	from := len(logs.String())
 	c.Stop()
 	var noisy []string
@@ -263,4 +273,9 @@ func TestDevStopIsQuiet(t *testing.T) {
 	if !strings.Contains(logs.String()[from:], "level=INFO") {
 		t.Fatalf("no info lines on stop at all: is the log captured?\n%s", logs.String())
 	}
+}
+
+func mustUint(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
 }
