@@ -47,6 +47,10 @@ const (
 	nodes     = 3
 )
 
+// maxWriteDelay bounds the time from a node's election to the slice
+// naming it, as a watch sees it (measured: tens of milliseconds).
+const maxWriteDelay = 3 * time.Second
+
 func podName(i int) string { return "pod-" + strconv.Itoa(i) }
 
 // env is one run: the cluster, the API server, the slice's history.
@@ -67,9 +71,16 @@ func setup(t *testing.T) *env {
 	apiserver := kubeAPIServer(t)
 	etcd := etcdBinary(t)
 	bin := buildElectord(t)
+	// E2E_K8S_DIR=dir keeps the nodes' logs there (default: removed).
+	dir := os.Getenv("E2E_K8S_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	c, err := faultnet.New(faultnet.Config{
 		Binary: bin, Nodes: nodes, Algorithm: "bully", Quorum: nodes/2 + 1,
-		Dir: t.TempDir(), Logf: t.Logf,
+		Dir: dir, Logf: t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -449,6 +460,39 @@ func (e *env) moved(old int, oldTerm uint64, timeout time.Duration) sliceState {
 	})
 }
 
+// leaderSince asks the node that s names when it took the leadership.
+func (e *env) leaderSince(s sliceState) time.Time {
+	e.t.Helper()
+	id, err := strconv.Atoi(strings.TrimPrefix(s.pod(), "pod-"))
+	if err != nil {
+		e.t.Fatalf("slice names %q", s.pod())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.c.Node(id).HTTPURL+"/leader", nil)
+	resp, err := e.c.HTTPClient().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var li node.LeaderInfo
+	if err := json.NewDecoder(resp.Body).Decode(&li); err != nil {
+		e.t.Fatal(err)
+	}
+	if uint64(li.Term) != s.Term || li.Since.IsZero() {
+		e.t.Fatalf("node %d: leader %+v, the slice says term %d", id, li, s.Term)
+	}
+	return li.Since
+}
+
+// spread prints the median, min and max of ds.
+func spread(ds []time.Duration) string {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return fmt.Sprintf("median %v, min %v, max %v (n=%d)", r(ds[len(ds)/2]), r(ds[0]), r(ds[len(ds)-1]), len(ds))
+}
+
 // ---- the tests ----
 
 // TestLeaderSliceFollowsTheLeader: the EndpointSlice follows the leader
@@ -462,13 +506,23 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 	e.allAnswer(time.Minute)
 	leader, first := e.settled(time.Minute)
 	t.Logf("leader node %d, slice %+v", leader, first)
+	// The leader writes the slice when it starts to lead, not at a later
+	// resync (its lease in quorum mode starts without an event).
+	if d := first.At.Sub(e.leaderSince(first)); d > maxWriteDelay {
+		t.Errorf("the first leader's slice was written %v after it was elected (> %v)", d, maxWriteDelay)
+	}
 
+	// E2E_K8S_KILLS=n: n SIGKILLs and n/2 SIGTERMs of the leader (for
+	// the figures in docs/KUBERNETES.md).
 	kills := 5
 	if s := os.Getenv("E2E_K8S_KILLS"); s != "" {
-		kills, _ = strconv.Atoi(s)
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			kills = n
+		}
 	}
+	sigterms := max(2, kills/2)
 	t.Run("SIGKILL", func(t *testing.T) {
-		var took []time.Duration
+		var took, write []time.Duration
 		for k := range kills {
 			leader, before := e.settled(30 * time.Second)
 			stale, err := e.admin.DiscoveryV1().EndpointSlices(namespace).Get(context.Background(), service, metav1.GetOptions{})
@@ -481,7 +535,13 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 			}
 			after := e.moved(leader, before.Term, 30*time.Second)
 			took = append(took, after.At.Sub(t0))
-			t.Logf("kill %d: node %d SIGKILLed; slice names %s (term %s) after %v", k+1, leader, after.pod(), after.Human, after.At.Sub(t0).Round(time.Millisecond))
+			since := e.leaderSince(after)
+			write = append(write, after.At.Sub(since))
+			if d := after.At.Sub(since); d > maxWriteDelay {
+				t.Errorf("kill %d: the slice was written %v after the new leader was elected (> %v)", k+1, d, maxWriteDelay)
+			}
+			t.Logf("kill %d: node %d SIGKILLed; slice names %s (term %s) after %v (elected after %v)", k+1, leader, after.pod(), after.Human,
+				after.At.Sub(t0).Round(time.Millisecond), since.Sub(t0).Round(time.Millisecond))
 			if k == 0 {
 				// The dead leader's last read: a write from it now is
 				// refused by the API server (resourceVersion).
@@ -495,13 +555,12 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 			}
 			e.allAnswer(30 * time.Second)
 		}
-		slices.Sort(took)
-		t.Logf("SIGKILL of the leader -> slice names the new leader: median %v, min %v, max %v over %d kills",
-			took[len(took)/2].Round(time.Millisecond), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took))
+		t.Logf("SIGKILL of the leader -> slice names the new leader (seen by a watch): %s over %d kills", spread(took), len(took))
+		t.Logf("new leader elected -> slice names it (seen by a watch): %s", spread(write))
 	})
 	t.Run("SIGTERM", func(t *testing.T) {
 		var took []time.Duration
-		for k := range 2 {
+		for k := range sigterms {
 			leader, before := e.settled(30 * time.Second)
 			t0 := time.Now()
 			if err := e.c.Term(leader, 10*time.Second); err != nil {
@@ -515,6 +574,7 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 			}
 			e.allAnswer(30 * time.Second)
 		}
+		t.Logf("SIGTERM of the leader (handover) -> slice names the new leader (seen by a watch): %s", spread(took))
 	})
 	t.Run("partition", func(t *testing.T) {
 		leader, before := e.settled(30 * time.Second)
@@ -523,8 +583,8 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 		}
 		t0 := time.Now()
 		after := e.moved(leader, before.Term, 30*time.Second)
-		t.Logf("node %d isolated from its peers (not from the API server); slice names %s (term %s) after %v",
-			leader, after.pod(), after.Human, after.At.Sub(t0).Round(time.Millisecond))
+		t.Logf("node %d isolated from its peers (not from the API server); slice names %s (term %s) after %v (elected after %v)",
+			leader, after.pod(), after.Human, after.At.Sub(t0).Round(time.Millisecond), e.leaderSince(after).Sub(t0).Round(time.Millisecond))
 		// The isolated node stepped down when its lease ran out and
 		// emptied the slice if it still named it; it must not write it
 		// again while cut off. Wait for the rest to settle, then heal.

@@ -208,7 +208,9 @@ func (w *Writer) run() {
 		}
 	}()
 	events := w.cfg.Events
-	stopped := false // the node stopped: release, then wait for Stop
+	stopped := false            // the node stopped: release, then wait for Stop
+	var last node.LeaderInfo    // the last event
+	var confirmed election.Term // the slice named this pod in this term
 	backoff := w.cfg.MinBackoff
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -216,20 +218,34 @@ func (w *Writer) run() {
 		select {
 		case <-w.stop:
 			return
-		case _, ok := <-events:
+		case li, ok := <-events:
 			if !ok {
 				events, stopped = nil, true
 			}
+			last = li
 			backoff = w.cfg.MinBackoff
 			timer.Reset(0)
 			continue
 		case <-timer.C:
 		}
+		li := w.cfg.Current()
+		if !stopped && last.Self && !li.Self && li.Term == last.Term && confirmed != li.Term {
+			// The node says it leads but does not claim it yet (quorum
+			// mode: its lease starts with the first acknowledgements, and
+			// no event says so). Ask it again soon, without a call to the
+			// API server; an event ends the wait. (Once the slice named
+			// it in this term, a lapsed lease releases at once.)
+			timer.Reset(leaseWait)
+			continue
+		}
 		var err error
-		if li := w.cfg.Current(); li.Self && !stopped {
+		if li.Self && !stopped {
 			err = w.claim(ctx, li.Term)
 		} else {
 			err = w.release(ctx)
+		}
+		if err == nil && li.Self && !stopped && w.stillLeads(li.Term) {
+			confirmed = li.Term
 		}
 		switch {
 		case err == nil || errors.Is(err, ErrStaleTerm):
@@ -245,6 +261,10 @@ func (w *Writer) run() {
 		}
 	}
 }
+
+// leaseWait: how often the writer asks again a node that announced its
+// leadership but does not claim it yet.
+const leaseWait = 5 * time.Millisecond
 
 // jitter spreads d over [d/2, d).
 func jitter(d time.Duration) time.Duration {

@@ -3,6 +3,7 @@ package leaderslice
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,4 +207,37 @@ func TestWriterRefusesASelectorService(t *testing.T) {
 	if _, err := w.service(context.Background()); err == nil || !strings.Contains(err.Error(), "has a selector") {
 		t.Errorf("service check: %v", err)
 	}
+}
+
+// In quorum mode a node announces its leadership before its lease is held
+// (Leader() says no leader until the first acknowledgements), and no event
+// follows when the lease starts: the writer must claim then, not at the
+// next resync.
+func TestWriterClaimsWhenTheLeaseStarts(t *testing.T) {
+	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns"}})
+	events := make(chan node.LeaderInfo, 4)
+	var held atomic.Bool
+	asked := make(chan struct{}, 1) // the writer asked while the lease was not held
+	term := election.Term(7<<election.SlotBits | 1)
+	current := func() node.LeaderInfo {
+		if held.Load() {
+			return node.LeaderInfo{ID: 1, Self: true, Term: term}
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return node.LeaderInfo{Term: term, State: "no_leader"}
+	}
+	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+		Events: events, Current: current, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	<-asked // the first event (none): the writer asked
+	events <- node.LeaderInfo{ID: 1, Self: true, Term: term}
+	<-asked // it asked after the event, before the lease started
+	held.Store(true) // no event
+	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
 }
