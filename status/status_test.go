@@ -3,6 +3,7 @@ package status_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,37 +21,56 @@ import (
 	"github.com/electord/electord/status"
 )
 
-func startCluster(t *testing.T) *devcluster.Cluster {
+// startCluster starts a three-node bully cluster and returns it, the
+// leader its nodes agree on, and a follower's index in c.Nodes (whose page
+// the tests open). Which node leads depends on who joined gossip first (a
+// leader stays without preempt): the tests follow the cluster.
+func startCluster(t *testing.T) (c *devcluster.Cluster, leader election.NodeID, viewer int) {
 	t.Helper()
 	c, err := devcluster.Start(devcluster.Options{Nodes: 3, Algorithm: "bully", LogLevel: "warn"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	waitLeader(t, c, 3)
-	return c
+	leader = waitLeader(t, c, 0)
+	for i, d := range c.Nodes {
+		if d.Node.Self() != leader {
+			viewer = i
+			break
+		}
+	}
+	return c, leader, viewer
 }
 
-// waitLeader waits until every live node names want.
-func waitLeader(t *testing.T, c *devcluster.Cluster, want election.NodeID) {
+// waitLeader waits until every live node names the same leader, other than
+// not, and returns it.
+func waitLeader(t *testing.T, c *devcluster.Cluster, not election.NodeID) election.NodeID {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		var first election.NodeID
 		ok := true
 		for _, d := range c.Nodes {
-			if !d.Node.Status().Killed && d.Node.Leader().ID != want {
+			if d.Node.Status().Killed {
+				continue
+			}
+			if id := d.Node.Leader().ID; id == 0 || (first != 0 && id != first) {
 				ok = false
+			} else {
+				first = id
 			}
 		}
-		if ok {
-			return
+		if ok && first != 0 && first != not {
+			return first
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no agreement on leader %d within 10s", want)
+			t.Fatalf("the live nodes did not agree on a leader (other than %d) within 10s", not)
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
 }
+
+func leaderIs(id election.NodeID) string { return fmt.Sprintf(`data-leader="%d"`, id) }
 
 // stream reads a status event stream.
 type stream struct {
@@ -128,8 +148,8 @@ func matchAll(v string, patterns []string) bool {
 // stream brings the new leader in a higher term, the killed node as
 // killed, and a longer timeline.
 func TestStatusPageFollowsAFailover(t *testing.T) {
-	c := startCluster(t)
-	base := "http://" + c.Nodes[0].HealthAddr
+	c, leader, viewer := startCluster(t)
+	base := "http://" + c.Nodes[viewer].HealthAddr
 
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.Get(base + "/")
@@ -146,8 +166,8 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	before := c.Nodes[2].Node.Leader().Term
-	for _, want := range []string{`data-leader="3"`, `id="member-1" class="alive"`, `id="member-2" class="alive"`, `id="member-3" class="alive"`,
+	before := c.Nodes[viewer].Node.Leader().Term
+	for _, want := range []string{leaderIs(leader), `id="member-1" class="alive"`, `id="member-2" class="alive"`, `id="member-3" class="alive"`,
 		`data-disagree="false"`, `<b id="leader-term">` + before.String() + `</b>`, `/status/static/status.js`} {
 		if !strings.Contains(string(page), want) {
 			t.Fatalf("GET /status: %s, no %q in\n%s", resp.Status, want, page)
@@ -168,19 +188,20 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 	if s == nil {
 		t.Fatalf("GET /status/events: %s", resp.Status)
 	}
-	first := s.until(5*time.Second, `data-leader="3"`)
+	first := s.until(5*time.Second, leaderIs(leader))
 	count := regexp.MustCompile(`id="timeline" data-count="(\d+)"`).FindStringSubmatch(first)[1]
 
-	if err := c.Nodes[2].Node.Kill(context.Background()); err != nil {
+	if err := c.Nodes[leader-1].Node.Kill(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	after := s.until(10*time.Second, `data-leader="2"`, `id="member-3" class="(killed|dead|suspect)"`, `data-disagree="false"`)
-	m := regexp.MustCompile(`data-leader="2" data-term="[0-9.]+" data-token="(\d+)"`).FindStringSubmatch(after)
+	next := waitLeader(t, c, leader)
+	after := s.until(10*time.Second, leaderIs(next), fmt.Sprintf(`id="member-%d" class="(killed|dead|suspect)"`, leader), `data-disagree="false"`)
+	m := regexp.MustCompile(leaderIs(next) + ` data-term="[0-9.]+" data-token="(\d+)"`).FindStringSubmatch(after)
 	if m == nil {
 		t.Fatalf("no term in the view after the failover:\n%s", after)
 	}
-	if got := c.Nodes[0].Node.Leader().Term; m[1] != strconv.FormatUint(uint64(got), 10) || got <= before {
-		t.Fatalf("the view shows token %s after the failover; node 1 has %v (token %d), before %v", m[1], got, uint64(got), before)
+	if got := c.Nodes[viewer].Node.Leader().Term; m[1] != strconv.FormatUint(uint64(got), 10) || got <= before {
+		t.Fatalf("the view shows token %s after the failover; the viewer has %v (token %d), before %v", m[1], got, uint64(got), before)
 	}
 	if n := regexp.MustCompile(`id="timeline" data-count="(\d+)"`).FindStringSubmatch(after)[1]; atoi(n) <= atoi(count) {
 		t.Fatalf("the timeline did not grow: %s -> %s changes", count, n)
@@ -191,8 +212,8 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 // MaxClients are refused with 503; the poller builds views only while a
 // stream is open, and stops with the last one.
 func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
-	c := startCluster(t)
-	srv, err := status.New(status.Config{Node: c.Nodes[0].Node, MaxClients: 2, Poll: 20 * time.Millisecond})
+	c, leader, viewer := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, MaxClients: 2, Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +229,8 @@ func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
 	if s1 == nil || s2 == nil {
 		t.Fatal("the first two streams were refused")
 	}
-	s1.until(5*time.Second, `data-leader="3"`)
-	s2.until(5*time.Second, `data-leader="3"`)
+	s1.until(5*time.Second, leaderIs(leader))
+	s2.until(5*time.Second, leaderIs(leader))
 	if s3, resp := openStream(t, hs.URL+"/status/events"); s3 != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a third stream with MaxClients 2: %s, want 503", resp.Status)
 	} else if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "2 status pages are open") {
@@ -232,10 +253,10 @@ func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
 	}
 	n := srv.Renders()
 	// A node event with no page open builds nothing.
-	if err := c.Nodes[2].Node.Kill(context.Background()); err != nil {
+	if err := c.Nodes[leader-1].Node.Kill(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitLeader(t, c, 2)
+	waitLeader(t, c, leader)
 	if got := srv.Renders(); got != n {
 		t.Fatalf("%d views built with no page open", got-n)
 	}
@@ -266,14 +287,14 @@ func atoi(s string) int {
 // one without (the stream ends with the node, so the server's shutdown
 // does not wait for it), and the page's stream ends.
 func TestOpenPageDoesNotHoldUpStop(t *testing.T) {
-	c := startCluster(t)
-	s, resp := openStream(t, "http://"+c.Nodes[0].HealthAddr+"/status/events")
+	c, leader, viewer := startCluster(t)
+	s, resp := openStream(t, "http://"+c.Nodes[viewer].HealthAddr+"/status/events")
 	if s == nil {
 		t.Fatalf("GET /status/events: %s", resp.Status)
 	}
-	s.until(5*time.Second, `data-leader="3"`)
+	s.until(5*time.Second, leaderIs(leader))
 	start := time.Now()
-	if err := c.Nodes[0].Stop(); err != nil {
+	if err := c.Nodes[viewer].Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -317,7 +338,7 @@ func TestStatusPageAsksMembersOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	waitLeader(t, c, 3)
+	leader := waitLeader(t, c, 0)
 	if c.Nodes[0].Security == nil {
 		t.Fatal("the cluster runs without TLS")
 	}
@@ -325,7 +346,14 @@ func TestStatusPageAsksMembersOverTLS(t *testing.T) {
 	if s == nil {
 		t.Fatalf("GET /status/events: %s", resp.Status)
 	}
-	s.until(10*time.Second, `data-disagree="false"`,
-		`id="member-2" class="alive" data-id="2" data-liveness="alive" data-role="follower" data-differs="false" data-sees="3"`,
-		`id="member-3" class="alive" data-id="3" data-liveness="alive" data-role="leader" data-differs="false" data-sees="3"`)
+	patterns := []string{`data-disagree="false"`}
+	for id := election.NodeID(1); id <= 3; id++ {
+		role := "follower"
+		if id == leader {
+			role = "leader"
+		}
+		patterns = append(patterns, fmt.Sprintf(`id="member-%d" class="alive" data-id="%d" data-liveness="alive" data-role="%s" data-differs="false" data-sees="%d"`,
+			id, id, role, leader))
+	}
+	s.until(10*time.Second, patterns...)
 }

@@ -22,7 +22,7 @@ func chromium(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "sh", "-c", "apt-get update && apt-get install -y --no-install-recommends chromium")
+	cmd := exec.CommandContext(ctx, "sh", "-c", "apt-get update && apt-get install -y chromium")
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

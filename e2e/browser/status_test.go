@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +30,11 @@ type page struct {
 	ctx context.Context
 }
 
-// browse opens url in a new headless Chromium.
-func browse(t *testing.T, url string) *page {
+// browse opens url in a new headless Chromium (the binary at bin).
+func browse(t *testing.T, bin, url string) *page {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)),
+		chromedp.ExecPath(bin),
 		chromedp.NoSandbox, // CI runs as root
 		chromedp.WindowSize(1280, 1040),
 		chromedp.Flag("hide-scrollbars", true),
@@ -118,75 +119,137 @@ const (
 	agree     = `document.getElementById("agreement").dataset.disagree === "false"`
 )
 
-func leaderTerm(c *devcluster.Cluster, i int) election.Term { return c.Nodes[i-1].Node.Leader().Term }
+func leaderTerm(c *devcluster.Cluster, i election.NodeID) election.Term {
+	return c.Nodes[i-1].Node.Leader().Term
+}
+
+// agreed waits until every live node names the same leader, other than
+// not, and returns it. Which node that is depends on who joined gossip
+// first (a leader stays without preempt): the test follows the cluster, it
+// does not guess.
+func agreed(t *testing.T, c *devcluster.Cluster, not election.NodeID) election.NodeID {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var first election.NodeID
+		ok := true
+		for _, d := range c.Nodes {
+			if d.Node.Status().Killed {
+				continue
+			}
+			li := d.Node.Leader()
+			if !li.HasLeader() || (first != 0 && li.ID != first) {
+				ok = false
+				break
+			}
+			first = li.ID
+		}
+		if ok && first != 0 && first != not {
+			return first
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the live nodes did not agree on a leader (other than %d) within 15s", not)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
+func id(n election.NodeID) string { return strconv.FormatUint(uint64(n), 10) }
 
 // TestStatusPageInBrowser: a five-node bully cluster with the page open on
-// node 2. Before: node 5 leads, everyone alive and agreeing, ring and bully
-// orders right. Node 5 is killed: the page shows node 4 leading in a higher
-// term (both ways of writing it), node 5 killed and out of the ring, and a
-// longer timeline, without a reload. Node 1 is cut off from its peers (its
-// gossip and client API still reach): it elects itself, and the page shows
-// the disagreement with node 1's row in red, for as long as it lasts.
+// a follower (node 2 unless it leads). Before: the leader the nodes agree on is shown, everyone alive
+// and agreeing, ring and bully orders right. The leader is killed: the page
+// shows the new leader in a higher term (both ways of writing it), the
+// killed node dead or killed and out of the ring, and a longer timeline,
+// without a reload. Another follower is cut off from its peers (its gossip
+// and client API still reach): it elects itself, and the page shows the
+// disagreement with that node's row in red, for as long as it lasts.
 func TestStatusPageInBrowser(t *testing.T) {
+	bin := chromium(t) // first: installing it may take minutes
 	var net daemontest.Network
 	c, err := devcluster.Start(devcluster.Options{Nodes: 5, Algorithm: "bully", Peers: net.Hook})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	url := "http://" + c.Nodes[1].HealthAddr + "/"
-	p := browse(t, url)
+	old := agreed(t, c, 0)
+	viewer := election.NodeID(2) // the node serving the page: a follower
+	if viewer == old {
+		viewer = 3
+	}
+	url := "http://" + c.Nodes[viewer-1].HealthAddr + "/"
+	p := browse(t, bin, url)
 
 	// Before.
-	p.waitFor(15*time.Second, "node 5 leading, all five alive and agreeing, live",
-		fmt.Sprintf(leaderIs, "5")+" && "+agree+" && "+live+
+	p.waitFor(15*time.Second, "node "+id(old)+" leading, all five alive and agreeing, live",
+		fmt.Sprintf(leaderIs, id(old))+" && "+agree+" && "+live+
 			` && document.querySelectorAll("#members tbody tr.alive").length === 5`)
 	ring := eval[string](p, fmt.Sprintf(order, "#ring li"))
 	bully := eval[string](p, fmt.Sprintf(order, "#members tbody tr"))
 	if ring != "1,2,3,4,5" || bully != "5,4,3,2,1" {
 		t.Fatalf("ring order %q, bully rank %q; want 1,2,3,4,5 and 5,4,3,2,1", ring, bully)
 	}
-	before := leaderTerm(c, 2)
+	before := leaderTerm(c, viewer)
 	if got, tok := p.text("leader-term"), p.text("leader-token"); got != before.String() || tok != strconv.FormatUint(uint64(before), 10) {
-		t.Fatalf("the page shows term %q, token %q; node 2 has %v (token %d)", got, tok, before, uint64(before))
+		t.Fatalf("the page shows term %q, token %q; node %d has %v (token %d)", got, tok, viewer, before, uint64(before))
 	}
 	n0 := eval[int](p, timelineN)
 	if n0 < 1 {
 		t.Fatalf("the timeline shows %d changes after the first election", n0)
 	}
-	if role := eval[string](p, `document.getElementById("member-5").dataset.role`); role != "leader" {
-		t.Fatalf("node 5's role on the page: %q, want leader", role)
+	if role := eval[string](p, fmt.Sprintf(`document.getElementById("member-%d").dataset.role`, old)); role != "leader" {
+		t.Fatalf("node %d's role on the page: %q, want leader", old, role)
 	}
 
 	// Kill the leader.
-	if err := c.Nodes[4].Node.Kill(context.Background()); err != nil {
+	if err := c.Nodes[old-1].Node.Kill(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p.waitFor(15*time.Second, "node 4 leading, node 5 killed and out of the ring, agreement, a longer timeline",
-		fmt.Sprintf(leaderIs, "4")+" && "+agree+
-			" && "+fmt.Sprintf(memberIs, `["killed", "dead"].includes(m.dataset.liveness)`, 5)+
-			` && document.querySelector('#ring li[data-id="5"]').dataset.position === "0"`+
-			" && "+fmt.Sprintf(memberIs, `m.dataset.role === "leader"`, 4)+
+	leader := agreed(t, c, old)
+	p.waitFor(15*time.Second, "node "+id(leader)+" leading, node "+id(old)+" killed and out of the ring, agreement, a longer timeline",
+		fmt.Sprintf(leaderIs, id(leader))+" && "+agree+
+			" && "+fmt.Sprintf(memberIs, `["killed", "dead"].includes(m.dataset.liveness)`, old)+
+			fmt.Sprintf(` && document.querySelector('#ring li[data-id="%d"]').dataset.position === "0"`, old)+
+			" && "+fmt.Sprintf(memberIs, `m.dataset.role === "leader"`, leader)+
 			" && "+timelineN+" > "+strconv.Itoa(n0))
-	after := leaderTerm(c, 2)
+	after := leaderTerm(c, viewer)
 	if after <= before {
-		t.Fatalf("node 2's term after the failover %v, not above %v", after, before)
+		t.Fatalf("node %d's term after the failover %v, not above %v", viewer, after, before)
 	}
 	if got, tok := p.text("leader-term"), p.text("leader-token"); got != after.String() || tok != strconv.FormatUint(uint64(after), 10) {
-		t.Fatalf("after the failover the page shows term %q, token %q; node 2 has %v (token %d)", got, tok, after, uint64(after))
+		t.Fatalf("after the failover the page shows term %q, token %q; node %d has %v (token %d)", got, tok, viewer, after, uint64(after))
+	}
+	var inRing []string
+	for i := election.NodeID(1); i <= 5; i++ {
+		if i != old {
+			inRing = append(inRing, id(i))
+		}
 	}
 	ring = eval[string](p, fmt.Sprintf(order, "#ring li"))
-	if ring != "1,2,3,4,5" {
-		t.Fatalf("ring after the kill %q, want 1,2,3,4 then 5 out of it", ring)
+	if want := strings.Join(inRing, ",") + "," + id(old); ring != want {
+		t.Fatalf("ring after the kill %q, want %s", ring, want)
 	}
 
-	// Disagreement: cut node 1's peer traffic; it elects itself.
-	net.Partition([]election.NodeID{1}, []election.NodeID{2, 3, 4, 5})
-	p.waitFor(15*time.Second, "disagreement, node 1 in red naming itself",
-		disagree+" && "+fmt.Sprintf(memberIs, `m.dataset.differs === "true" && m.dataset.sees === "1"`, 1)+
-			" && "+fmt.Sprintf(memberIs, `m.dataset.differs === "false"`, 2)+
-			` && getComputedStyle(document.querySelector("#member-1 td")).color === "rgb(198, 40, 40)"`+
-			" && "+fmt.Sprintf(leaderIs, "4"))
+	// Disagreement: cut a follower's peer traffic (not the viewer's); it
+	// elects itself while the other three keep the leader.
+	var cut election.NodeID
+	for i := election.NodeID(1); i <= 5 && cut == 0; i++ {
+		if i != old && i != leader && i != viewer {
+			cut = i
+		}
+	}
+	var rest []election.NodeID
+	for i := election.NodeID(1); i <= 5; i++ {
+		if i != cut {
+			rest = append(rest, i)
+		}
+	}
+	net.Partition([]election.NodeID{cut}, rest)
+	p.waitFor(15*time.Second, "disagreement, node "+id(cut)+" in red naming itself",
+		disagree+" && "+fmt.Sprintf(memberIs, `m.dataset.differs === "true" && m.dataset.sees === "`+id(cut)+`"`, cut)+
+			" && "+fmt.Sprintf(memberIs, `m.dataset.differs === "false"`, viewer)+
+			fmt.Sprintf(` && getComputedStyle(document.querySelector("#member-%d td")).color === "rgb(198, 40, 40)"`, cut)+
+			" && "+fmt.Sprintf(leaderIs, id(leader)))
 	shot := filepath.Join(t.TempDir(), "status.png")
 	p.screenshot(shot)
 	t.Logf("screenshot: %s", shot)
@@ -203,5 +266,5 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 	// It lasts as long as the cut: heal, and the red goes.
 	net.Heal()
-	p.waitFor(30*time.Second, "agreement again after the cut healed", agree+" && "+fmt.Sprintf(memberIs, `m.dataset.differs === "false"`, 1))
+	p.waitFor(30*time.Second, "agreement again after the cut healed", agree+" && "+fmt.Sprintf(memberIs, `m.dataset.differs === "false"`, cut))
 }
