@@ -4,8 +4,8 @@ package deploy
 // scratch image of deploy/k8s/Dockerfile, and the time without a leader
 // measured over each whole update (issue 13: goal <= 100 ms in total).
 //
-// Each pod is what the kubelet would make of the plain overlay's pod
-// template: a pause container (`electord pause`) that holds the pod's
+// Each pod is what the kubelet would make of the overlay's pod template
+// (plain; TestSecureRollingUpdateInDocker runs the secure one): a pause container (`electord pause`) that holds the pod's
 // network namespace, hostname my-app-<ordinal> and address on a
 // user-defined network, where it carries the headless Service's name as a
 // network alias (electord-peers.default.svc, what --join resolves); the
@@ -166,6 +166,9 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 		s.volumes = append(s.volumes, s.volume(i))
 	}
 	s.secrets()
+	if overlay == "plain" {
+		s.rootOwnedVolumeRefused()
+	}
 
 	// The first start: all pods at once (podManagementPolicy: Parallel).
 	var wg sync.WaitGroup
@@ -273,6 +276,24 @@ func (s *sim) render(overlay string) {
 	if g := p.spec.TerminationGracePeriodSeconds; g != nil {
 		s.grace = *g
 	}
+}
+
+// rootOwnedVolumeRefused: without fsGroup the volume stays root's, and
+// electord, as 65532, must refuse to start (exit 2, naming data-dir)
+// rather than elect leaders with a term it cannot persist (issue 13).
+func (s *sim) rootOwnedVolumeRefused() {
+	name := "electord-e2e-deploy-" + s.label + "-rootvol"
+	if _, err := docker(s.ctx, "volume", "create", "--label", labelKey+"="+s.label, name); err != nil {
+		s.t.Fatal(err)
+	}
+	args := append([]string{"run", "--name", name, "--hostname", "my-app-0", "--network", s.network, "-v", name + ":/data"}, s.hardened(s.tmpl.electord)...)
+	args = append(append(args, s.image), expand(s.args, map[string]string{"POD_NAME": "my-app-0", "POD_IP": "0.0.0.0", "POD_NAMESPACE": namespace})...)
+	out, err := docker(s.ctx, args...)
+	code, _ := docker(s.ctx, "inspect", "-f", "{{.State.ExitCode}}", name)
+	if err == nil || code != "2" || !strings.Contains(out, "data-dir") {
+		s.t.Errorf("electord on a root-owned volume: exit %s, %v; want exit 2 naming data-dir; output:\n%s", code, err, out)
+	}
+	docker(s.ctx, "rm", "-f", name)
 }
 
 // volume creates ordinal i's volume, owned as the kubelet leaves a volume
