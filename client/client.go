@@ -40,7 +40,10 @@ import (
 type NodeID = election.NodeID
 
 // Term is a leadership's fencing token (election.Term): a uint64 on the
-// wire and in JSON, printed as "epoch.slot".
+// wire and in JSON, for programs (compare and store uint64(t)), printed
+// for people as "epoch.slot" (t.String(), "%v": "21.5", the election epoch
+// and the leader's slot). electctl, the sidecar and the logs write both,
+// labelled: "term 21.5 (fencing token 1376261)", "term_epoch_slot".
 type Term = election.Term
 
 // Leader states (LeaderInfo.State): the answering node's state.
