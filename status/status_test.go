@@ -70,7 +70,8 @@ func waitLeader(t *testing.T, c *devcluster.Cluster, not election.NodeID) electi
 	}
 }
 
-func leaderIs(id election.NodeID) string { return fmt.Sprintf(`data-leader="%d"`, id) }
+// leaderIs matches the leader card naming id (not a timeline row's).
+func leaderIs(id election.NodeID) string { return fmt.Sprintf(`id="leader" data-leader="%d"`, id) }
 
 // stream reads a status event stream.
 type stream struct {
