@@ -183,14 +183,18 @@ func (w *Writer) Stats() *Stats { return &w.stats }
 func (w *Writer) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() { close(w.stop) })
 	<-w.done
+	var last error // the last failure not caused by ctx's end
 	for backoff := w.cfg.MinBackoff; ; backoff = min(2*backoff, w.cfg.MaxBackoff) {
 		err := w.release(ctx)
 		if err == nil {
 			return nil
 		}
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("leaderslice: releasing %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+			return fmt.Errorf("leaderslice: releasing %s/%s: %w", w.cfg.Namespace, w.cfg.Service, last)
 		case <-time.After(jitter(backoff)):
 		}
 	}
