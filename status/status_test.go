@@ -169,7 +169,7 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 	resp.Body.Close()
 	before := c.Nodes[viewer].Node.Leader().Term
 	for _, want := range []string{leaderIs(leader), `id="member-1" class="alive"`, `id="member-2" class="alive"`, `id="member-3" class="alive"`,
-		`data-disagree="false"`, `<b id="leader-term">` + before.String() + `</b>`, `/status/static/status.js`} {
+		`data-disagree="false"`, `<b id="leader-term">` + before.String() + `</b>`, `"status/static/status.js"`} {
 		if !strings.Contains(string(page), want) {
 			t.Fatalf("GET /status: %s, no %q in\n%s", resp.Status, want, page)
 		}

@@ -18,7 +18,9 @@
   setInterval(ago, 1000);
   if (!window.EventSource) { state("static", "not live (no EventSource)"); return; }
   state("connecting", "connecting…");
-  var es = new EventSource("/status/events");
+  // Relative, as the page's other links: it works behind a path prefix
+  // (kubectl proxy, an ingress path).
+  var es = new EventSource("status/events");
   var updates = 0;
   es.onopen = function () { state("live", "live"); };
   es.onerror = function () { state("reconnecting", "reconnecting…"); };
