@@ -37,9 +37,10 @@ func main() {
 	dur := flag.Duration("duration", 5*time.Second, "each wrk run")
 	threads := flag.Int("threads", 2, "wrk threads")
 	conns := flag.Int("conns", 32, "wrk connections")
-	scrape := flag.Bool("scrape", true, "scrape /metrics every 1 s and probe /readyz and /livez every 2 s during the runs")
+	scrape := flag.Bool("scrape", true, "run electord with --health-addr, scrape /metrics every 1 s and probe /readyz and /livez every 2 s during the runs (false: health-addr off)")
+	statusPage := flag.Bool("status", true, "with -scrape, hold a status page's event stream (/status/events) open")
 	flag.Parse()
-	if err := run(*bin, *root, *runs, *dur, *threads, *conns, *scrape); err != nil {
+	if err := run(*bin, *root, *runs, *dur, *threads, *conns, *scrape, *statusPage); err != nil {
 		fmt.Fprintln(os.Stderr, "sidecarbench:", err)
 		os.Exit(1)
 	}
@@ -60,7 +61,7 @@ type result struct {
 	non2xx, errors int
 }
 
-func run(bin, root string, runs int, dur time.Duration, threads, conns int, scrape bool) error {
+func run(bin, root string, runs int, dur time.Duration, threads, conns int, scrape, statusPage bool) error {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return fmt.Errorf("wrk is not installed (apt-get install -y wrk): %w", err)
 	}
@@ -84,8 +85,12 @@ func run(bin, root string, runs int, dur time.Duration, threads, conns int, scra
 		}
 	}
 	api, peer, gossip, side, health := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4]
-	cmd := exec.Command(bin, "--id", "1", "--api-addr", api, "--peer-addr", peer, "--gossip-addr", gossip,
-		"--http-addr", side, "--health-addr", health, "--data-dir", filepath.Join(dir, "data"), "--log-level", "warn")
+	args := []string{"--id", "1", "--api-addr", api, "--peer-addr", peer, "--gossip-addr", gossip,
+		"--http-addr", side, "--data-dir", filepath.Join(dir, "data"), "--log-level", "warn"}
+	if scrape {
+		args = append(args, "--health-addr", health)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -184,7 +189,7 @@ func run(bin, root string, runs int, dur time.Duration, threads, conns int, scra
 
 	// An open status page: its event stream (the binary may have none).
 	statusOpen := "no"
-	if scrape {
+	if scrape && statusPage {
 		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+health+"/status/events", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			if resp.StatusCode == 200 {
