@@ -231,6 +231,15 @@ func run(bin, root string, runs int, dur time.Duration, threads, conns int, scra
 		med[i] = median(res[i])
 		fmt.Printf("median %-28s %9.0f req/s  p50 %-9v p99 %v\n", t.name, med[i].rps, med[i].p50, med[i].p99)
 	}
+	// Each round ran the two targets back to back: the ratio within a
+	// round is less exposed to a host whose load changes than the ratio of
+	// the medians.
+	var paired []float64
+	for r := range runs {
+		paired = append(paired, res[0][r].rps/res[1][r].rps)
+	}
+	slices.Sort(paired)
+	fmt.Printf("per-round ratio sidecar/bare: median %.2f, range %.2f-%.2f\n", paired[len(paired)/2], paired[0], paired[len(paired)-1])
 	fmt.Printf("ratio sidecar/bare %.2f; health server scraped %d times (%d failed); a status page event stream open: %s\n",
 		med[0].rps/med[1].rps, scrapes, scrapeErrs, statusOpen)
 	for i := range targets {
