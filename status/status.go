@@ -105,10 +105,13 @@ func New(cfg Config) (*Server, error) {
 
 // Mount adds the page's paths to mux: GET /status (the page), GET
 // /status/events (its event stream), GET /status/static/ (its script and
-// style sheet), and GET / redirecting to /status.
+// style sheet), and GET / redirecting to status (relative).
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/status", http.StatusFound)
+		// A relative Location (http.Redirect would make it absolute), so
+		// the redirect also works behind a path prefix.
+		w.Header().Set("Location", "status")
+		w.WriteHeader(http.StatusFound)
 	})
 	mux.HandleFunc("GET /status", s.page)
 	mux.HandleFunc("GET /status/events", s.events)

@@ -158,8 +158,8 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/status" {
-		t.Fatalf("GET /: %s to %q, want a redirect to /status", resp.Status, resp.Header.Get("Location"))
+	if loc, err := resp.Location(); err != nil || resp.StatusCode != http.StatusFound || loc.String() != base+"/status" {
+		t.Fatalf("GET /: %s to %q (%v), want a redirect to %s/status", resp.Status, resp.Header.Get("Location"), err, base)
 	}
 	resp, err = http.Get(base + "/status")
 	if err != nil {
