@@ -63,7 +63,7 @@ var (
 	roleDesc           = desc("role", "1 for this node's role (leader, follower, electing, no_leader), 0 for the others.", "role")
 	leaderTermDesc     = desc("leader_term", "The term of the leadership this node knows (the integer fencing token; kept when no leader is known).")
 	leaderEpochDesc    = desc("leader_term_epoch", "The epoch of leader_term (the term is epoch<<16 | the leader's slot).")
-	highestTermDesc    = desc("highest_term", "The highest term this node has seen and persisted (election attempts included).")
+	highestTermDesc    = desc("highest_term", "The highest term this node has seen, election attempts included (durable: the term file reserves epochs ahead of it).")
 	leaderIDDesc       = desc("leader_id", "The id of the leader this node knows, 0 when none.")
 	leaderChangesDesc  = desc("leader_changes_total", "Leadership changes this node saw (a new leader, a new term or no leader).")
 	electionsDesc      = desc("elections_started_total", "Elections this node took part in (its role became electing, or it took leadership).")
