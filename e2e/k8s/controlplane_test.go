@@ -176,7 +176,7 @@ func hubNamespace(c *faultnet.Cluster) string {
 // a cleanup registered here (so before c.Close if c's was registered
 // first), and get SIGKILL if the test process dies.
 func startControlPlane(t *testing.T, c *faultnet.Cluster, apiserver, etcd string) *controlPlane {
-	dir := t.TempDir()
+	dir := workDir(t, "controlplane")
 	cp := &controlPlane{dir: dir, dial: c.DialContext}
 	t.Cleanup(cp.stop)
 	cp.writePKI(t)
@@ -340,6 +340,35 @@ func (cp *controlPlane) writePKI(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(cp.dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// workDirPrefix starts the name of every directory the test makes in the
+// temp dir: workDirPrefix + "<pid>-<what>-<random>".
+const workDirPrefix = "electord-e2e-k8s-"
+
+// workDir makes a directory removed when the test ends. An interrupted run
+// (faultnet's signal cleanup exits at once) leaves it: the next run removes
+// every such directory whose process is gone.
+func workDir(t *testing.T, what string) string {
+	sweepWorkDirs(t)
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", workDirPrefix, os.Getpid(), what))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func sweepWorkDirs(t *testing.T) {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), workDirPrefix+"*"))
+	for _, dir := range old {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(dir), workDirPrefix), "-", 2)[0])
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		t.Logf("removing %s, left by an interrupted run", dir)
+		os.RemoveAll(dir)
 	}
 }
 

@@ -74,7 +74,7 @@ func setup(t *testing.T) *env {
 	// E2E_K8S_DIR=dir keeps the nodes' logs there (default: removed).
 	dir := os.Getenv("E2E_K8S_DIR")
 	if dir == "" {
-		dir = t.TempDir()
+		dir = workDir(t, "nodes")
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func setup(t *testing.T) *env {
 
 // buildElectord builds ./cmd/electord of the product module.
 func buildElectord(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "electord")
+	bin := filepath.Join(workDir(t, "bin"), "electord")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/electord")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
