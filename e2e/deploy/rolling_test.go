@@ -288,7 +288,9 @@ func (s *sim) rootOwnedVolumeRefused() {
 	}
 	args := append([]string{"run", "--name", name, "--hostname", "my-app-0", "--network", s.network, "-v", name + ":/data"}, s.hardened(s.tmpl.electord)...)
 	args = append(append(args, s.image), expand(s.args, map[string]string{"POD_NAME": "my-app-0", "POD_IP": "0.0.0.0", "POD_NAMESPACE": namespace})...)
-	out, err := docker(s.ctx, args...)
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second) // a node that starts would run on
+	out, err := docker(ctx, args...)
+	cancel()
 	code, _ := docker(s.ctx, "inspect", "-f", "{{.State.ExitCode}}", name)
 	if err == nil || code != "2" || !strings.Contains(out, "data-dir") {
 		s.t.Errorf("electord on a root-owned volume: exit %s, %v; want exit 2 naming data-dir; output:\n%s", code, err, out)
