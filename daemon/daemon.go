@@ -27,6 +27,7 @@ import (
 	"github.com/electord/electord/node"
 	"github.com/electord/electord/security"
 	"github.com/electord/electord/transport"
+	"github.com/electord/electord/transport/peerauth"
 )
 
 // Daemon is one running node.
@@ -179,7 +180,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	newMembership := func() (node.Membership, error) {
 		m, err := membership.New(membership.Config{Self: membership.Meta(self), BindAddr: gossipBind,
 			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log,
-			KeyFile: cfg.GossipKeyFile, Label: label,
+			KeyFile: cfg.GossipKeyFile, Label: label, Prove: d.proveFunc(),
 			Settings: membership.Settings{Algorithm: cfg.Algorithm, Quorum: cfg.Quorum, Preempt: cfg.Preempt}})
 		if err != nil {
 			return nil, err
@@ -370,7 +371,9 @@ func (d *Daemon) loadSecurity() error {
 		return ConfigError{err}
 	}
 	d.Security = m
-	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: m.PeerServerTLS(), Client: m.PeerClientTLS(), Pool: m.Pool}
+	// MarkServed: a proof of an id (daemon/identity.go) that reaches this
+	// node's own peer port, through a relay, is told apart.
+	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: peerauth.MarkServed(m.PeerServerTLS()), Client: m.PeerClientTLS(), Pool: m.Pool}
 	return nil
 }
 

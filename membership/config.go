@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/electord/electord/election"
 )
 
 // DefaultGossipPort is the port tried for a Join seed given without one.
@@ -56,10 +59,18 @@ type Config struct {
 	// Settings are the cluster-wide settings; a node whose settings differ
 	// is refused (see Settings).
 	Settings Settings
+	// Prove, if set, checks that the node at peerAddr holds a certificate
+	// for node id (daemon: peerauth.Prover over the peer port's mutual TLS).
+	// Conflicts over an id or a term slot are then settled only among
+	// claimants that proved their id (see the package comment). It is called
+	// off memberlist's goroutines and must return within a few seconds.
+	Prove func(ctx context.Context, id election.NodeID, peerAddr string) error
 
 	// wrapTransport, if set, wraps memberlist's network transport (tests cut
 	// links with it).
 	wrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+	// since, if not 0, is the start time the node reports (tests forge one).
+	since int64
 }
 
 // Validate checks the configuration. Each error starts with the config key

@@ -1,11 +1,12 @@
 package membership
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -87,11 +88,14 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 	mb.badNoted = false
 	wasValid, old, oldSince := mb.valid, mb.meta, mb.since
 	mb.valid, mb.meta, mb.since, mb.leaving = true, w.Meta, w.Since, w.Leaving
+	if old.PeerAddr != w.PeerAddr {
+		mb.proof = proofNone // a new address proves itself again
+	}
 	var evs []Event
 	switch {
 	case !wasValid:
 		evs = m.settleLocked(slotOf(w.ID), n.Name)
-	case w.Since != oldSince:
+	case w.Since != oldSince || old.PeerAddr != w.PeerAddr:
 		evs = m.settleLocked(slotOf(w.ID), "")
 	}
 	if mb.admitted && wasValid && old != w.Meta {
@@ -165,10 +169,21 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	case existing.Name == m.name:
 		detail = fmt.Sprintf("duplicate node id %s: claimed by this node at %s and by another node at %s; gossip ignores the other one, but both run with this id",
 			existing.Name, ea, oa)
-		// The one that started later stands down (ties: neither can tell, both do).
-		if w, err := decodeMeta(other); err == nil && w.Since <= m.since {
+		w, err := decodeMeta(other)
+		if err != nil {
+			break
+		}
+		if m.cfg.Prove != nil {
+			// A start time the other reports about itself decides nothing
+			// until it proved the id on its peer port (claims.go).
+			go m.proveSameID(w, oa, detail)
+			return
+		}
+		// Without proofs (no peer TLS) the one that reports the later start
+		// stands down (ties: neither can tell, both do).
+		if w.Since <= m.since {
 			yield = true
-			detail += "; the other started first, so this node stands down"
+			detail += "; the other reports that it started first, so this node stands down (without peer TLS nothing proves that)"
 		}
 	case m.members[existing.Name] != nil:
 		detail = fmt.Sprintf("duplicate node id %s: claimed by the member at %s and by another node at %s, which gossip ignores",
@@ -201,59 +216,61 @@ func (m *Membership) joinLocked(n *memberlist.Node) []Event {
 
 // candidate is a live node (possibly this one) holding a term slot.
 type candidate struct {
-	id    election.NodeID
-	since int64
-	mb    *member // nil: this node
+	id election.NodeID
+	mb *member // nil: this node
 }
 
-func (c candidate) before(o candidate) bool {
-	a, b := c.since, o.since
-	if a == 0 { // unknown start: treat as the latest
-		a = math.MaxInt64
-	}
-	if b == 0 {
-		b = math.MaxInt64
-	}
-	if a != b {
-		return a < b
-	}
-	return c.id < o.id
-}
-
-// settleLocked gives term slot s to the live node that started first (this
-// node included), and reports what changed: Conflict for a newcomer that
-// does not get the slot, Conflict and Dead for an admitted node that loses
-// it, Join for a node that gets it. newcomer is the gossip name of a node
-// just seen, or "".
+// settleLocked gives term slot s to the live node with the lowest id (this
+// node included), an order every node computes alike from ids alone, and
+// reports what changed: Conflict for a newcomer that does not get the slot,
+// Conflict and Dead for an admitted node that loses it, Join for a node
+// that gets it. newcomer is the gossip name of a node just seen, or "".
+//
+// With Config.Prove, a collision is settled among claimants that proved
+// their id: a node not yet admitted counts only once proven (its proof is
+// started here), an admitted one until its proof fails; one that failed
+// never counts (see claims.go).
 func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 	var cands []candidate
 	for _, mb := range m.members {
 		if mb.valid && slotOf(mb.meta.ID) == slot {
-			cands = append(cands, candidate{mb.meta.ID, mb.since, mb})
+			cands = append(cands, candidate{mb.meta.ID, mb})
 		}
 	}
 	selfIn := slotOf(m.cfg.Self.ID) == slot
 	if selfIn {
-		cands = append(cands, candidate{m.cfg.Self.ID, m.since, nil})
+		cands = append(cands, candidate{m.cfg.Self.ID, nil})
 	}
 	if len(cands) == 0 {
 		return nil
 	}
-	slices.SortFunc(cands, func(a, b candidate) int {
-		if a.before(b) {
-			return -1
+	var conflicts, deads, joins []Event
+	if m.cfg.Prove != nil && len(cands) > 1 {
+		kept := cands[:0]
+		for _, c := range cands {
+			if c.mb == nil || c.mb.proof == proofOK || (c.mb.admitted && c.mb.proof != proofRefused) {
+				kept = append(kept, c)
+				continue
+			}
+			if c.mb.proof == proofNone {
+				m.startProofLocked(c.mb, "term slot "+strconv.FormatUint(slot, 10))
+			}
+			if c.mb.admitted { // refused: withdrawn
+				c.mb.admitted = false
+				deads = append(deads, Event{Type: Dead, Member: c.mb.meta})
+			}
 		}
-		if b.before(a) {
-			return 1
+		cands = kept
+		if len(cands) == 0 {
+			return deads
 		}
-		return 0
-	})
+	}
+	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(a.id, b.id) })
 	owner := cands[0]
 	ownerDesc := "this node"
 	if owner.mb != nil {
 		ownerDesc = fmt.Sprintf("node %d at %s", owner.id, owner.mb.addr)
 	}
-	var conflicts, deads, joins []Event
 	for _, c := range cands[1:] {
 		if c.mb == nil {
 			continue
@@ -262,12 +279,12 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		case c.mb.admitted:
 			c.mb.admitted = false
 			conflicts = append(conflicts, m.conflict(c.mb.meta, slog.LevelError, fmt.Sprintf(
-				"term slot collision: node %d at %s and %s (which started first) both have term slot %d, the low %d bits of their ids; node %d is withdrawn (reported dead) and is not elected while %s is alive",
+				"term slot collision: node %d at %s and %s both have term slot %d, the low %d bits of their ids; the lower id keeps the slot, so node %d is withdrawn (reported dead) and is not elected while %s is alive",
 				c.id, c.mb.addr, ownerDesc, slot, election.SlotBits, c.id, ownerDesc)))
 			deads = append(deads, Event{Type: Dead, Member: c.mb.meta})
 		case c.mb.name == newcomer:
 			conflicts = append(conflicts, m.conflict(c.mb.meta, slog.LevelError, fmt.Sprintf(
-				"term slot collision: node %d at %s has term slot %d, the low %d bits of its id, like %s, which started first; node %d is not admitted as a member and is not elected while %s is alive",
+				"term slot collision: node %d at %s has term slot %d, the low %d bits of its id, like %s, whose id is lower and keeps the slot; node %d is not admitted as a member and is not elected while %s is alive",
 				c.id, c.mb.addr, slot, election.SlotBits, ownerDesc, c.id, ownerDesc)))
 		}
 	}
@@ -276,8 +293,8 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		joins = append(joins, Event{Type: Join, Member: owner.mb.meta})
 		if selfIn {
 			ev := m.conflict(owner.mb.meta, slog.LevelError, fmt.Sprintf(
-				"term slot collision: this node (id %d) has term slot %d, the low %d bits of its id, like node %d at %s, which started first; the others do not admit this node, and it must not lead",
-				m.cfg.Self.ID, slot, election.SlotBits, owner.id, owner.mb.addr))
+				"term slot collision: this node (id %d) has term slot %d, the low %d bits of its id, like node %d at %s, whose id is lower and keeps the slot; the others do not admit this node, and it must not lead (give it an id whose low %d bits no other node has)",
+				m.cfg.Self.ID, slot, election.SlotBits, owner.id, owner.mb.addr, election.SlotBits))
 			ev.Yield = true
 			conflicts = append(conflicts, ev)
 		} else if len(cands) > 1 {

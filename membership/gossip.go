@@ -45,6 +45,8 @@ type Membership struct {
 	known map[string]*knownMember
 
 	refusedSettings atomic.Uint64 // see RefusedSettings
+	refusedClaims   atomic.Uint64 // see RefusedClaims
+	proofRetry      time.Duration // see proofRetry
 
 	// closing is set when Leave or Shutdown begins: memberlist's warnings
 	// and errors are debug from then on (see memberlistLogger).
@@ -62,8 +64,9 @@ type member struct {
 	meta     Meta
 	since    int64
 	leaving  bool
-	admitted bool // reported by Join and listed by Members
-	badNoted bool // an undecodable update was reported
+	admitted bool       // reported by Join and listed by Members
+	badNoted bool       // an undecodable update was reported
+	proof    proofState // its proof of its id, in a slot collision (claims.go)
 }
 
 // New starts gossip on cfg.BindAddr. It contacts no one: call Join.
@@ -79,13 +82,15 @@ func New(cfg Config) (*Membership, error) {
 	m := &Membership{
 		cfg:       cfg,
 		name:      strconv.FormatUint(uint64(cfg.Self.ID), 10),
-		since:     time.Now().UnixNano(),
+		since:     cmp.Or(cfg.since, time.Now().UnixNano()),
 		log:       logger.With("component", "membership"),
 		meta:      cfg.Self,
 		members:   make(map[string]*member),
 		conflicts: make(map[string]time.Time),
 		known:     make(map[string]*knownMember),
 		stopRetry: make(chan struct{}),
+
+		proofRetry: proofRetry,
 	}
 	m.cfg.Join = slices.Clone(cfg.Join)
 

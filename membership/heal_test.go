@@ -82,10 +82,14 @@ func (t *cutTransport) DialAddressTimeout(a memberlist.Address, timeout time.Dur
 }
 
 // startCut starts node id on loopback behind c, with seeds as Config.Join.
-func startCut(t *testing.T, c *cutNet, id election.NodeID, seeds []string) *Membership {
+// Each of opts, if any, changes the config first.
+func startCut(t *testing.T, c *cutNet, id election.NodeID, seeds []string, opts ...func(*Config)) *Membership {
 	t.Helper()
 	cfg := Config{Self: metaFor(id, fmt.Sprintf("n%d", id)), BindAddr: "127.0.0.1:0", Preset: "local", Join: seeds,
 		Logger: slog.New(&logSink{})}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	cfg.wrapTransport = func(nt memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
 		port := nt.(*memberlist.NetTransport).GetAutoBindPort()
 		return &cutTransport{NodeAwareTransport: nt, net: c, self: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}

@@ -21,17 +21,28 @@
 //     ignores the other (its ConflictDelegate); the Conflict's Detail names
 //     both addresses. A node restarted at a new address before the others
 //     forgot its dead predecessor is refused the same way for a while
-//     (GossipToTheDeadTime) and reported at Warn level.
-//   - Same slot, different ids: of the live nodes with one slot, the one that
-//     started first (its start time travels in the metadata; ties go to the
-//     lower id) keeps it. A later one gets a Conflict instead of a Join, is
-//     not listed by Members, and so is never elected while the first one is
-//     alive; when the first one leaves or dies, the later one takes the slot
-//     and gets its Join then. A node that learns of both at once (joining a
-//     cluster that already has the collision) may see the later one Join
-//     first; when the earlier one shows up, the later one gets a Conflict
-//     and a Dead. A node that is itself the later one gets a Conflict about
-//     itself: the others ignore it, and it must not lead.
+//     (GossipToTheDeadTime) and reported at Warn level. When the other
+//     claims this node's own id: with Config.Prove (peer TLS) it must prove
+//     the id on the peer address it gossips, or it is refused (a Conflict
+//     without Yield, an Error log naming the reason, RefusedClaims); only
+//     if it proves it (it holds this node's certificate, and its address
+//     does not lead back here) does a start time decide: the one that
+//     reports the earlier start keeps the id, the later one stands down.
+//     Without Config.Prove the start time alone decides (see claims.go and
+//     docs/SECURITY.md for what that leaves open).
+//   - Same slot, different ids: of the live nodes with one slot, the one
+//     with the lowest id keeps it, an order every node computes alike (so
+//     both sides of a healed partition agree) and no node can change by
+//     what it reports about itself. A higher one gets a Conflict instead of
+//     a Join, is not listed by Members, and so is never elected while the
+//     lower one is alive; when that one leaves or dies, the next takes the
+//     slot and gets its Join then. An admitted node that a lower one
+//     displaces gets a Conflict and a Dead. A node that is itself displaced
+//     gets a Conflict about itself (Yield): the others ignore it, and it
+//     must not lead. With Config.Prove, a newcomer in a collision counts
+//     only once it proved its id (an admitted holder keeps its place unless
+//     its proof fails): a node without the certificate cannot take a slot
+//     by claiming a low id.
 //   - A node whose metadata cannot be decoded, or names another id, is
 //     reported as a Conflict and never joins.
 //
@@ -82,8 +93,9 @@ func (t EventType) String() string {
 type Event struct {
 	Type   EventType
 	Member Meta
-	// Yield is set on a Conflict that says this node is the later holder of
-	// its id or of its term slot: it must not take part in elections.
+	// Yield is set on a Conflict that says this node lost its id (to a
+	// claimant that proved it and started first) or its term slot (to a
+	// lower id): it must not take part in elections.
 	Yield bool
 	// Detail explains a Conflict.
 	Detail string

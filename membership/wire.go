@@ -16,8 +16,8 @@ import (
 // fields, flattened, plus two this package uses internally.
 type wireMeta struct {
 	Meta
-	// Since is when the node's gossip started (Unix nanoseconds). Of two live
-	// nodes with the same term slot, the one that started first keeps it.
+	// Since is when the node's gossip started (Unix nanoseconds), as the node
+	// reports it: it settles nothing alone (see claims.go).
 	Since int64 `json:"since,omitempty"`
 	// Leaving is set just before a clean Leave, so that the others can tell a
 	// leave from a death: memberlist v0.7.0 records the difference

@@ -442,7 +442,7 @@ func (n *Node) membershipEvent(ev MemberEvent) {
 		n.counters.Conflicts.Add(1)
 		n.log.Error("membership conflict: the node is not let in", "id", uint64(id), "detail", ev.Detail)
 		if ev.Yield && !n.killed {
-			// This node is the later claimant of an id or term slot (it could
+			// This node lost its id or term slot to another claimant (it could
 			// mint terms that belong to the other node), or its cluster
 			// settings differ from the cluster it meets (it would lead a
 			// cluster of one). Stand down until an operator revives it.

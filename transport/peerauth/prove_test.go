@@ -1,0 +1,138 @@
+package peerauth_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport/peerauth"
+	"github.com/electord/electord/transport/peerauth/peerauthtest"
+)
+
+// serve hands every connection accepted on l to handle, until the test ends.
+func serve(t *testing.T, l net.Listener, handle func(net.Conn)) string {
+	t.Helper()
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// servePeer serves a stand-in peer port with cfg: each connection is
+// handshaken and answered with one byte (an HTTP/2 server's SETTINGS).
+func servePeer(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, l, func(c net.Conn) {
+		if err := c.(*tls.Conn).Handshake(); err != nil {
+			return
+		}
+		c.Write([]byte{0})
+		io.Copy(io.Discard, c)
+	})
+}
+
+// relay forwards every connection to addr, as an attacker's address
+// pointing at a real node would.
+func relay(t *testing.T, addr string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, l, func(c net.Conn) {
+		u, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		defer u.Close()
+		go io.Copy(u, c)
+		io.Copy(c, u)
+	})
+}
+
+func TestProver(t *testing.T) {
+	const cluster = "c1"
+	ca, err := peerauthtest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := func(id election.NodeID) *tls.Config {
+		b, err := ca.NodeBase(cluster, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// Node 3 in another process: its handshakes are not marked here.
+	other := servePeer(t, peerauth.ServerConfig(base(3), cluster))
+	// This process is node 1; its own peer port is marked.
+	self := servePeer(t, peerauth.ServerConfig(peerauth.MarkServed(base(1)), cluster))
+	outsider, err := ca.Leaf("outsider") // a certificate of the CA that names no node
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogue := servePeer(t, peerauth.ServerConfig(ca.Base(outsider), cluster))
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := closed.Addr().String()
+	closed.Close()
+
+	p := &peerauth.Prover{Client: base(1), Cluster: cluster, Timeout: 2 * time.Second}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		id   election.NodeID
+		addr string
+		err  string // "" = proven
+	}{
+		{"holder", 3, other, ""},
+		{"holder through a relay", 3, relay(t, other), ""},
+		{"another id", 65539, other, "names node 3"},
+		{"no node identity", 3, rogue, "no URI SAN"},
+		{"nothing listens", 3, dead, "no TLS handshake"},
+		{"no address", 3, "", "no peer address"},
+		{"this node's own address", 1, self, "leads back to this node"},
+		{"a relay to this node", 1, relay(t, self), "leads back to this node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			err := p.Prove(ctx, tc.id, tc.addr)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("Prove(%d, %s) = %v, want %q", tc.id, tc.addr, err, tc.err)
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("took %v", took)
+			}
+			// The outcome is cached: the second answer is the same, at once.
+			start = time.Now()
+			if err2 := p.Prove(ctx, tc.id, tc.addr); (err2 == nil) != (err == nil) || time.Since(start) > 10*time.Millisecond {
+				t.Errorf("second Prove = %v after %v, want %v from the cache", err2, time.Since(start), err)
+			}
+		})
+	}
+	if err := p.Prove(ctx, 1, self); !errors.Is(err, peerauth.ErrSelf) {
+		t.Errorf("Prove of this node's own address = %v, want ErrSelf", err)
+	}
+}
