@@ -292,6 +292,9 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 	if r, err := w.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("first Watch answer: %v %v", r.GetStatus(), err)
 	}
+	if n := scrapeOf(t, target).value("api_watchers", "server", "grpc"); n != 0 {
+		t.Errorf("a health Watch counted as %v leadership watchers", n)
+	}
 	if err := target.Node.Kill(context.Background()); err != nil {
 		t.Fatal(err)
 	}

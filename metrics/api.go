@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
 
 // API counts the client API's calls (gRPC and the sidecar's HTTP), its open
@@ -53,8 +55,8 @@ func (a *API) Collect(ch chan<- prometheus.Metric) {
 // grpcMethod is the last element of /pkg.Service/Method.
 func grpcMethod(full string) string { return full[strings.LastIndexByte(full, '/')+1:] }
 
-// GRPCOptions count every call by method and code, and open streams as
-// watchers. Given after the API's own options, they run inside its
+// GRPCOptions count every call by method and code, and open WatchLeader
+// streams as watchers. Given after the API's own options, they run inside its
 // authorization: a call it refuses is counted in api_denied_total only.
 func (a *API) GRPCOptions() []grpc.ServerOption {
 	watch := a.watchers.WithLabelValues("grpc")
@@ -65,9 +67,16 @@ func (a *API) GRPCOptions() []grpc.ServerOption {
 			return resp, err
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			watch.Inc()
+			// Only leadership watches count against max-watchers (not,
+			// say, a gRPC health Watch).
+			leader := info.FullMethod == electordv1.Elector_WatchLeader_FullMethodName
+			if leader {
+				watch.Inc()
+			}
 			err := h(srv, ss)
-			watch.Dec()
+			if leader {
+				watch.Dec()
+			}
 			a.calls.WithLabelValues("grpc", grpcMethod(info.FullMethod), status.Code(err).String()).Inc()
 			return err
 		}),
