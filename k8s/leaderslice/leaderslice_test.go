@@ -2,6 +2,7 @@ package leaderslice
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,9 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
@@ -237,7 +241,37 @@ func TestWriterClaimsWhenTheLeaseStarts(t *testing.T) {
 	defer w.Stop(context.Background())
 	<-asked // the first event (none): the writer asked
 	events <- node.LeaderInfo{ID: 1, Self: true, Term: term}
-	<-asked // it asked after the event, before the lease started
+	<-asked          // it asked after the event, before the lease started
 	held.Store(true) // no event
 	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
+}
+
+// An update refused for a stale resourceVersion is read again and decided
+// again, not overwritten blindly; the slice is written once.
+func TestWriterRereadsOnConflict(t *testing.T) {
+	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns"}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns", ResourceVersion: "1",
+			Annotations: map[string]string{AnnotationTerm: "3"}}, AddressType: discoveryv1.AddressTypeIPv4})
+	var updates atomic.Int32
+	client.PrependReactor("update", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if updates.Add(1) == 1 {
+			return true, nil, apierrors.NewConflict(discoveryv1.Resource("endpointslices"), "svc", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	l := newLeadership()
+	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+		Events: l.events, Current: l.current, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 9})
+	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
+	if c, n := w.Stats().Conflicts.Load(), updates.Load(); c != 1 || n != 2 {
+		t.Errorf("conflicts %d, updates %d; want 1 and 2", c, n)
+	}
+	if e := w.Stats().Errors.Load(); e != 0 {
+		t.Errorf("a conflict counted as an error (%d)", e)
+	}
 }
