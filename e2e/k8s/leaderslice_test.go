@@ -62,7 +62,9 @@ type env struct {
 	hist  *history
 }
 
-func setup(t *testing.T) *env {
+// setup starts the API server and three electord nodes (quorum: --quorum,
+// 0 = off) writing the slice of Service service.
+func setup(t *testing.T, quorum int) *env {
 	if err := faultnet.Available(); err != nil {
 		t.Skipf("needs root, ip and iptables for network namespaces: %v", err)
 	}
@@ -79,7 +81,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	c, err := faultnet.New(faultnet.Config{
-		Binary: bin, Nodes: nodes, Algorithm: "bully", Quorum: nodes/2 + 1,
+		Binary: bin, Nodes: nodes, Algorithm: "bully", Quorum: quorum,
 		Dir: dir, Logf: t.Logf,
 	})
 	if err != nil {
@@ -507,7 +509,7 @@ func spread(ds []time.Duration) string {
 // narrower one fails visibly. The watched history never names two pods
 // and its term never goes down.
 func TestLeaderSliceFollowsTheLeader(t *testing.T) {
-	e := setup(t)
+	e := setup(t, nodes/2+1)
 	e.allAnswer(time.Minute)
 	leader, first := e.settled(time.Minute)
 	t.Logf("leader node %d, slice %+v", leader, first)
@@ -669,6 +671,42 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 	if h := e.hist; h.err != nil {
 		t.Logf("the watch was restarted after: %v", h.err)
 	}
+	t.Logf("slice history:\n%s", e.hist.String())
+}
+
+// TestStaleLeaderIsRefused: without --quorum a leader cut off from its
+// peers (not from the API server) goes on believing it leads while the
+// others elect a new leader, which writes the slice with a higher term.
+// The old leader's next claim (at an event or the 30 s resync) reads the
+// higher term and does not write: its log says so, and the slice keeps the
+// new leader. The watched history never names two pods nor goes down.
+func TestStaleLeaderIsRefused(t *testing.T) {
+	e := setup(t, 0)
+	e.allAnswer(time.Minute)
+	old, before := e.settled(time.Minute)
+	if err := e.c.Isolate(old); err != nil {
+		t.Fatal(err)
+	}
+	after := e.moved(old, before.Term, 30*time.Second)
+	t.Logf("node %d isolated; slice names %s (term %s)", old, after.pod(), after.Human)
+	logPath := filepath.Join(e.c.Dir(), fmt.Sprintf("node-%d.log", old))
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(tail(logPath, 50), "not claiming: the slice records a newer term") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stale leader did not refuse within a minute; its log:\n%s", tail(logPath, 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the stale leader refused: %s", firstLine(tail(logPath, 50), "not claiming"))
+	if last := e.hist.states0(); last[len(last)-1].pod() != after.pod() {
+		t.Errorf("the slice moved after the new leader's write: %+v", last[len(last)-1])
+	}
+	if err := e.c.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	e.allAnswer(30 * time.Second)
+	e.settled(30 * time.Second)
+	e.hist.check(t)
 	t.Logf("slice history:\n%s", e.hist.String())
 }
 
