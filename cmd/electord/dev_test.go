@@ -65,7 +65,7 @@ func TestDevTLS(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := cl.Resign(ctx); err != nil {
-		t.Fatalf("resign as the dev admin: %v", err)
+		t.Fatalf("resign as the dev admin: %v (leader %+v)\n%s", err, li, out.String())
 	}
 	// Plaintext is refused.
 	plain, _ := client.NewWithOptions([]string{c.Nodes[0].APIAddr}, client.WithDialTimeout(time.Second))
@@ -232,9 +232,12 @@ func TestDevReportsDisagreementAndRecovery(t *testing.T) {
 	_, at := out.wait(t, 20*time.Second, 0, "** all 3 live nodes agree: leader node 3")
 	// Without quorum, both sides of a partition elect: {1,2} node 2, {3} keeps node 3.
 	faults.Partition([]election.NodeID{1, 2}, []election.NodeID{3})
-	line, at := out.wait(t, 20*time.Second, at, "!! the live nodes disagree")
-	if !strings.Contains(line, "nodes [1 2] see node 2 leading") || !strings.Contains(line, "nodes [3] see node 3 leading (term 1.3, fencing token 65539)") {
-		t.Fatalf("disagreement line %q: want who sees which leader", line)
+	_, from := out.wait(t, 20*time.Second, at, "!! the live nodes disagree")
+	// Each line says which nodes see which leader (the first may come
+	// before nodes 1 and 2 agree on node 2; "still disagree" follows).
+	_, at = out.wait(t, 20*time.Second, at, "!! the live nodes ", "nodes [1 2] see node 2 leading", "nodes [3] see node 3 leading (term 1.3, fencing token 65539)")
+	if from > at {
+		t.Fatal("lines out of order")
 	}
 	faults.Heal()
 	out.wait(t, 20*time.Second, at, "** recovered after", "all 3 live nodes agree")
