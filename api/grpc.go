@@ -407,8 +407,12 @@ func (s *service) Kill(ctx context.Context, req *electordv1.KillRequest) (*elect
 			}()
 			return s.reply(fmt.Sprintf("node %d is exiting: it hands leadership over if it leads, leaves the cluster and stops for good (revive cannot bring it back)", id)), nil
 		}
+		was := s.b.Status().Killed
 		if err := s.b.Kill(ctx); err != nil {
 			return nil, s.statusError(err)
+		}
+		if was {
+			return s.reply(fmt.Sprintf("node %d was killed already: nothing changed", id)), nil
 		}
 		return s.reply(fmt.Sprintf("node %d killed: it no longer answers its peers", id)), nil
 	}
@@ -428,10 +432,14 @@ func (s *service) Revive(ctx context.Context, req *electordv1.ReviveRequest) (*e
 	id := election.NodeID(req.GetId())
 	self := s.b.Self()
 	if id == self {
+		was := s.b.Status().Killed
 		if err := s.b.Revive(ctx); err != nil {
 			return nil, s.statusError(err)
 		}
-		return s.reply(fmt.Sprintf("node %d revived", id)), nil
+		if !was {
+			return s.reply(fmt.Sprintf("node %d was not killed: nothing to revive", id)), nil
+		}
+		return s.reply(fmt.Sprintf("node %d revived: it rejoins from its persisted term", id)), nil
 	}
 	m, err := s.member(id)
 	if err != nil {

@@ -235,12 +235,18 @@ func TestKillReviveCommands(t *testing.T) {
 		Message string         `json:"message"`
 		Leader  map[string]any `json:"leader"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || res.Message != "node 2 revived" || res.Leader["id"] != float64(3) {
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || res.Message != "node 2 revived: it rejoins from its persisted term" || res.Leader["id"] != float64(3) {
 		t.Fatalf("%+v: %v", r, err)
 	}
 	if f.c.Killed(2) {
 		t.Fatal("node 2 still killed")
 	}
+
+	// A command that changes nothing says so.
+	electctl(t, ep, "revive", "2").want(t, 0, "node 2 was not killed: nothing to revive\n", "")
+	electctl(t, ep, "kill", "1").want(t, 0, "node 1 killed: it no longer answers its peers\n", "")
+	electctl(t, ep, "kill", "1").want(t, 0, "node 1 was killed already: nothing changed\n", "")
+	electctl(t, ep, "revive", "1").want(t, 0, "node 1 revived: it rejoins from its persisted term\n", "")
 
 	electctl(t, ep, "kill", "9").want(t, ExitNotFound, "", "electctl: node 9 is not a member (members: 1, 2, 3)\n")
 	electctl(t, ep, "revive", "9").want(t, ExitNotFound, "", "electctl: node 9 is not a member (members: 1, 2, 3)\n")
