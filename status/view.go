@@ -118,8 +118,13 @@ type asker interface {
 	ask(ctx context.Context, addr string) answer
 }
 
+// maxAsks bounds the members asked at once: a page on a large cluster
+// asks them in waves rather than all together.
+const maxAsks = 32
+
 // build assembles the view: n's status, timeline and elections, and the
-// answer of every live member (asked concurrently, each within timeout).
+// answer of every live member (asked concurrently, at most maxAsks at a
+// time, each within timeout).
 func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) View {
 	st := n.Status()
 	li := st.Leader
@@ -128,6 +133,7 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 
 	answers := make([]answer, len(st.Members))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxAsks)
 	for i, m := range st.Members {
 		switch {
 		case m.ID == st.Self:
@@ -142,6 +148,8 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 			answers[i] = answer{err: fmt.Errorf("no api address known")}
 		default:
 			wg.Go(func() {
+				slots <- struct{}{}
+				defer func() { <-slots }()
 				actx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
 				answers[i] = a.ask(actx, m.APIAddr)
