@@ -74,6 +74,10 @@ type Server struct {
 	done    chan struct{}      // closed when the running poller returned
 	last    []byte             // the view the poller last rendered
 
+	onceMu   sync.Mutex
+	onceView []byte // the last view built for a page load (see once)
+	onceAt   time.Time
+
 	renders atomic.Uint64 // views built (for tests: nothing runs while no page is open)
 }
 
@@ -143,11 +147,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	view := s.last
 	s.mu.Unlock()
 	if view == nil {
-		a := newAsker(s.cfg.PeerTLS)
 		var err error
-		view, err = s.render(r.Context(), a)
-		a.close()
-		if err != nil {
+		if view, err = s.once(r.Context()); err != nil {
 			http.Error(w, "status: rendering the view: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -163,6 +164,25 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if err := s.tmpl.ExecuteTemplate(w, "page.html", data); err != nil {
 		s.cfg.Logger.Warn("status page", "err", err)
 	}
+}
+
+// once builds a view for a page load while no poller runs. Loads within
+// one Poll share it (and wait for one another), so reloading the page,
+// or many clients loading it, asks the members at most once per Poll.
+func (s *Server) once(ctx context.Context) ([]byte, error) {
+	s.onceMu.Lock()
+	defer s.onceMu.Unlock()
+	if s.onceView != nil && time.Since(s.onceAt) < s.cfg.Poll {
+		return s.onceView, nil
+	}
+	a := newAsker(s.cfg.PeerTLS)
+	defer a.close()
+	view, err := s.render(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	s.onceView, s.onceAt = view, time.Now()
+	return view, nil
 }
 
 // events streams the view as Server-Sent Events ("view" events whose data

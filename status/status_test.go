@@ -374,3 +374,31 @@ func TestStatusPageAsksMembersOverTLS(t *testing.T) {
 	}
 	s.until(10*time.Second, patterns...)
 }
+
+// TestPageLoadsShareOneView: page loads with no page open ask the members
+// at most once per Poll, however many there are.
+func TestPageLoadsShareOneView(t *testing.T) {
+	c, _, viewer := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	for range 20 {
+		resp, err := http.Get(hs.URL + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !regexp.MustCompile(anyLeader).Match(page) {
+			t.Fatalf("GET /status: %s\n%s", resp.Status, page)
+		}
+	}
+	if n := srv.Renders(); n != 1 {
+		t.Fatalf("20 page loads within one Poll built %d views, want 1", n)
+	}
+}
