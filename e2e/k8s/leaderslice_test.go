@@ -73,12 +73,15 @@ func setup(t *testing.T, quorum int) *env {
 	apiserver := kubeAPIServer(t)
 	etcd := etcdBinary(t)
 	bin := buildElectord(t)
-	// E2E_K8S_DIR=dir keeps the nodes' logs there (default: removed).
+	// E2E_K8S_DIR=dir keeps the nodes' logs in dir/<test> (default: removed).
 	dir := os.Getenv("E2E_K8S_DIR")
 	if dir == "" {
 		dir = workDir(t, "nodes")
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	} else {
+		dir = filepath.Join(dir, t.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, err := faultnet.New(faultnet.Config{
 		Binary: bin, Nodes: nodes, Algorithm: "bully", Quorum: quorum,
