@@ -23,7 +23,14 @@
   var es = new EventSource("status/events");
   var updates = 0;
   es.onopen = function () { state("live", "live"); };
-  es.onerror = function () { state("reconnecting", "reconnecting…"); };
+  es.onerror = function () {
+    if (es.readyState === EventSource.CLOSED) {
+      // Refused (503: too many pages open on this node): no retry.
+      state("closed", "not live: the node refused the stream; reload later");
+    } else {
+      state("reconnecting", "reconnecting…");
+    }
+  };
   es.addEventListener("view", function (e) {
     view.innerHTML = e.data;
     updates++;
