@@ -238,7 +238,7 @@ func (w *Writer) run() {
 			// mode: its lease starts with the first acknowledgements, and
 			// no event says so). Ask it again soon, without a call to the
 			// API server; an event ends the wait. (Once the slice named
-			// it in this term, a lapsed lease releases at once.)
+			// it in this term, a lapse seen later releases the slice.)
 			timer.Reset(leaseWait)
 			continue
 		}
