@@ -91,6 +91,10 @@ func classify(err error) (int, string) {
 	if !ok {
 		return ExitError, err.Error()
 	}
+	if st.Code() == codes.DeadlineExceeded && !strings.Contains(st.Message(), "deadline") {
+		// grpc may report the end of --timeout as "stream terminated by RST_STREAM".
+		return ExitDeadline, "deadline exceeded: no answer within --timeout (" + st.Message() + ")"
+	}
 	if st.Code() == codes.Unimplemented {
 		return ExitError, "the endpoint does not serve electord's Elector API (is it an electord api-addr?): " + st.Message()
 	}

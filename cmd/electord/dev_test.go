@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -35,13 +34,16 @@ func TestDevTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	opts.Out = &out
+	out := newLines()
+	opts.Out = out
 	c, err := devcluster.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop()
+	// Resign once the first elections have settled (under load a
+	// campaign may still be crossing the first leader).
+	out.wait(t, 20*time.Second, 0, "** all 3 live nodes agree")
 	f := strings.Fields(flags)
 	if len(f) != 6 || f[0] != "--cacert" || f[2] != "--cert" || f[4] != "--key" {
 		t.Fatalf("flags %q", flags)
@@ -229,13 +231,14 @@ func TestDevReportsDisagreementAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	_, at := out.wait(t, 20*time.Second, 0, "** all 3 live nodes agree: leader node 3")
+	agreed, at := out.wait(t, 20*time.Second, 0, "** all 3 live nodes agree: leader node 3")
+	term := agreed[strings.Index(agreed, "term "):strings.LastIndex(agreed, "\n")] // "term 1.3, fencing token 65539"
 	// Without quorum, both sides of a partition elect: {1,2} node 2, {3} keeps node 3.
 	faults.Partition([]election.NodeID{1, 2}, []election.NodeID{3})
 	_, from := out.wait(t, 20*time.Second, at, "!! the live nodes disagree")
 	// Each line says which nodes see which leader (the first may come
 	// before nodes 1 and 2 agree on node 2; "still disagree" follows).
-	_, at = out.wait(t, 20*time.Second, at, "!! the live nodes ", "nodes [1 2] see node 2 leading", "nodes [3] see node 3 leading (term 1.3, fencing token 65539)")
+	_, at = out.wait(t, 20*time.Second, at, "!! the live nodes ", "nodes [1 2] see node 2 leading", "nodes [3] see node 3 leading ("+term+")")
 	if from > at {
 		t.Fatal("lines out of order")
 	}
