@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -25,6 +26,8 @@ func TestChecksCatch(t *testing.T) {
 		return p.electord
 	}
 	podSpec := func(m *manifests) *corev1.PodSpec { return &m.StatefulSets[0].Spec.Template.Spec }
+	// the network policy's ingress rules: 0 the app's pods (peer, gossip;
+	// the api in secure), 1 monitoring namespaces (health), 2 everyone (the app)
 	setArg := func(m *manifests, name, val string) {
 		c := electord(m)
 		for i, a := range c.Args {
@@ -91,21 +94,88 @@ func TestChecksCatch(t *testing.T) {
 		{"no --insecure in plain", func(m *manifests) {
 			electord(m).Args = slices.DeleteFunc(electord(m).Args, func(a string) bool { return a == "--insecure" })
 		}, "without --insecure"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m := build(t, dir)
-			c.break_(m)
-			errs := append(check(m), checkSecurity(m, false)...)
-			for _, err := range errs {
-				if strings.Contains(err.Error(), c.want) {
-					return
+
+		// Review of issues 13-14, finding 7: IPv6.
+		{"peer address without brackets (before the review)", func(m *manifests) { setArg(m, "peer-addr", "$(POD_IP):7071") }, "with pod IP fd00::a the manifest's arguments are refused: peer-addr"},
+		{"gossip address without brackets", func(m *manifests) { setArg(m, "gossip-addr", "$(POD_IP):7946") }, "--gossip-addr must listen on the pod IP, written [$(POD_IP)]:port"},
+		// Finding 5: the token in electord only.
+		{"token automounted (before the review)", func(m *manifests) { podSpec(m).AutomountServiceAccountToken = nil }, "automountServiceAccountToken must be false"},
+		{"token mounted into the app", func(m *manifests) {
+			app := &podSpec(m).Containers[0]
+			app.VolumeMounts = append(app.VolumeMounts, corev1.VolumeMount{Name: "electord-token", MountPath: "/var/run/secrets/tokens", ReadOnly: true})
+		}, "app: mounts the service-account token"},
+		{"no token for electord", func(m *manifests) {
+			c := electord(m)
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == "electord-token" })
+		}, "electord: no service-account token"},
+		{"token volume without the cluster CA", func(m *manifests) {
+			for i := range podSpec(m).Volumes {
+				if v := &podSpec(m).Volumes[i]; v.Projected != nil {
+					v.Projected.Sources = slices.DeleteFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.ConfigMap != nil })
 				}
 			}
-			t.Errorf("no error mentions %q; got %v", c.want, errs)
-		})
+		}, "ca.crt false"},
+		// Finding 9: the health port.
+		{"health port open to all (before the review)", func(m *manifests) {
+			r := &m.NetworkPolicies[0].Spec.Ingress[1]
+			r.From = nil
+		}, "admits TCP 7074 from anywhere"},
+		{"health port open to every namespace", func(m *manifests) {
+			r := &m.NetworkPolicies[0].Spec.Ingress[1]
+			r.From[0].NamespaceSelector = &metav1.LabelSelector{}
+		}, "admits the health port 7074 from every pod"},
+		{"health port in the app's open rule", func(m *manifests) {
+			r := &m.NetworkPolicies[0].Spec.Ingress[2]
+			r.Ports = append(r.Ports, r.Ports[0])
+			r.Ports[len(r.Ports)-1].Port = ptr(intstr.FromInt32(7074))
+		}, "admits TCP 7074 from anywhere"},
+		{"no rule for monitoring", func(m *manifests) {
+			in := &m.NetworkPolicies[0].Spec.Ingress
+			*in = slices.Delete(*in, 1, 2)
+		}, "from a monitoring namespace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { breaks(t, dir, false, c.break_, c.want) })
+	}
+
+	// The secure overlay: its api is reachable by the app's pods only.
+	secure := filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", "secure")
+	for _, c := range []struct {
+		name   string
+		break_ func(m *manifests)
+		want   string
+	}{
+		{"api on localhost (before the review: forwarding and the status page reach nothing)", func(m *manifests) { setArg(m, "api-addr", "127.0.0.1:7070") }, "secure overlay: --api-addr \"127.0.0.1:7070\" is on localhost"},
+		{"api on the pod IP only (kubectl port-forward dials localhost)", func(m *manifests) { setArg(m, "api-addr", "[$(POD_IP)]:7070") }, "--api-addr must listen on localhost"},
+		{"api port not admitted from the app's pods", func(m *manifests) {
+			r := &m.NetworkPolicies[0].Spec.Ingress[0]
+			r.Ports = slices.DeleteFunc(r.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port.IntValue() == 7070 })
+		}, "no NetworkPolicy rule admits it from the app's pods"},
+		{"api port open to all", func(m *manifests) {
+			r := &m.NetworkPolicies[0].Spec.Ingress[2]
+			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: ptr(intstr.FromInt32(7070))})
+		}, "admits TCP 7070 from anywhere"},
+	} {
+		t.Run("secure/"+c.name, func(t *testing.T) { breaks(t, secure, true, c.break_, c.want) })
 	}
 }
+
+// breaks builds the overlay in dir, breaks it, and expects an error that
+// mentions want.
+func breaks(t *testing.T, dir string, secure bool, break_ func(*manifests), want string) {
+	t.Helper()
+	m := build(t, dir)
+	break_(m)
+	errs := append(check(m), checkSecurity(m, secure)...)
+	for _, err := range errs {
+		if strings.Contains(err.Error(), want) {
+			return
+		}
+	}
+	t.Errorf("no error mentions %q; got %v", want, errs)
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // TestDockerfile: the image is the static binary alone, as uid 65532.
 func TestDockerfile(t *testing.T) {

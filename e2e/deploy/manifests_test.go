@@ -357,17 +357,24 @@ func check(m *manifests) (errs []error) {
 		}
 	}
 
-	// What must be reachable is, the rest listens on localhost.
-	for _, k := range []string{"api-addr", "http-addr"} {
-		if h, _, err := net.SplitHostPort(p.flags[k]); err != nil || !net.ParseIP(h).IsLoopback() {
-			bad("electord: --%s must listen on localhost (inside the pod only), got %q", k, p.flags[k])
-		}
+	// What must be reachable is, the rest listens on localhost. The api
+	// may listen on every address with TLS (the secure overlay: mutual TLS
+	// and the admin role guard it; checkNetworkPolicy the port).
+	if h, _, err := net.SplitHostPort(p.flags["http-addr"]); err != nil || !net.ParseIP(h).IsLoopback() {
+		bad("electord: --http-addr must listen on localhost (inside the pod only), got %q", p.flags["http-addr"])
 	}
+	if h, _, err := net.SplitHostPort(p.flags["api-addr"]); err != nil || !net.ParseIP(h).IsLoopback() && (p.flags["tls-cert"] == "" || !wildcard(h)) {
+		bad("electord: --api-addr must listen on localhost (inside the pod only), or on every address (kubectl port-forward dials localhost) with TLS, got %q", p.flags["api-addr"])
+	}
+	// [$(POD_IP)]:port, bracketed: a bare $(POD_IP):7071 becomes
+	// fd00::5:7071 on an IPv6 cluster, which is not host:port (checkFlags
+	// parses both families).
 	for _, k := range []string{"peer-addr", "gossip-addr"} {
-		if h, _, err := net.SplitHostPort(p.flags[k]); err != nil || h != "$(POD_IP)" && h != "0.0.0.0" {
-			bad("electord: --%s must listen on the pod IP, got %q", k, p.flags[k])
+		if !strings.HasPrefix(p.flags[k], "[$(POD_IP)]:") {
+			bad("electord: --%s must listen on the pod IP, written [$(POD_IP)]:port for IPv4 and IPv6, got %q", k, p.flags[k])
 		}
 	}
+	errs = append(errs, checkToken(p)...)
 	env := map[string]string{}
 	for _, e := range p.electord.Env {
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
@@ -423,7 +430,14 @@ func check(m *manifests) (errs []error) {
 	return errs
 }
 
-// checkNetworkPolicy: only the app's pods reach the peer and gossip ports.
+// wildcard: host is every address (0.0.0.0 listens on both families in Go).
+func wildcard(h string) bool { ip := net.ParseIP(h); return ip != nil && ip.IsUnspecified() }
+
+// checkNetworkPolicy: only the app's pods reach the peer and gossip ports
+// (and the api, when it listens beyond localhost, which they must reach);
+// the health port is not open to every pod: only to namespaces chosen by a
+// label (the kubelet's probes come from the node, which NetworkPolicy
+// always lets through).
 func checkNetworkPolicy(m *manifests, labels map[string]string, flags map[string]string) (errs []error) {
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	type port struct {
@@ -431,7 +445,31 @@ func checkNetworkPolicy(m *manifests, labels map[string]string, flags map[string
 		num   string
 	}
 	guarded := []port{{corev1.ProtocolTCP, flagPort(flags["peer-addr"])}, {corev1.ProtocolTCP, flagPort(flags["gossip-addr"])}, {corev1.ProtocolUDP, flagPort(flags["gossip-addr"])}}
-	covering := 0
+	api := port{corev1.ProtocolTCP, flagPort(flags["api-addr"])}
+	apiExposed := false
+	if h, _, err := net.SplitHostPort(flags["api-addr"]); err == nil && !net.ParseIP(h).IsLoopback() {
+		apiExposed = true
+		guarded = append(guarded, api)
+	}
+	health := port{corev1.ProtocolTCP, flagPort(flags["health-addr"])}
+	admits := func(rule networkingv1.NetworkPolicyIngressRule, g port) bool {
+		ok := len(rule.Ports) == 0
+		for _, rp := range rule.Ports {
+			proto := corev1.ProtocolTCP
+			if rp.Protocol != nil {
+				proto = *rp.Protocol
+			}
+			if proto == g.proto && (rp.Port == nil || rp.Port.String() == g.num) {
+				ok = true
+			}
+		}
+		return ok
+	}
+	appPods := func(peer networkingv1.NetworkPolicyPeer) bool {
+		return peer.IPBlock == nil && peer.NamespaceSelector == nil && peer.PodSelector != nil &&
+			len(peer.PodSelector.MatchExpressions) == 0 && len(peer.PodSelector.MatchLabels) > 0 && selects(labels, peer.PodSelector.MatchLabels)
+	}
+	covering, apiReached, monitoring := 0, false, false
 	for _, np := range m.NetworkPolicies {
 		if len(np.Spec.PodSelector.MatchExpressions) > 0 || !selects(np.Spec.PodSelector.MatchLabels, labels) ||
 			!slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
@@ -439,27 +477,27 @@ func checkNetworkPolicy(m *manifests, labels map[string]string, flags map[string
 		}
 		covering++
 		for i, rule := range np.Spec.Ingress {
-			for _, g := range guarded {
-				admits := len(rule.Ports) == 0
-				for _, rp := range rule.Ports {
-					proto := corev1.ProtocolTCP
-					if rp.Protocol != nil {
-						proto = *rp.Protocol
-					}
-					if proto == g.proto && (rp.Port == nil || rp.Port.String() == g.num) {
-						admits = true
-					}
-				}
-				if !admits {
+			for _, g := range append(guarded, health) {
+				if !admits(rule, g) {
 					continue
 				}
 				if len(rule.From) == 0 {
 					bad("NetworkPolicy %s: ingress rule %d admits %s %s from anywhere", np.Name, i, g.proto, g.num)
 				}
 				for _, peer := range rule.From {
-					if peer.IPBlock != nil || peer.NamespaceSelector != nil || peer.PodSelector == nil ||
-						len(peer.PodSelector.MatchExpressions) > 0 || !selects(labels, peer.PodSelector.MatchLabels) || len(peer.PodSelector.MatchLabels) == 0 {
+					switch {
+					case appPods(peer):
+						if g == api {
+							apiReached = true
+						}
+					case g != health:
 						bad("NetworkPolicy %s: ingress rule %d admits %s %s from more than the app's pods", np.Name, i, g.proto, g.num)
+					case peer.IPBlock != nil:
+						bad("NetworkPolicy %s: ingress rule %d admits the health port %s from an ipBlock: probes come from the node, which NetworkPolicy always admits", np.Name, i, g.num)
+					case peer.NamespaceSelector == nil || len(peer.NamespaceSelector.MatchExpressions) > 0 || len(peer.NamespaceSelector.MatchLabels) == 0:
+						bad("NetworkPolicy %s: ingress rule %d admits the health port %s from every pod (of this or every namespace): want namespaces chosen by a label", np.Name, i, g.num)
+					case peer.PodSelector == nil || len(peer.PodSelector.MatchLabels)+len(peer.PodSelector.MatchExpressions) == 0:
+						monitoring = true
 					}
 				}
 			}
@@ -467,6 +505,69 @@ func checkNetworkPolicy(m *manifests, labels map[string]string, flags map[string
 	}
 	if covering == 0 {
 		bad("no NetworkPolicy with an Ingress policy selects the pods: the peer and gossip ports are open to all")
+	}
+	if covering > 0 && !monitoring {
+		bad("no NetworkPolicy rule admits the health port %s from a monitoring namespace (a namespaceSelector by label): Prometheus cannot scrape", health.num)
+	}
+	if apiExposed && !apiReached {
+		bad("the api port %s listens beyond localhost but no NetworkPolicy rule admits it from the app's pods: forwarding and the status page cannot reach it", api.num)
+	}
+	return errs
+}
+
+// checkToken: the service-account token reaches the electord container
+// only. The pod does not automount it (that would give every container,
+// the app too, API credentials); electord mounts a projected token, the
+// cluster CA and the namespace where client-go's in-cluster config reads
+// them.
+func checkToken(p *pod) (errs []error) {
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	const dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	if a := p.spec.AutomountServiceAccountToken; a == nil || *a {
+		bad("pod: automountServiceAccountToken must be false (else every container, the app too, gets the token)")
+	}
+	tokenVolume := func(name string) *corev1.ProjectedVolumeSource {
+		for _, v := range p.spec.Volumes {
+			if v.Name == name && v.Projected != nil {
+				return v.Projected
+			}
+		}
+		return nil
+	}
+	hasToken := func(pv *corev1.ProjectedVolumeSource) bool {
+		return pv != nil && slices.ContainsFunc(pv.Sources, func(s corev1.VolumeProjection) bool { return s.ServiceAccountToken != nil })
+	}
+	for _, c := range p.containers() {
+		for _, vm := range c.VolumeMounts {
+			if c != p.electord && (hasToken(tokenVolume(vm.Name)) || strings.HasPrefix(vm.MountPath, "/var/run/secrets/kubernetes.io")) {
+				bad("%s: mounts the service-account token (volume %s at %s): only electord may", c.Name, vm.Name, vm.MountPath)
+			}
+		}
+	}
+	var pv *corev1.ProjectedVolumeSource
+	for _, vm := range p.electord.VolumeMounts {
+		if strings.TrimSuffix(vm.MountPath, "/") == dir && vm.ReadOnly && vm.SubPath == "" {
+			pv = tokenVolume(vm.Name)
+		}
+	}
+	if pv == nil {
+		return append(errs, fmt.Errorf("electord: no service-account token: want a read-only projected volume at %s", dir))
+	}
+	token, ca, ns := false, false, false
+	for _, s := range pv.Sources {
+		switch {
+		case s.ServiceAccountToken != nil:
+			token = s.ServiceAccountToken.Path == "token" && s.ServiceAccountToken.Audience == ""
+		case s.ConfigMap != nil:
+			ca = s.ConfigMap.Name == "kube-root-ca.crt" && slices.Contains(s.ConfigMap.Items, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})
+		case s.DownwardAPI != nil:
+			ns = slices.ContainsFunc(s.DownwardAPI.Items, func(f corev1.DownwardAPIVolumeFile) bool {
+				return f.Path == "namespace" && f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.namespace"
+			})
+		}
+	}
+	if !token || !ca || !ns {
+		bad("electord: the service-account volume at %s must hold token (serviceAccountToken, the API server's audience), ca.crt (configMap kube-root-ca.crt) and namespace (downward API): token %v, ca.crt %v, namespace %v", dir, token, ca, ns)
 	}
 	return errs
 }
@@ -531,18 +632,33 @@ func checkFlags(p *pod) (errs []error) {
 	fs := pflag.NewFlagSet("electord", pflag.ContinueOnError)
 	fs.SetOutput(new(bytes.Buffer))
 	config.Register(fs)
-	args := expand(append(slices.Clone(p.electord.Command), p.electord.Args...), map[string]string{
-		"POD_NAME": "my-app-0", "POD_IP": "10.0.0.10", "POD_NAMESPACE": "default",
-	})
-	for _, a := range args {
+	raw := append(slices.Clone(p.electord.Command), p.electord.Args...)
+	for _, a := range raw {
 		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		if fs.Lookup(name) == nil {
 			errs = append(errs, fmt.Errorf("electord: the manifest passes --%s, which electord does not have", name))
 		}
 	}
-	if len(errs) == 0 {
-		if err := fs.Parse(args); err != nil {
-			errs = append(errs, fmt.Errorf("electord: the manifest's arguments do not parse: %w", err))
+	if len(errs) > 0 {
+		return errs
+	}
+	// Then as electord reads and validates them, with an IPv4 and an IPv6
+	// pod IP (--id given: the test's hostname is not a pod's).
+	for _, ip := range []string{"10.0.0.10", "fd00::a"} {
+		fs := pflag.NewFlagSet("electord", pflag.ContinueOnError)
+		fs.SetOutput(new(bytes.Buffer))
+		config.Register(fs)
+		args := expand(raw, map[string]string{"POD_NAME": "my-app-0", "POD_IP": ip, "POD_NAMESPACE": "default"})
+		if err := fs.Parse(append(args, "--id=1")); err != nil {
+			return append(errs, fmt.Errorf("electord: the manifest's arguments do not parse: %w", err))
+		}
+		cfg, err := config.Load(fs)
+		if err == nil {
+			cfg.DataDir = "" // the pod's volume, not this machine's
+			err = cfg.Validate()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("electord: with pod IP %s the manifest's arguments are refused: %w", ip, err))
 		}
 	}
 	return errs
@@ -572,6 +688,9 @@ func checkSecurity(m *manifests, secure bool) (errs []error) {
 	}
 	if p.flags["cluster"] == "" {
 		errs = append(errs, fmt.Errorf("secure overlay: no --cluster"))
+	}
+	if h, _, err := net.SplitHostPort(p.flags["api-addr"]); err != nil || net.ParseIP(h).IsLoopback() {
+		errs = append(errs, fmt.Errorf("secure overlay: --api-addr %q is on localhost: every member advertises it, so a follower cannot forward commands and the status page cannot ask other pods", p.flags["api-addr"]))
 	}
 	return errs
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,6 +59,9 @@ func (s *sim) secrets() {
 
 	gid := int(*s.tmpl.spec.SecurityContext.FSGroup)
 	for _, v := range s.tmpl.spec.Volumes {
+		if serviceAccountVolume(v) {
+			continue // there is no API server here (the --k8s-* flags are left out)
+		}
 		var sources []*corev1.SecretProjection
 		mode := int32(0o644)
 		switch {
@@ -136,5 +140,10 @@ func (s *sim) secrets() {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(read(filepath.Join(dir, security.CACertFile)))
 	s.creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS13})
-	s.t.Logf("secure overlay: cluster %s, %d Secret volumes mounted read-only as %s", cluster, len(s.tmpl.spec.Volumes), strconv.Itoa(gid))
+	s.t.Logf("secure overlay: cluster %s, %d Secret volumes mounted read-only as %s", cluster, len(s.mounts)/2, strconv.Itoa(gid))
+}
+
+// serviceAccountVolume: v is the projected service-account token volume.
+func serviceAccountVolume(v corev1.Volume) bool {
+	return v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.ServiceAccountToken != nil })
 }
