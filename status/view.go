@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,12 +35,20 @@ type View struct {
 	// terms. Majority is the view most of them share.
 	Disagree bool
 	Majority string
+	// Live is how many members are alive (this node included); Askable
+	// how many of them could be asked (this node included): a member
+	// whose api address is loopback on another host (or this node's own
+	// address) is not asked, as asking it would ask this node.
+	Live, Askable int
 	// Timeline is the serving node's leader changes, newest first.
 	Timeline []Change
 	// Elections are the last elections the serving node took part in,
 	// newest first.
 	Elections []Election
 }
+
+// Unasked is how many live members were not asked (see notAsked).
+func (v View) Unasked() int { return v.Live - v.Askable }
 
 // TermView is a term both ways: the human form (epoch.slot) and the
 // integer fencing token.
@@ -73,6 +83,9 @@ type Member struct {
 	// killed (electctl kill), suspect (gossip says alive, it did not answer).
 	Liveness string
 	Why      string // why suspect: the error asking it
+	// NotAsked says why a live member was not asked ("" when it was):
+	// its api address would reach this node, not it (see notAsked).
+	NotAsked string
 	Role     string // its own state when it answered (leader, follower, electing, no_leader), else this node's guess, "" if none
 	// Sees is the leader it names when asked ("" when not asked or no answer).
 	Sees     string
@@ -131,12 +144,23 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 	v := View{Self: st.Self, Algorithm: st.Algorithm, Killed: st.Killed, Fault: st.Fault, HighestTerm: termView(st.Term),
 		Leader: LeaderView{Known: li.HasLeader(), ID: li.ID, Name: li.Name, Term: termView(li.Term), Since: li.Since, State: li.State}}
 
+	var me node.MemberInfo
+	for _, m := range st.Members {
+		if m.ID == st.Self {
+			me = m
+		}
+	}
 	answers := make([]answer, len(st.Members))
+	unasked := make([]string, len(st.Members))
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxAsks)
 	for i, m := range st.Members {
+		if m.Alive || m.ID == st.Self {
+			v.Live++
+		}
 		switch {
 		case m.ID == st.Self:
+			v.Askable++
 			v.SelfName = m.Name
 			if !st.Killed {
 				answers[i] = answer{leader: li.ID, term: li.Term, state: li.State}
@@ -146,7 +170,10 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 		case !m.Alive:
 		case m.APIAddr == "":
 			answers[i] = answer{err: fmt.Errorf("no api address known")}
+		case notAsked(m, me) != "":
+			unasked[i] = notAsked(m, me)
 		default:
+			v.Askable++
 			wg.Go(func() {
 				slots <- struct{}{}
 				defer func() { <-slots }()
@@ -167,6 +194,10 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 			r.Liveness, r.Role = "killed", ""
 		case !m.Alive:
 			r.Liveness, r.Role = "dead", ""
+		case unasked[i] != "":
+			// Gossip says alive; nothing more is known. Neutral: not
+			// suspect, not in the majority.
+			r.Liveness, r.NotAsked = "alive", unasked[i]
 		case ans.err != nil:
 			r.Liveness, r.Why = "suspect", ans.err.Error()
 			if killedErr(ans.err) {
@@ -224,6 +255,37 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 			Term: termView(e.Term), Leader: e.Leader, Won: e.Won, Messages: e.Messages}
 	}
 	return v
+}
+
+// notAsked says why member m is not asked who leads, "" if it can be: its
+// api address is loopback while m runs on another host (its peer address
+// is neither loopback nor on this node's host), or it is this node's own
+// api address. Dialling such an address reaches this node's own API, whose
+// answer would always agree. In Kubernetes with the API bound to
+// 127.0.0.1 every member advertises 127.0.0.1:7070. A dev cluster (every
+// node on this host, peer addresses loopback too) is asked as usual.
+func notAsked(m, me node.MemberInfo) string {
+	host := func(addr string) string {
+		h, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return addr
+		}
+		return h
+	}
+	loopback := func(h string) bool {
+		if ip := net.ParseIP(h); ip != nil {
+			return ip.IsLoopback()
+		}
+		return strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost")
+	}
+	sameHost := loopback(host(m.PeerAddr)) || (me.PeerAddr != "" && host(m.PeerAddr) == host(me.PeerAddr))
+	switch {
+	case loopback(host(m.APIAddr)) && !sameHost:
+		return "its api address is loopback"
+	case me.APIAddr != "" && m.APIAddr == me.APIAddr:
+		return "its api address is this node's own"
+	}
+	return ""
 }
 
 // mark flags the rows that answered with another view than the majority's
