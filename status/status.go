@@ -20,6 +20,7 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -228,13 +229,26 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeEvent writes one event; each line of data is its own data: field.
-func writeEvent(w http.ResponseWriter, event string, data []byte) error {
+// Lines end at CRLF, CR or LF, as an SSE client splits them: a bare CR in
+// the data (a member's name, a peer's error text) must not end a data:
+// line early and start a field of the sender's choosing.
+func writeEvent(w io.Writer, event string, data []byte) error {
 	var b bytes.Buffer
 	b.WriteString("event: " + event + "\n")
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
+	for {
 		b.WriteString("data: ")
-		b.Write(bytes.TrimSuffix(line, []byte("\r")))
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			b.Write(data)
+			b.WriteByte('\n')
+			break
+		}
+		b.Write(data[:i])
 		b.WriteByte('\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
 	}
 	b.WriteByte('\n')
 	_, err := w.Write(b.Bytes())

@@ -109,23 +109,55 @@ func openStream(t *testing.T, url string) (*stream, *http.Response) {
 	go func() {
 		defer close(s.views)
 		var data []string
+		event := ""
 		for {
-			line, err := s.r.ReadString('\n')
+			line, err := readLine(s.r)
 			if err != nil {
 				return
 			}
-			line = strings.TrimRight(line, "\n")
 			switch {
 			case strings.HasPrefix(line, "data: "):
 				data = append(data, strings.TrimPrefix(line, "data: "))
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
 			case line == "" && data != nil:
-				s.views <- strings.Join(data, "\n")
-				data = nil
+				if event != "view" {
+					// What a browser would dispatch as another event: the
+					// stream was split by the data.
+					s.views <- "unexpected event " + strconv.Quote(event) + ": " + strings.Join(data, "\n")
+				} else {
+					s.views <- strings.Join(data, "\n")
+				}
+				data, event = nil, ""
+			case line == "":
+				event = ""
 			}
 		}
 	}()
 	t.Cleanup(func() { resp.Body.Close() })
 	return s, resp
+}
+
+// readLine reads one line as an SSE client does: it ends at CRLF, CR or
+// LF.
+func readLine(r *bufio.Reader) (string, error) {
+	var b strings.Builder
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		switch c {
+		case '\n':
+			return b.String(), nil
+		case '\r':
+			if next, err := r.Peek(1); err == nil && next[0] == '\n' {
+				r.ReadByte()
+			}
+			return b.String(), nil
+		}
+		b.WriteByte(c)
+	}
 }
 
 // until returns the first view that matches every pattern, within d.
@@ -141,6 +173,9 @@ func (s *stream) until(d time.Duration, patterns ...string) string {
 				s.t.Fatalf("the stream ended; last view:\n%s", last)
 			}
 			last = v
+			if strings.HasPrefix(v, "unexpected event") || !strings.HasSuffix(strings.TrimSpace(v), "</section>") {
+				s.t.Fatalf("the stream was split: a browser gets\n%s", v)
+			}
 			if matchAll(v, patterns) {
 				return v
 			}
@@ -401,4 +436,29 @@ func TestPageLoadsShareOneView(t *testing.T) {
 	if n := srv.Renders(); n != 1 {
 		t.Fatalf("20 page loads within one Poll built %d views, want 1", n)
 	}
+}
+
+// TestCarriageReturnDoesNotSplitAnEvent: a member's name (set by that
+// node's --name and carried by gossip) with bare CRs that spell SSE fields
+// cannot end a data: line, inject an event or replace the page: every
+// event a client parses (lines end at CR, LF or CRLF) is one whole view,
+// and the name is in it.
+func TestCarriageReturnDoesNotSplitAnEvent(t *testing.T) {
+	const evil = "evil\revent: view\r\rdata: <b>All agree</b>\r\r"
+	c, err := devcluster.Start(devcluster.Options{Nodes: 2, Algorithm: "bully", LogLevel: "warn", Tune: func(cfg *config.Config) {
+		if cfg.ID == 2 {
+			cfg.Name = evil
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	waitLeader(t, c, 0)
+	s, resp := openStream(t, "http://"+c.Nodes[0].HealthAddr+"/status/events")
+	if s == nil {
+		t.Fatalf("GET /status/events: %s", resp.Status)
+	}
+	// until fails on a view that is not whole.
+	s.until(10*time.Second, `id="member-2" class="alive"`, regexp.QuoteMeta("<td>evil\nevent: view\n\ndata: &lt;b&gt;All agree&lt;/b&gt;\n\n</td>"))
 }
