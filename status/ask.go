@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -21,11 +23,15 @@ import (
 // as the API's own forwarding dials (daemon's ForwardTLS: this node's
 // certificate, when TLS is on). It keeps one connection per address while
 // it lives: the page's poller makes one and closes it when the last page
-// closes.
+// closes. After each round (endRound) it closes the connections to
+// addresses it was not asked to dial in that round: a member that died,
+// left or moved (a pod restarted with a new IP) leaves no connection that
+// keeps reconnecting while a page stays open.
 type grpcAsker struct {
 	creds credentials.TransportCredentials
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	used  map[string]bool // the addresses dialled in this round
 }
 
 func newAsker(tlsCfg *tls.Config) *grpcAsker {
@@ -33,12 +39,13 @@ func newAsker(tlsCfg *tls.Config) *grpcAsker {
 	if tlsCfg != nil {
 		creds = credentials.NewTLS(tlsCfg)
 	}
-	return &grpcAsker{creds: creds, conns: map[string]*grpc.ClientConn{}}
+	return &grpcAsker{creds: creds, conns: map[string]*grpc.ClientConn{}, used: map[string]bool{}}
 }
 
 func (a *grpcAsker) conn(addr string) (*grpc.ClientConn, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.used[addr] = true
 	if c := a.conns[addr]; c != nil {
 		return c, nil
 	}
@@ -61,6 +68,27 @@ func (a *grpcAsker) ask(ctx context.Context, addr string) answer {
 		return answer{err: errors.New(st.Code().String() + ": " + st.Message())}
 	}
 	return answer{leader: election.NodeID(li.GetId()), term: election.Term(li.GetTerm()), state: li.GetState()}
+}
+
+// endRound closes the connections to the addresses not dialled since the
+// last round ended.
+func (a *grpcAsker) endRound() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for addr, c := range a.conns {
+		if !a.used[addr] {
+			c.Close()
+			delete(a.conns, addr)
+		}
+	}
+	clear(a.used)
+}
+
+// addrs lists the addresses it holds a connection to.
+func (a *grpcAsker) addrs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Sorted(maps.Keys(a.conns))
 }
 
 // close closes every connection.

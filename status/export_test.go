@@ -19,3 +19,6 @@ func (s *Server) NewPoller() *Poller { return &Poller{s: s, a: newAsker(s.cfg.Pe
 func (p *Poller) Render() ([]byte, error) { return p.s.render(context.Background(), p.a) }
 
 func (p *Poller) Close() { p.a.close() }
+
+// Conns lists the addresses the poller holds a connection to.
+func (p *Poller) Conns() []string { return p.a.addrs() }

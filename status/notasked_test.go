@@ -59,6 +59,8 @@ type loopbackAsker struct {
 	asked   []string
 }
 
+func (a *loopbackAsker) endRound() {}
+
 func (a *loopbackAsker) ask(_ context.Context, addr string) answer {
 	a.mu.Lock()
 	a.asked = append(a.asked, addr)

@@ -462,3 +462,61 @@ func TestCarriageReturnDoesNotSplitAnEvent(t *testing.T) {
 	// until fails on a view that is not whole.
 	s.until(10*time.Second, `id="member-2" class="alive"`, regexp.QuoteMeta("<td>evil\nevent: view\n\ndata: &lt;b&gt;All agree&lt;/b&gt;\n\n</td>"))
 }
+
+// TestPollerClosesConnectionsToGoneMembers: while a page is open the
+// poller keeps one connection per live member, and after each round it
+// closes the connections to members it no longer asks (a member that
+// stopped, a pod that came back with a new address), instead of keeping
+// them, reconnecting, until the last page closes.
+func TestPollerClosesConnectionsToGoneMembers(t *testing.T) {
+	c, _, viewer := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := srv.NewPoller()
+	defer p.Close()
+	others := map[string]election.NodeID{}
+	for _, m := range c.Nodes[viewer].Node.Members() {
+		if m.ID != c.Nodes[viewer].Node.Self() {
+			others[m.APIAddr] = m.ID
+		}
+	}
+	if _, err := p.Render(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Conns(); len(got) != 2 || others[got[0]] == 0 || others[got[1]] == 0 {
+		t.Fatalf("connections after one round: %v, want the other members' %v", got, others)
+	}
+	// Stop a member other than the viewer; once the viewer's gossip says
+	// it is gone, the next round closes its connection.
+	gone := (viewer + 1) % len(c.Nodes)
+	goneAddr := ""
+	for addr, id := range others {
+		if id == c.Nodes[gone].Node.Self() {
+			goneAddr = addr
+		}
+	}
+	if err := c.Nodes[gone].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive := true; alive; {
+		alive = false
+		for _, m := range c.Nodes[viewer].Node.Members() {
+			if m.APIAddr == goneAddr && m.Alive {
+				alive = true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d still alive to node %d 10s after it stopped", c.Nodes[gone].Node.Self(), c.Nodes[viewer].Node.Self())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	if _, err := p.Render(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Conns(); len(got) != 1 || got[0] == goneAddr {
+		t.Fatalf("connections after node %d (%s) stopped: %v, want only the live member's", c.Nodes[gone].Node.Self(), goneAddr, got)
+	}
+}

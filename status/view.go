@@ -129,6 +129,9 @@ type answer struct {
 // there is none. Called concurrently.
 type asker interface {
 	ask(ctx context.Context, addr string) answer
+	// endRound is called after each view's asks: an asker that keeps
+	// connections closes the ones that view did not use.
+	endRound()
 }
 
 // maxAsks bounds the members asked at once: a page on a large cluster
@@ -184,6 +187,7 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 		}
 	}
 	wg.Wait()
+	a.endRound()
 
 	rows := make([]Member, len(st.Members))
 	for i, m := range st.Members {
