@@ -18,6 +18,15 @@
 // lower, can never put its pod back. A write names one endpoint at most:
 // the slice never names two pods.
 //
+// A release is fenced too: a writer empties the slice only if it names
+// this pod at this pod's address with the very term this writer wrote, so
+// a zombie process with the same pod name (a force-deleted StatefulSet pod
+// whose node comes back) never empties the slice of the pod's new
+// incarnation. The slice has no ownerReferences: it outlives its Service,
+// which keeps the recorded term (the fencing record) across a Service
+// re-create, and setting them would need delete permission where the
+// OwnerReferencesPermissionEnforcement admission plugin runs.
+//
 // The package does not import the node: it reads leadership from a channel
 // of node.LeaderInfo (node.Node.Subscribe) and a func (node.Node.Leader),
 // and nothing in electord imports it but cmd/electord.
@@ -81,14 +90,24 @@ type Config struct {
 	// writer acts on it, not on the event, and asks it again right before
 	// a write that names this pod. Called from the writer's goroutine.
 	Current func() node.LeaderInfo
-	Logger  *slog.Logger
+	// Announced, optional, reports the leadership the node announced,
+	// lease or not (node.Node.Status().Leader). In quorum mode a node
+	// announces before its lease is held, and no event follows when the
+	// lease starts: while Announced names this node in a term that
+	// Current does not claim yet, the writer asks Current again every few
+	// milliseconds. Without it, the writer polls only after an event that
+	// named this node.
+	Announced func() node.LeaderInfo
+	Logger    *slog.Logger
 	// Resync: how often the writer checks the slice again with no event
 	// (someone deleted or changed it). Default 30s.
 	Resync time.Duration
 	// Backoff after a failed API call: from MinBackoff doubling to
 	// MaxBackoff, with jitter. Defaults 50ms and 5s.
 	MinBackoff, MaxBackoff time.Duration
-	// RequestTimeout bounds one API call. Default 5s.
+	// RequestTimeout bounds one API call. Default 5s. A call in flight
+	// is never cancelled by Stop (the API server could still apply it
+	// after Stop's release read the slice): Stop waits for it.
 	RequestTimeout time.Duration
 }
 
@@ -139,6 +158,14 @@ type Stats struct {
 	Errors    atomic.Uint64 // other failed API calls (retried with backoff)
 }
 
+// Snapshot is Stats read once, with whether the slice names this pod.
+type Snapshot struct {
+	Claims, Releases, Conflicts, Stale, Errors uint64
+	// Named: the slice named this pod (at its address) when this writer
+	// last read or wrote it.
+	Named bool
+}
+
 // Writer keeps the Service's EndpointSlice naming the leader. Start it
 // with Start, stop it with Stop.
 type Writer struct {
@@ -147,6 +174,18 @@ type Writer struct {
 	stats Stats
 	ip    string
 	af    discoveryv1.AddressType
+
+	// wrote is the term of this writer's last claim (set before the
+	// write is sent, so a write whose answer was lost counts): release
+	// empties only a slice that records it. 0: never claimed.
+	wrote atomic.Uint64
+	// seen is the term the slice recorded when last read.
+	seen atomic.Uint64
+	// named: the slice named this pod at its address when last read or
+	// written.
+	named atomic.Bool
+	// warnedPort: a named targetPort was logged (once).
+	warnedPort bool
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -178,11 +217,29 @@ func Start(cfg Config) (*Writer, error) {
 // Stats exposes the writer's counters.
 func (w *Writer) Stats() *Stats { return &w.stats }
 
+// Snapshot reads the counters and whether the slice names this pod.
+func (w *Writer) Snapshot() Snapshot {
+	return Snapshot{
+		Claims: w.stats.Claims.Load(), Releases: w.stats.Releases.Load(), Conflicts: w.stats.Conflicts.Load(),
+		Stale: w.stats.Stale.Load(), Errors: w.stats.Errors.Load(), Named: w.named.Load(),
+	}
+}
+
 // Stop stops following leadership and empties the slice if it still names
-// this pod (keeping its term), retrying until ctx ends.
+// this pod with the term this writer wrote (keeping the term), retrying
+// until ctx ends. An API call in flight is not cancelled: Stop waits for
+// it (at most RequestTimeout) and then reads the slice. A writer that
+// never claimed, or whose claim a higher term has replaced, makes no call.
 func (w *Writer) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() { close(w.stop) })
-	<-w.done
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return fmt.Errorf("leaderslice: stopping %s/%s: the API call in flight did not end: %w", w.cfg.Namespace, w.cfg.Service, ctx.Err())
+	}
+	if wrote := w.wrote.Load(); wrote == 0 || w.seen.Load() > wrote {
+		return nil // nothing this writer wrote can be in the slice
+	}
 	var last error // the last failure not caused by ctx's end
 	for backoff := w.cfg.MinBackoff; ; backoff = min(2*backoff, w.cfg.MaxBackoff) {
 		err := w.release(ctx)
@@ -233,7 +290,11 @@ func (w *Writer) run() {
 		case <-timer.C:
 		}
 		li := w.cfg.Current()
-		if !stopped && last.Self && !li.Self && li.Term == last.Term && confirmed != li.Term {
+		ann := last
+		if w.cfg.Announced != nil {
+			ann = w.cfg.Announced()
+		}
+		if !stopped && ann.Self && !li.Self && li.Term == ann.Term && confirmed != li.Term {
 			// The node says it leads but does not claim it yet (quorum
 			// mode: its lease starts with the first acknowledgements, and
 			// no event says so). Ask it again soon, without a call to the
@@ -294,7 +355,11 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 			if !w.stillLeads(term) {
 				return nil
 			}
-			rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+			rctx, cancel, err := w.callCtx(ctx)
+			if err != nil {
+				return err
+			}
+			w.wrote.Store(uint64(term))
 			_, err = w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Create(rctx, w.build(nil, svc, term), metav1.CreateOptions{})
 			cancel()
 			if apierrors.IsAlreadyExists(err) {
@@ -321,11 +386,13 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 		}
 		want := w.build(es, svc, term)
 		if sameSlice(es, want) {
+			w.wrote.Store(uint64(term)) // this pod's claim in this term: ours
 			return nil
 		}
 		if !w.stillLeads(term) {
 			return nil
 		}
+		w.wrote.Store(uint64(term))
 		err = w.update(ctx, want)
 		if apierrors.IsConflict(err) {
 			continue
@@ -340,6 +407,8 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 }
 
 func (w *Writer) claimed(term election.Term, recorded uint64) {
+	w.named.Store(true)
+	w.seen.Store(uint64(term))
 	w.stats.Claims.Add(1)
 	w.log.Info("leader slice: names this pod", "ip", w.ip, "term", uint64(term), "term_human", term.String(), "previous_term", recorded)
 }
@@ -350,7 +419,8 @@ func (w *Writer) stillLeads(term election.Term) bool {
 	return li.Self && li.Term == term
 }
 
-// release empties the slice if it names this pod; its term stays.
+// release empties the slice if it holds this writer's claim (ours); its
+// term stays.
 func (w *Writer) release(ctx context.Context) error {
 	for range maxConflicts {
 		es, err := w.get(ctx)
@@ -360,11 +430,14 @@ func (w *Writer) release(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !w.names(es) {
+		if !w.ours(es) {
 			return nil
 		}
 		es = es.DeepCopy()
 		es.Endpoints = nil
+		if es.Annotations == nil { // someone stripped them; ours checked the term anyway
+			es.Annotations = map[string]string{}
+		}
 		es.Annotations[AnnotationPod] = ""
 		err = w.update(ctx, es)
 		if apierrors.IsConflict(err) {
@@ -373,6 +446,7 @@ func (w *Writer) release(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		w.named.Store(false)
 		w.stats.Releases.Add(1)
 		w.log.Info("leader slice: emptied (this pod no longer leads)", "term", es.Annotations[AnnotationTerm])
 		return nil
@@ -380,15 +454,45 @@ func (w *Writer) release(ctx context.Context) error {
 	return fmt.Errorf("emptying EndpointSlice %s/%s: %d conflicts in a row", w.cfg.Namespace, w.cfg.Service, maxConflicts)
 }
 
-// names reports whether es has an endpoint for this pod.
+// names reports whether es has an endpoint for this pod at its address.
 func (w *Writer) names(es *discoveryv1.EndpointSlice) bool {
 	return slices.ContainsFunc(es.Endpoints, func(e discoveryv1.Endpoint) bool {
-		return e.TargetRef != nil && e.TargetRef.Kind == "Pod" && e.TargetRef.Name == w.cfg.PodName
+		return e.TargetRef != nil && e.TargetRef.Kind == "Pod" && e.TargetRef.Name == w.cfg.PodName &&
+			slices.Contains(e.Addresses, w.ip)
 	})
 }
 
+// ours reports whether es holds this writer's claim: it names this pod at
+// its address and records the term this writer last wrote. Another
+// process with the same pod name (a zombie, or a later incarnation) never
+// matches: its address or its term differs.
+func (w *Writer) ours(es *discoveryv1.EndpointSlice) bool {
+	wrote := w.wrote.Load()
+	recorded, err := RecordedTerm(es)
+	return wrote != 0 && err == nil && recorded == wrote && w.names(es)
+}
+
+// callCtx bounds one API call: by RequestTimeout and ctx's deadline, but
+// not by ctx's cancellation. A call already sent when the writer stops
+// runs to its end (the API server may apply it anyway, and Stop must read
+// the slice after that); the next one is not started.
+func (w *Writer) callCtx(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	deadline := time.Now().Add(w.cfg.RequestTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	return rctx, cancel, nil
+}
+
 func (w *Writer) service(ctx context.Context) (*corev1.Service, error) {
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	rctx, cancel, err := w.callCtx(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
 	svc, err := w.cfg.Client.CoreV1().Services(w.cfg.Namespace).Get(rctx, w.cfg.Service, metav1.GetOptions{})
 	if err != nil {
@@ -397,24 +501,47 @@ func (w *Writer) service(ctx context.Context) (*corev1.Service, error) {
 	if len(svc.Spec.Selector) > 0 {
 		return nil, fmt.Errorf("service %s/%s has a selector: the EndpointSlice controller routes it to every selected pod; leader-only routing needs a Service without a selector", w.cfg.Namespace, w.cfg.Service)
 	}
+	if !w.warnedPort {
+		for _, p := range svc.Spec.Ports {
+			if p.TargetPort.Type == intstr.String {
+				w.warnedPort = true
+				w.log.Warn("leader slice: the Service's targetPort is a name, which only a pod spec resolves: the slice uses the Service's port; set targetPort to a number",
+					"port", p.Name, "target_port", p.TargetPort.StrVal, "used", p.Port)
+				break
+			}
+		}
+	}
 	return svc, nil
 }
 
 func (w *Writer) get(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	rctx, cancel, err := w.callCtx(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
 	es, err := w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Get(rctx, w.cfg.Service, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		w.named.Store(false)
+	case err != nil:
 		err = fmt.Errorf("reading EndpointSlice %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
+	default:
+		recorded, _ := RecordedTerm(es)
+		w.seen.Store(recorded)
+		w.named.Store(w.names(es))
 	}
 	return es, err
 }
 
 // update writes es with the resourceVersion it was read with.
 func (w *Writer) update(ctx context.Context, es *discoveryv1.EndpointSlice) error {
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	rctx, cancel, err := w.callCtx(ctx)
+	if err != nil {
+		return err
+	}
 	defer cancel()
-	_, err := w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Update(rctx, es, metav1.UpdateOptions{})
+	_, err = w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Update(rctx, es, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		w.stats.Conflicts.Add(1)
 		return err
@@ -445,11 +572,8 @@ func (w *Writer) build(old *discoveryv1.EndpointSlice, svc *corev1.Service, term
 	es.Annotations[AnnotationTermHuman] = term.String()
 	es.Annotations[AnnotationPod] = w.cfg.PodName
 	if old == nil {
-		// Deleted with its Service (no blockOwnerDeletion: that would need
-		// a permission on the Service's finalizers).
-		es.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
-		}}
+		// No ownerReferences: the slice outlives its Service and keeps
+		// the recorded term (see the package comment).
 		es.AddressType = w.af
 	}
 	yes, no := true, false

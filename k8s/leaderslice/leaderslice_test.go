@@ -147,8 +147,11 @@ func TestWriterClaimsRefusesAndReleases(t *testing.T) {
 	if ep := es.Endpoints[0]; ep.Addresses[0] != "10.0.0.1" || ep.TargetRef.Name != "pod-1" || *es.Ports[0].Port != 8080 || es.AddressType != discoveryv1.AddressTypeIPv4 {
 		t.Errorf("endpoint %+v ports %+v", ep, es.Ports)
 	}
-	if len(es.OwnerReferences) != 1 || es.OwnerReferences[0].UID != "u1" {
-		t.Errorf("owner %+v", es.OwnerReferences)
+	if len(es.OwnerReferences) != 0 {
+		t.Errorf("ownerReferences %+v: none wanted (they need delete under OwnerReferencesPermissionEnforcement)", es.OwnerReferences)
+	}
+	if !w.Snapshot().Named {
+		t.Error("Snapshot().Named is false while the slice names this pod")
 	}
 
 	// Another pod wrote a higher term: this one, still leading in its
