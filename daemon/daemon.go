@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/api"
@@ -68,6 +69,9 @@ type Options struct {
 	// Peers, if set, sits between the node and its peers in both
 	// directions. For tests: see daemontest.Faults.
 	Peers PeerHook
+	// Collectors are added to the /metrics registry on health-addr (for
+	// example cmd/electord's leader-slice writer).
+	Collectors []prometheus.Collector
 }
 
 // PeerHook sits between a node and its peers. Tests inject faults with it
@@ -119,6 +123,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{Config: cfg, log: log, runErr: make(chan error, 1)}
+	d.ops.extra = opts.Collectors
 	if opts.Exit == nil {
 		opts.Exit = func() { go d.Stop() } // kill --exit ends this daemon for good
 	}

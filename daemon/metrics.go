@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
@@ -20,6 +21,7 @@ type opsState struct {
 	api    *metrics.API
 	svc    *transport.PeerService
 	gossip atomic.Pointer[membership.Membership] // the node's current gossip
+	extra  []prometheus.Collector                // Options.Collectors
 }
 
 // initOps prepares the counters Start wires into the servers.
@@ -72,5 +74,6 @@ func (d *Daemon) mountMetrics(mux *http.ServeMux) {
 		s.APIDenied = d.APISecurity.Denied
 	}
 	reg := metrics.Registry(s)
+	reg.MustRegister(d.ops.extra...)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 }

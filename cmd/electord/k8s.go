@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -17,6 +20,7 @@ import (
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/k8s/leaderslice"
+	"github.com/electord/electord/node"
 )
 
 // serviceAccountNamespace is where a pod finds its namespace.
@@ -75,40 +79,108 @@ func k8sSettings(cfg config.Config, nsFile string) (k8sTarget, error) {
 	return t, nil
 }
 
-// startK8s starts leader-only routing (issue 13, package k8s/leaderslice)
-// when k8s-leader-service is set: the leader writes that Service's
-// EndpointSlice with its own pod's address and term. The returned func
-// stops it and empties the slice if it still names this pod, bounded by
-// k8sStopTimeout.
-func startK8s(cfg config.Config, d *daemon.Daemon, log *slog.Logger) (func(), error) {
+// k8sRouting is leader-only routing (issue 13, package k8s/leaderslice),
+// resolved from the config before the daemon starts, so that a bad k8s-*
+// key or kubeconfig exits 2 before any port is bound or gossip joined; the
+// writer starts after the daemon. Its counters are on /metrics
+// (Collector).
+type k8sRouting struct {
+	t      k8sTarget
+	client kubernetes.Interface
+	w      atomic.Pointer[leaderslice.Writer]
+}
+
+// prepareK8s resolves leader-only routing when k8s-leader-service is set
+// (nil when it is not). Its errors are configuration errors: exit 2.
+func prepareK8s(cfg config.Config) (*k8sRouting, error) {
 	if cfg.K8sLeaderService == "" {
-		return func() {}, nil
+		return nil, nil
 	}
 	t, err := k8sSettings(cfg, serviceAccountNamespace)
 	if err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	t.rest.UserAgent = "electord/leaderslice"
 	client, err := kubernetes.NewForConfig(t.rest)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, configError{fmt.Errorf("kubeconfig: %w", err)}
 	}
+	return &k8sRouting{t: t, client: client}, nil
+}
+
+// collectors is what the daemon adds to /metrics (none when k is nil).
+func (k *k8sRouting) collectors() []prometheus.Collector {
+	if k == nil {
+		return nil
+	}
+	return []prometheus.Collector{k}
+}
+
+// start starts the writer on d's leadership: the leader writes the
+// Service's EndpointSlice with its own pod's address and term. The
+// returned func stops it and empties the slice if it holds this pod's
+// claim, bounded by k8sStopTimeout.
+func (k *k8sRouting) start(d *daemon.Daemon, log *slog.Logger) (func(), error) {
+	if k == nil {
+		return func() {}, nil
+	}
+	t := k.t
 	sub := d.Node.Subscribe()
 	w, err := leaderslice.Start(leaderslice.Config{
-		Client: client, Namespace: t.namespace, Service: t.service, PodName: t.pod, PodIP: t.ip,
+		Client: k.client, Namespace: t.namespace, Service: t.service, PodName: t.pod, PodIP: t.ip,
 		Events: sub.C(), Current: d.Node.Leader, Logger: log,
+		// Subscribe's first value and Leader hide a leadership announced
+		// before its quorum lease: the raw one makes the writer ask again
+		// until the lease starts.
+		Announced: func() node.LeaderInfo { return d.Node.Status().Leader },
 	})
 	if err != nil {
 		sub.Close()
-		return nil, err
+		return nil, configError{err}
 	}
+	k.w.Store(w)
 	log.Info("leader-only routing on", "service", t.namespace+"/"+t.service, "pod", t.pod, "ip", t.ip, "api_server", t.rest.Host)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), k8sStopTimeout)
 		defer cancel()
 		if err := w.Stop(ctx); err != nil {
-			log.Error("leader-only routing: could not empty the EndpointSlice; the next leader overwrites it", "err", err)
+			log.Error("leader-only routing: could not empty the EndpointSlice that names this pod; the next leader overwrites it", "err", err)
 		}
 		sub.Close()
 	}, nil
+}
+
+var (
+	sliceWritesDesc = prometheus.NewDesc("electord_leader_slice_writes_total",
+		"Writes of the leader Service's EndpointSlice by this pod, by result: claim (named this pod), release (emptied it), "+
+			"conflict (a stale resourceVersion: read again), stale (not claimed: the slice records a higher term), error (other failed API calls, retried).",
+		[]string{"result"}, nil)
+	sliceNamedDesc = prometheus.NewDesc("electord_leader_slice_named",
+		"1 when the leader Service's EndpointSlice named this pod (at its IP) when this pod last read or wrote it, else 0.", nil, nil)
+)
+
+// Describe and Collect make k a prometheus.Collector (nothing is exported
+// until the writer runs).
+func (k *k8sRouting) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sliceWritesDesc
+	ch <- sliceNamedDesc
+}
+
+func (k *k8sRouting) Collect(ch chan<- prometheus.Metric) {
+	w := k.w.Load()
+	if w == nil {
+		return
+	}
+	s := w.Snapshot()
+	for _, c := range []struct {
+		result string
+		n      uint64
+	}{{"claim", s.Claims}, {"release", s.Releases}, {"conflict", s.Conflicts}, {"stale", s.Stale}, {"error", s.Errors}} {
+		ch <- prometheus.MustNewConstMetric(sliceWritesDesc, prometheus.CounterValue, float64(c.n), c.result)
+	}
+	named := 0.0
+	if s.Named {
+		named = 1
+	}
+	ch <- prometheus.MustNewConstMetric(sliceNamedDesc, prometheus.GaugeValue, named)
 }

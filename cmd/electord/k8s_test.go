@@ -1,12 +1,21 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/electord/electord/config"
+	"github.com/electord/electord/k8s/leaderslice"
+	"github.com/electord/electord/node"
 )
 
 func TestK8sSettingsDefaultsAndErrors(t *testing.T) {
@@ -56,4 +65,64 @@ current-context: x
 	if got, err := k8sSettings(set, filepath.Join(dir, "missing")); err != nil || got.namespace != "ns2" || got.pod != "web-0" || got.ip != "fd00::7" {
 		t.Errorf("explicit keys: %+v %v", got, err)
 	}
+}
+
+// The writer's counters and whether the slice names this pod are on
+// /metrics (a whole-cluster term reset shows as stale claims and named 0).
+func TestK8sMetrics(t *testing.T) {
+	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns"}})
+	k := &k8sRouting{client: client}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(k.collectors()...)
+	if _, ok := gauge(t, reg, "electord_leader_slice_named", ""); ok {
+		t.Fatal("metrics before the writer runs")
+	}
+	events := make(chan node.LeaderInfo, 1)
+	events <- node.LeaderInfo{ID: 1, Self: true, Term: 5}
+	w, err := leaderslice.Start(leaderslice.Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+		Events: events, Current: func() node.LeaderInfo { return node.LeaderInfo{ID: 1, Self: true, Term: 5} }, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	k.w.Store(w)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		named, _ := gauge(t, reg, "electord_leader_slice_named", "")
+		claims, _ := gauge(t, reg, "electord_leader_slice_writes_total", "claim")
+		if named == 1 && claims == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("named %v, claims %v; want 1 and 1", named, claims)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if stale, ok := gauge(t, reg, "electord_leader_slice_writes_total", "stale"); !ok || stale != 0 {
+		t.Errorf("stale %v %v", stale, ok)
+	}
+}
+
+// gauge reads the series name (with result=result, if set) from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, result string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if result != "" && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != result) {
+				continue
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue(), true
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }

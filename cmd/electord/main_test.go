@@ -13,6 +13,23 @@ import (
 // Every flag, argument or config error exits 2 with a usage hint (issue
 // 14: --bogus-flag, --id abc and --id -3 exited 1 with none).
 func TestFlagAndConfigErrorsExit2(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := []string{"--id", "1", "--peer-addr", l.Addr().String(), "--api-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		msg  string // in stderr
@@ -29,6 +46,10 @@ func TestFlagAndConfigErrorsExit2(t *testing.T) {
 		{[]string{"dev", "--nodes", "0"}, "nodes: must be between 1 and 256", "electord dev"},
 		{[]string{"dev", "--what"}, "unknown flag: --what", "electord dev"},
 		{[]string{"version", "extra"}, `unknown argument "extra"`, "electord version"},
+		// k8s-* errors before any port is bound or gossip joined (the
+		// peer port here is taken: binding it would exit 1).
+		{append([]string{"--k8s-leader-service", "x", "--kubeconfig", "/nonexistent/kc"}, busy...), `kubeconfig: "/nonexistent/kc"`, "electord"},
+		{append([]string{"--k8s-leader-service", "x", "--kubeconfig", kc, "--k8s-namespace", "ns", "--k8s-pod-ip", "pod-0"}, busy...), `k8s-pod-ip: "pod-0" is not an IP address`, "electord"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, &out, &errb)

@@ -34,12 +34,17 @@ YAML file (--config), in that order of precedence.`,
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 			exit := make(chan struct{}, 1)
-			d, err := daemon.Start(cfg, daemon.Options{Logger: log, Exit: func() { exit <- struct{}{} }})
+			// Leader-only routing in Kubernetes (k8s.go), when configured:
+			// its settings and client before any port is bound.
+			k8s, err := prepareK8s(cfg)
 			if err != nil {
 				return err
 			}
-			// Leader-only routing in Kubernetes (k8s.go), when configured.
-			stopK8s, err := startK8s(cfg, d, log)
+			d, err := daemon.Start(cfg, daemon.Options{Logger: log, Exit: func() { exit <- struct{}{} }, Collectors: k8s.collectors()})
+			if err != nil {
+				return err
+			}
+			stopK8s, err := k8s.start(d, log)
 			if err != nil {
 				d.Stop()
 				return err
