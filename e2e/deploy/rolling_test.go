@@ -29,6 +29,14 @@ package deploy
 // node whose stream broke claims nothing), from the first SIGTERM until
 // every pod is Ready and one leader is claimed and seen by its app.
 //
+// The app's view is measured too, since a native sidecar stops after the
+// app: the time during which no running app says it leads (exampleapp's
+// "leads=" lines: a leader that drains does not lead), over the same
+// window. The apps drain for E2E_DEPLOY_APP_DRAIN (default 1s) after
+// SIGTERM; a leading app first asks its electord to resign (exampleapp's
+// hand-over), unless E2E_DEPLOY_APP_RESIGN=off, which shows the window
+// without it: the whole drain of the leader's app.
+//
 //	sudo go test -run TestRollingUpdateInDocker -v ./   (in e2e/deploy)
 //	E2E_DEPLOY_ROLLS=10 for more updates (default 5)
 //	E2E_DEPLOY_LOGS=dir keeps each deleted pod's electord log there
@@ -81,6 +89,7 @@ type simPod struct {
 	mu      sync.Mutex
 	running bool // electord's container runs
 	view    *pb.LeaderInfo
+	appLog  string // the app's log, kept when the pod is deleted
 }
 
 type sim struct {
@@ -99,6 +108,9 @@ type sim struct {
 	mounts   []string // -v flags: the Secret volumes
 	creds    credentials.TransportCredentials
 	grace    int64
+	appEnv   []string // -e flags for the app beyond the manifest's
+	// adminCreds: an admin client's (the secure overlay) for commands
+	adminCreds credentials.TransportCredentials
 
 	mu   sync.Mutex
 	pods []*simPod
@@ -166,6 +178,21 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 		s.volumes = append(s.volumes, s.volume(i))
 	}
 	s.secrets()
+	drain, resign := envOr("E2E_DEPLOY_APP_DRAIN", "1s"), envOr("E2E_DEPLOY_APP_RESIGN", "on")
+	if d, err := time.ParseDuration(drain); err != nil || d < 0 || d > 10*time.Second {
+		t.Fatalf("E2E_DEPLOY_APP_DRAIN=%q: want a Go duration up to 10s", drain)
+	}
+	if resign != "on" && resign != "off" {
+		t.Fatalf("E2E_DEPLOY_APP_RESIGN=%q: want on or off", resign)
+	}
+	if flagValue(s.args, "tls-ca") != "" {
+		resign = "off" // the app would need an admin client certificate (not simulated)
+	}
+	s.appEnv = []string{"-e", "DRAIN=" + drain}
+	if resign == "off" {
+		s.appEnv = append(s.appEnv, "-e", "RESIGN_API=off")
+	}
+	t.Logf("apps drain for %s after SIGTERM; hand over first: %s", drain, resign)
 	if overlay == "plain" {
 		s.rootOwnedVolumeRefused()
 	}
@@ -186,15 +213,20 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 	if err := s.waitSettled(time.Minute); err != nil {
 		t.Fatalf("first start: %v", err)
 	}
+	s.resignThroughFollower(overlay == "secure")
 	sm := s.sample()
 	defer sm.stop()
 
-	var totals []time.Duration
+	var totals, appTotals []time.Duration
 	for r := 1; r <= rolls; r++ {
 		sm.read()
 		sm.total()
 		start := time.Now()
 		var steps []string
+		var incarnations []*simPod
+		for ord := range replicas {
+			incarnations = append(incarnations, s.pod(ord))
+		}
 		for ord := replicas - 1; ord >= 0; ord-- {
 			old := s.pod(ord)
 			role := "follower"
@@ -209,6 +241,7 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 			if err := s.startPod(ord, r); err != nil {
 				t.Fatalf("update %d: creating %s: %v", r, old.name, err)
 			}
+			incarnations = append(incarnations, s.pod(ord))
 			if err := s.waitReady(s.pod(ord), time.Minute); err != nil {
 				t.Fatalf("update %d: %s not Ready: %v", r, old.name, err)
 			}
@@ -223,25 +256,162 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 		tail, _ := sm.read()
 		sm.add(tail)
 		none, double := sm.total()
+		end := time.Now()
 		totals = append(totals, none)
-		t.Logf("update %d: %s in all, leaderless %s ms in total, %d double-claim samples; %s",
-			r, time.Since(start).Round(time.Millisecond), msf(none), double, strings.Join(steps, "; "))
+		appNone, err := s.appLeaderless(incarnations, start, end)
+		if err != nil {
+			t.Fatalf("update %d: the apps' view: %v", r, err)
+		}
+		appTotals = append(appTotals, appNone)
+		t.Logf("update %d: %s in all, leaderless %s ms in total (no app leads: %s ms), %d double-claim samples; %s",
+			r, end.Sub(start).Round(time.Millisecond), msf(none), msf(appNone), double, strings.Join(steps, "; "))
 		if none > maxLeaderless {
 			t.Errorf("update %d: %s ms without a leader, more than %s", r, msf(none), maxLeaderless)
 		}
 	}
-	sorted := slices.Clone(totals)
-	slices.Sort(sorted)
-	med := sorted[len(sorted)/2]
-	if len(sorted)%2 == 0 {
-		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
-	}
+	sorted, med := medianOf(totals)
 	verdict := "met"
 	if med > 100*time.Millisecond {
 		verdict = "NOT met"
 	}
 	t.Logf("%s overlay, rolling update of %d pods, %d updates: leaderless in total per update, median %s ms, min %s, max %s (goal <= 100 ms: %s); each: %s",
 		overlay, replicas, rolls, msf(med), msf(sorted[0]), msf(sorted[len(sorted)-1]), verdict, joinMs(totals))
+	sorted, med = medianOf(appTotals)
+	t.Logf("%s overlay, the apps' view (drain %s, hand over first: %s): no app leads, per update, median %s ms, min %s, max %s; each: %s",
+		overlay, drain, resign, msf(med), msf(sorted[0]), msf(sorted[len(sorted)-1]), joinMs(appTotals))
+}
+
+func medianOf(ds []time.Duration) ([]time.Duration, time.Duration) {
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	med := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+	}
+	return sorted, med
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// appLeaderless is the time in [start, end] during which no app of the
+// given incarnations said it leads, from their "leads=" log lines (a
+// deleted pod's log was kept when it was deleted; a running one's is read
+// now, and its last state lasts until end).
+func (s *sim) appLeaderless(pods []*simPod, start, end time.Time) (time.Duration, error) {
+	type span struct{ from, to time.Time }
+	var spans []span
+	for _, p := range pods {
+		p.mu.Lock()
+		logs, running := p.appLog, p.running
+		p.mu.Unlock()
+		if running {
+			var err error
+			if logs, err = docker(s.ctx, "logs", p.prefix+"-app"); err != nil {
+				return 0, err
+			}
+		}
+		var open *time.Time
+		for _, line := range strings.Split(logs, "\n") {
+			_, rest, ok := strings.Cut(line, " leads=")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(rest)
+			if len(f) < 2 || !strings.HasPrefix(f[1], "at=") {
+				return 0, fmt.Errorf("%s: app log line %q", p.name, line)
+			}
+			at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[1], "at="))
+			if err != nil {
+				return 0, fmt.Errorf("%s: app log line %q: %v", p.name, line, err)
+			}
+			switch {
+			case f[0] == "true" && open == nil:
+				open = &at
+			case f[0] == "false" && open != nil:
+				spans = append(spans, span{*open, at})
+				open = nil
+			}
+		}
+		if open != nil {
+			if !running {
+				return 0, fmt.Errorf("%s: the app exited without a leads=false line", p.name)
+			}
+			spans = append(spans, span{*open, end})
+		}
+	}
+	// The window minus the union of the spans.
+	slices.SortFunc(spans, func(a, b span) int { return a.from.Compare(b.from) })
+	covered, reach := time.Duration(0), start
+	for _, sp := range spans {
+		from, to := sp.from, sp.to
+		if from.Before(reach) {
+			from = reach
+		}
+		if to.After(end) {
+			to = end
+		}
+		if to.After(from) {
+			covered += to.Sub(from)
+			reach = to
+		}
+	}
+	return end.Sub(start) - covered, nil
+}
+
+// resignThroughFollower sends Resign to a follower's api, as electctl
+// resign through kubectl port-forward to that pod would: the follower
+// forwards it to the leader's advertised api. In the secure overlay the api
+// listens on every address and is advertised as the pod IP, so this must
+// work (review finding 3); in the plain one every member advertises
+// 127.0.0.1:7070, the follower's own, and the README says to send commands
+// to the leader's pod: the outcome is logged.
+func (s *sim) resignThroughFollower(mustWork bool) {
+	var leader, follower *simPod
+	for ord := range replicas {
+		if p := s.pod(ord); p.claim() {
+			leader = p
+		} else {
+			follower = p
+		}
+	}
+	if leader == nil || follower == nil {
+		s.t.Fatalf("resign through a follower: leader %v, follower %v", leader, follower)
+	}
+	_, port, _ := net.SplitHostPort(flagValue(s.args, "api-addr"))
+	conn, err := grpc.NewClient("passthrough:///"+net.JoinHostPort("127.0.0.1", port),
+		grpc.WithTransportCredentials(s.adminCreds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialInNetns(ctx, follower.netns, addr)
+		}))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	_, err = pb.NewElectorClient(conn).Resign(ctx, &pb.ResignRequest{})
+	if !mustWork {
+		s.t.Logf("resign sent to follower %s (leader %s) with the api on localhost: %v (expected to fail: it forwards to its own 127.0.0.1)", follower.name, leader.name, err)
+		if err := s.waitSettled(time.Minute); err != nil {
+			s.t.Fatal(err)
+		}
+		return
+	}
+	if err != nil {
+		s.t.Fatalf("resign sent to follower %s, to be forwarded to leader %s: %v", follower.name, leader.name, err)
+	}
+	if err := s.waitSettled(time.Minute); err != nil {
+		s.t.Fatal(err)
+	}
+	if leader.claim() {
+		s.t.Fatalf("resign forwarded by %s: %s still leads", follower.name, leader.name)
+	}
+	s.t.Logf("resign sent to follower %s was forwarded to leader %s at its pod IP; it no longer leads", follower.name, leader.name)
 }
 
 func msf(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
@@ -408,6 +578,7 @@ func (s *sim) startPod(ord, rev int) error {
 	}
 	app := s.tmpl.spec.Containers[0]
 	args = []string{"run", "-d", "--name", p.prefix + "-app", "--network", "container:" + p.prefix + "-pause", "-e", "POLL=20ms"}
+	args = append(args, s.appEnv...)
 	for _, e := range app.Env {
 		args = append(args, "-e", e.Name+"="+e.Value)
 	}
@@ -431,8 +602,9 @@ func (s *sim) deletePod(p *simPod) error {
 	if err != nil {
 		return err
 	}
+	appLog, _ := docker(s.ctx, "logs", p.prefix+"-app")
 	p.mu.Lock()
-	p.running, p.view = false, nil
+	p.running, p.view, p.appLog = false, nil, appLog
 	p.mu.Unlock()
 	close(p.stopped)
 	if dir := os.Getenv("E2E_DEPLOY_LOGS"); dir != "" {
@@ -451,6 +623,9 @@ func (s *sim) deletePod(p *simPod) error {
 // port until the pod is deleted. A broken stream is no claim.
 func (s *sim) watch(p *simPod) {
 	api := flagValue(s.args, "api-addr")
+	if h, port, err := net.SplitHostPort(api); err == nil && wildcard(h) {
+		api = net.JoinHostPort("127.0.0.1", port) // as kubectl port-forward dials it
+	}
 	conn, err := grpc.NewClient("passthrough:///"+api,
 		grpc.WithTransportCredentials(s.creds),
 		// Reconnect at once: grpc-go's default backoff (1 s and up) would

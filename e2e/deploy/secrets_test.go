@@ -28,7 +28,7 @@ import (
 func (s *sim) secrets() {
 	cluster := flagValue(s.args, "cluster")
 	if flagValue(s.args, "tls-ca") == "" {
-		s.creds = insecure.NewCredentials()
+		s.creds, s.adminCreds = insecure.NewCredentials(), insecure.NewCredentials()
 		return
 	}
 	dir := s.t.TempDir()
@@ -140,6 +140,15 @@ func (s *sim) secrets() {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(read(filepath.Join(dir, security.CACertFile)))
 	s.creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS13})
+	// And an operator's (admin role), for electctl resign through a follower.
+	crt, key, err = ca.IssueClient(dir, "e2e-deploy-admin", true, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if pair, err = tls.LoadX509KeyPair(crt, key); err != nil {
+		s.t.Fatal(err)
+	}
+	s.adminCreds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS13})
 	s.t.Logf("secure overlay: cluster %s, %d Secret volumes mounted read-only as %s", cluster, len(s.mounts)/2, strconv.Itoa(gid))
 }
 
