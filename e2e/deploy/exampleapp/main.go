@@ -3,7 +3,7 @@
 // It polls the sidecar's GET /leader/self in its own pod (200: this pod
 // leads; 503: it does not) and serves its own HTTP:
 //
-//	GET /      {"pod": "<hostname>", "role": "leader"|"follower"|"unknown", "term": "...", "polls": n}
+//	GET /      {"pod": "<hostname>", "role": "leader"|"follower"|"unknown", "term": "...", "polls": n, "draining": bool}
 //	GET /healthz 200
 //
 // Settings from the environment, as a Kubernetes manifest sets them:
