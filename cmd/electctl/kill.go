@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,13 +25,86 @@ leads, leaves the cluster and closes its ports; electord exits, and in
 electord dev that node's daemon stops while the others go on. It cannot be
 revived.
 
-Exit codes: 0 done; 3 node ID could not be reached; 4 node ID is not a
-member.`,
+electctl then checks, within --timeout, that node ID's api port closes.
+
+Exit codes: 0 done (with --exit: node ID's api port is closed); 3 node ID
+could not be reached; 4 node ID is not a member; 6 (--exit) node ID still
+answers when --timeout ends.`,
 		Args: exactArgs(1, "a node ID"),
-		RunE: g.onNode(func(c *client.Client, ctx context.Context, id client.NodeID) (client.CommandResult, error) {
-			return c.Kill(ctx, id, exit)
-		}),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if exit {
+				id, err := parseID(args[0])
+				if err != nil {
+					return err
+				}
+				return g.killExit(cmd, id)
+			}
+			return g.onNode(func(c *client.Client, ctx context.Context, id client.NodeID) (client.CommandResult, error) {
+				return c.Kill(ctx, id, false)
+			})(cmd, args)
+		},
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "stop the node for good (its process exits; in electord dev, its daemon stops)")
 	return cmd
+}
+
+// killExit sends kill --exit to node id, then waits, within --timeout,
+// until node id's api address (as the members list gave it) refuses
+// connections, and says which happened.
+func (g *globals) killExit(cmd *cobra.Command, id client.NodeID) error {
+	var (
+		res  client.CommandResult
+		addr string
+		gone bool
+	)
+	if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		if ms, merr := c.Members(ctx); merr == nil {
+			for _, m := range ms {
+				if m.ID == id {
+					addr = m.APIAddr
+				}
+			}
+		}
+		if res, err = c.Kill(ctx, id, true); err != nil || addr == "" {
+			return err
+		}
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if !answers(ctx, addr) {
+				gone = true
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	switch {
+	case addr == "":
+		return g.commandOutput(res.Message+" (its api address is not known here: not checked)", res.Leader)
+	case gone:
+		return g.commandOutput(fmt.Sprintf("%s; its api at %s is closed now", res.Message, addr), res.Leader)
+	}
+	if err := g.commandOutput(fmt.Sprintf("%s; but its api at %s still answers after --timeout %v", res.Message, addr, g.timeout), res.Leader); err != nil {
+		return err
+	}
+	return &exitError{ExitDeadline, fmt.Sprintf("node %d still answers at %s after --timeout %v", id, addr, g.timeout)}
+}
+
+// answers reports whether addr accepts a TCP connection.
+func answers(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }

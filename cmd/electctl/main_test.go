@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electord/electord/api"
 	"github.com/electord/electord/api/apitest"
 	"github.com/electord/electord/election"
 )
@@ -251,15 +252,33 @@ func TestKillReviveCommands(t *testing.T) {
 	electctl(t, ep, "kill", "9").want(t, ExitNotFound, "", "electctl: node 9 is not a member (members: 1, 2, 3)\n")
 	electctl(t, ep, "revive", "9").want(t, ExitNotFound, "", "electctl: node 9 is not a member (members: 1, 2, 3)\n")
 
-	// kill --exit of the leader: forwarded, and node 3's process "exits".
-	r = electctl(t, ep, "kill", "3", "--exit")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "node 3 is exiting: ") || strings.Count(r.stdout, "\n") != 1 {
-		t.Fatalf("%+v", r)
+	// kill --exit that the node does not carry out: its api still answers
+	// when --timeout ends, exit 6 (issue 14: "node 4 is exiting", exit 0).
+	r = electctl(t, ep, "--timeout", "1s", "kill", "2", "--exit")
+	if r.code != ExitDeadline || !strings.Contains(r.stdout, "still answers after --timeout 1s") ||
+		!strings.Contains(r.stderr, "node 2 still answers at "+f.addr(2)) {
+		t.Fatalf("kill 2 --exit, node 2 keeps serving: %+v", r)
 	}
-	select {
-	case <-f.c.Node(3).Exited():
-	case <-time.After(10 * time.Second):
-		t.Fatal("node 3 did not exit")
+	// kill --exit of the leader: forwarded, node 3's process "exits" (its
+	// port closes; the connection that carries the reply stays), and
+	// electctl sees the port close.
+	f.srvs[2].Stop()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv3 := api.NewGRPCServer(f.c.Node(3))
+	go srv3.Serve(lis)
+	defer srv3.Stop()
+	f.c.SetAPIAddr(3, lis.Addr().String())
+	go func() {
+		<-f.c.Node(3).Exited()
+		lis.Close()
+	}()
+	r = electctl(t, ep, "kill", "3", "--exit")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "node 3 is exiting: ") || !strings.HasSuffix(r.stdout, "; its api at "+lis.Addr().String()+" is closed now\n") ||
+		strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("%+v", r)
 	}
 }
 
