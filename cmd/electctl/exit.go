@@ -33,7 +33,7 @@ var exitCodes = []struct {
 	{ExitUnavailable, "unavailable: no endpoint answered, or no leader to forward a command to"},
 	{ExitNotFound, "not found: the node id is not a member"},
 	{ExitFailedPrecondition, "failed precondition: no leader known (leader), a node that cannot lead now (transfer to a node not alive; resign or transfer that preempt would undo), a transfer that did not hold, node killed"},
-	{ExitDeadline, "deadline exceeded: no answer within --timeout (resign, transfer: no new leader seen within it)"},
+	{ExitDeadline, "deadline exceeded: no answer within --timeout (resign, transfer: no new leader seen within it; kill --exit: the node still answers)"},
 	{ExitPermission, "permission denied: the call needs another certificate (--cert; kill, revive, resign and transfer need an admin one)"},
 }
 
