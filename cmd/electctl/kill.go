@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -71,7 +73,7 @@ func (g *globals) killExit(cmd *cobra.Command, id client.NodeID) error {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if !answers(ctx, addr) {
+			if refused(ctx, addr) {
 				gone = true
 				return nil
 			}
@@ -96,15 +98,16 @@ func (g *globals) killExit(cmd *cobra.Command, id client.NodeID) error {
 	return &exitError{ExitDeadline, fmt.Sprintf("node %d still answers at %s after --timeout %v", id, addr, g.timeout)}
 }
 
-// answers reports whether addr accepts a TCP connection.
-func answers(ctx context.Context, addr string) bool {
+// refused reports whether addr refuses TCP connections: its process (or
+// daemon) is gone. A dial that times out proves nothing either way.
+func refused(ctx context.Context, addr string) bool {
 	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	conn, err := d.DialContext(dctx, "tcp", addr)
 	if err != nil {
-		return false
+		return errors.Is(err, syscall.ECONNREFUSED)
 	}
 	conn.Close()
-	return true
+	return false
 }
