@@ -129,6 +129,16 @@ func TestRealNodesAnswerHonestly(t *testing.T) {
 	if r := electctl(t, ep, "kill", "2"); r.code != ExitOK {
 		t.Fatalf("kill 2: %+v", r)
 	}
+	// Once the leader knows node 2 is down (before, it may still try, and
+	// electctl then says the transfer did not hold, exit 5 too).
+	waitFor(t, 20*time.Second, "leader 3 sees node 2 down", func() bool {
+		for _, m := range c.Nodes[2].Node.Members() {
+			if m.ID == 2 {
+				return !m.Alive
+			}
+		}
+		return false
+	})
 	r := electctl(t, ep, "transfer", "2")
 	if r.code != ExitFailedPrecondition || !strings.Contains(r.stderr, "node 2 is a member but not alive") {
 		t.Fatalf("transfer to killed node 2: %+v; want exit 5 saying it is not alive", r)
@@ -137,13 +147,7 @@ func TestRealNodesAnswerHonestly(t *testing.T) {
 	if r.code != ExitOK || !strings.Contains(r.stdout, "node 1 is exiting") || !strings.Contains(r.stdout, "for good") {
 		t.Fatalf("kill 1 --exit: %+v", r)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for dials(c.Nodes[0].APIAddr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("node 1 still serves %s 20s after kill --exit", c.Nodes[0].APIAddr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 20*time.Second, "node 1's api closes after kill --exit", func() bool { return !dials(c.Nodes[0].APIAddr) })
 	r = electctl(t, "--endpoints", c.Nodes[2].APIAddr, "leader")
 	if r.code != ExitOK || !strings.Contains(r.stdout, "node-3") {
 		t.Fatalf("leader after node 1 ended: %+v", r)
@@ -238,5 +242,17 @@ func TestVersion(t *testing.T) {
 		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "electctl ") || !strings.Contains(r.stdout, "revision") || strings.Count(r.stdout, "\n") != 1 {
 			t.Errorf("electctl %v: %+v", args, r)
 		}
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
