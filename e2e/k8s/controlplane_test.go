@@ -198,6 +198,9 @@ func startControlPlane(t *testing.T, c *faultnet.Cluster, apiserver, etcd string
 		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
 		"--anonymous-auth=false",
 		"--authorization-mode", "RBAC",
+		// On in OpenShift: setting ownerReferences needs delete. The
+		// writer sets none, so the Role needs no delete (rbac.yaml).
+		"--enable-admission-plugins", "OwnerReferencesPermissionEnforcement",
 		"--service-account-issuer", issuer,
 		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),

@@ -53,6 +53,65 @@ const maxWriteDelay = 3 * time.Second
 
 func podName(i int) string { return "pod-" + strconv.Itoa(i) }
 
+// healthPort serves each node's /metrics (health-addr).
+const healthPort = 20074
+
+// sliceMetrics reads node i's electord_leader_slice_named and
+// electord_leader_slice_writes_total{result="claim"} from its /metrics.
+func (e *env) sliceMetrics(i int) (named, claims float64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s:%d/metrics", e.c.Node(i).IP, healthPort), nil)
+	resp, err := e.c.HTTPClient().Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	found := 0
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "electord_leader_slice_named "); ok {
+			named, err = strconv.ParseFloat(v, 64)
+			found++
+		}
+		if v, ok := strings.CutPrefix(l, `electord_leader_slice_writes_total{result="claim"} `); ok {
+			claims, err = strconv.ParseFloat(v, 64)
+			found++
+		}
+	}
+	if err == nil && found != 2 {
+		err = fmt.Errorf("node %d: /metrics lacks the leader slice's metrics:\n%s", i, b)
+	}
+	return named, claims, err
+}
+
+// checkMetrics: the pod the slice names says so on /metrics (named 1, a
+// claim counted), and the others say 0 (their last read, at most a resync
+// ago, may predate the last move: each is asked until it agrees).
+func (e *env) checkMetrics(t *testing.T) {
+	leader, s := e.settled(30 * time.Second)
+	deadline := time.Now().Add(40 * time.Second) // a follower reads at its resync (30 s)
+	for i := 1; i <= nodes; i++ {
+		want := 0.0
+		if podName(i) == s.pod() {
+			want = 1
+		}
+		for {
+			named, claims, err := e.sliceMetrics(i)
+			if err == nil && named == want && (i != leader || claims >= 1) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d (leader %d, slice names %s): named %v claims %v err %v; want named %v", i, leader, s.pod(), named, claims, err, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 // env is one run: the cluster, the API server, the slice's history.
 type env struct {
 	t     *testing.T
@@ -124,7 +183,8 @@ func setup(t *testing.T, quorum int) *env {
 		nd := c.Node(i)
 		nd.Args = append(nd.Args,
 			"--k8s-leader-service", service, "--k8s-namespace", namespace,
-			"--k8s-pod-name", podName(i), "--k8s-pod-ip", nd.IP, "--kubeconfig", kc)
+			"--k8s-pod-name", podName(i), "--k8s-pod-ip", nd.IP, "--kubeconfig", kc,
+			"--health-addr", fmt.Sprintf("%s:%d", nd.IP, healthPort))
 		if err := c.Start(i); err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +311,10 @@ type history struct {
 	mu      sync.Mutex
 	states  []sliceState
 	changed chan struct{}
-	err     error
+	err     error // the last watch error
+	// gaps: times the watch had to list again (its resourceVersion had
+	// expired), so changes may be missing from states.
+	gaps int
 }
 
 func watchSlice(t *testing.T, client kubernetes.Interface, name string) *history {
@@ -266,21 +329,48 @@ func watchSlice(t *testing.T, client kubernetes.Interface, name string) *history
 	rv := list.ResourceVersion
 	go func() {
 		defer close(done)
+		backoff := func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		// failed: the watch ended with err. Watch again after a pause, from
+		// rv, or from a new list if rv expired (a gap).
+		failed := func(err error) {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				h.gap(err)
+				rv = ""
+			} else {
+				h.fail(err)
+			}
+			backoff()
+		}
 		for ctx.Err() == nil {
+			if rv == "" {
+				// The resourceVersion expired: list again (what happened
+				// in between is lost: a gap, which fails check).
+				list, err := client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+				if err != nil {
+					h.fail(err)
+					backoff()
+					continue
+				}
+				rv = list.ResourceVersion
+				for i := range list.Items {
+					h.add(watch.Modified, &list.Items[i])
+				}
+			}
 			w, err := client.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{
 				FieldSelector: "metadata.name=" + name, ResourceVersion: rv, AllowWatchBookmarks: true,
 			})
 			if err != nil {
-				h.fail(err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
+				failed(err)
 				continue
 			}
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
-					h.fail(apierrors.FromObject(ev.Object))
+					failed(apierrors.FromObject(ev.Object))
 					break
 				}
 				es, ok := ev.Object.(*discoveryv1.EndpointSlice)
@@ -302,6 +392,13 @@ func watchSlice(t *testing.T, client kubernetes.Interface, name string) *history
 func (h *history) fail(err error) {
 	h.mu.Lock()
 	h.err = err
+	h.mu.Unlock()
+}
+
+func (h *history) gap(err error) {
+	h.mu.Lock()
+	h.err = err
+	h.gaps++
 	h.mu.Unlock()
 }
 
@@ -378,6 +475,11 @@ func (h *history) check(t *testing.T) {
 	}
 	if len(states) == 0 {
 		t.Error("the watch saw no change of the slice")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gaps > 0 {
+		t.Errorf("the watch lost its place %d times (last: %v): the history may miss changes", h.gaps, h.err)
 	}
 }
 
@@ -597,7 +699,14 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 			leader, after.pod(), after.Human, after.At.Sub(t0).Round(time.Millisecond), e.leaderSince(after).Sub(t0).Round(time.Millisecond))
 		// The isolated node stepped down when its lease ran out and
 		// emptied the slice if it still named it; it must not write it
-		// again while cut off. Wait for the rest to settle, then heal.
+		// again while cut off. Wait for the rest to settle, then heal:
+		// no state from the move to the heal names it.
+		e.settled(30 * time.Second)
+		for _, s := range e.hist.states0() {
+			if !s.At.Before(after.At) && slices.Contains(s.Pods, podName(leader)) {
+				t.Errorf("the isolated node %d is named again while cut off: %+v", leader, s)
+			}
+		}
 		if err := e.c.Heal(); err != nil {
 			t.Fatal(err)
 		}
@@ -670,6 +779,7 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 		}
 	})
 	t.Run("RBAC", func(t *testing.T) { e.checkRBAC(t) })
+	t.Run("metrics", func(t *testing.T) { e.checkMetrics(t) })
 	e.hist.check(t)
 	if h := e.hist; h.err != nil {
 		t.Logf("the watch was restarted after: %v", h.err)
@@ -761,17 +871,20 @@ func stopWriter(t *testing.T, w *leaderslice.Writer) {
 	}
 }
 
-// checkRBAC: the Role allows exactly get/create/update on endpointslices
-// and get on services (the nodes above did all their work with it), and a
-// Role without update fails visibly: the first claim creates the slice,
-// the next leader's claim is forbidden and the slice keeps its term.
+// checkRBAC: the Role allows get/update on the leader Service's slice
+// only, create on endpointslices, and get on the leader Service only (the
+// nodes above did all their work with it, under
+// OwnerReferencesPermissionEnforcement); with its token another Service's
+// slice can be neither read nor written. A Role without update fails
+// visibly: the first claim creates the slice, the next leader's claim is
+// forbidden and the slice keeps its term.
 func (e *env) checkRBAC(t *testing.T) {
 	ctx := context.Background()
 	user := "system:serviceaccount:" + namespace + ":electord"
-	allowed := func(group, resource, verb string) bool {
+	allowed := func(group, resource, name, verb string) bool {
 		sar, err := e.admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Group: group, Resource: resource, Verb: verb}},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Group: group, Resource: resource, Name: name, Verb: verb}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -779,25 +892,48 @@ func (e *env) checkRBAC(t *testing.T) {
 		return sar.Status.Allowed
 	}
 	for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"} {
-		want := verb == "get" || verb == "create" || verb == "update"
-		if got := allowed("discovery.k8s.io", "endpointslices", verb); got != want {
-			t.Errorf("electord may %s endpointslices: %v, want %v", verb, got, want)
+		for _, name := range []string{service, "other-svc", ""} {
+			want := verb == "create" || (name == service && (verb == "get" || verb == "update"))
+			if got := allowed("discovery.k8s.io", "endpointslices", name, verb); got != want {
+				t.Errorf("electord may %s endpointslice %q: %v, want %v", verb, name, got, want)
+			}
+			want = verb == "get" && name == service
+			if got := allowed("", "services", name, verb); got != want {
+				t.Errorf("electord may %s service %q: %v, want %v", verb, name, got, want)
+			}
 		}
-		if got := allowed("", "services", verb); got != (verb == "get") {
-			t.Errorf("electord may %s services: %v, want %v", verb, got, verb == "get")
-		}
-		if allowed("", "secrets", verb) || allowed("", "endpoints", verb) || allowed("", "pods", verb) {
+		if allowed("", "secrets", "", verb) || allowed("", "endpoints", "", verb) || allowed("", "pods", "", verb) {
 			t.Errorf("electord may %s secrets, endpoints or pods", verb)
 		}
 	}
+	// With the nodes' token, another Service's slice (one the
+	// EndpointSlice controller might manage) is out of reach.
+	other := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "other-svc-abcde", Namespace: namespace,
+		Labels: map[string]string{discoveryv1.LabelServiceName: "other-svc"}}, AddressType: discoveryv1.AddressTypeIPv4}
+	if _, err := e.admin.DiscoveryV1().EndpointSlices(namespace).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.clientAs("electord").DiscoveryV1().EndpointSlices(namespace)
+	if _, err := nodes.Get(ctx, other.Name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("electord reads another Service's slice: %v, want forbidden", err)
+	}
+	other.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}}}
+	if _, err := nodes.Update(ctx, other, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("electord rewrites another Service's slice: %v, want forbidden", err)
+	}
 
-	// A narrower Role: the same without update.
+	// A narrower Role: the same without update (for its own Service).
 	r := readRBAC(t)
 	r.sa.Name, r.role.Name, r.binding.Name = "electord-narrow", "electord-narrow", "electord-narrow"
 	r.binding.RoleRef.Name = "electord-narrow"
 	r.binding.Subjects[0].Name = "electord-narrow"
 	for i := range r.role.Rules {
 		r.role.Rules[i].Verbs = slices.DeleteFunc(r.role.Rules[i].Verbs, func(v string) bool { return v == "update" })
+		for j, n := range r.role.Rules[i].ResourceNames {
+			if n == service {
+				r.role.Rules[i].ResourceNames[j] = "narrow-leader"
+			}
+		}
 	}
 	e.applyRBAC(r)
 	e.createService("narrow-leader")
