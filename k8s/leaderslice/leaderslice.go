@@ -19,7 +19,7 @@
 // the slice never names two pods.
 //
 // A release is fenced too: a writer empties the slice only if it names
-// this pod at this pod's address with the very term this writer wrote, so
+// this pod at this pod's address with a term this writer wrote, so
 // a zombie process with the same pod name (a force-deleted StatefulSet pod
 // whose node comes back) never empties the slice of the pod's new
 // incarnation. The slice has no ownerReferences: it outlives its Service,
@@ -175,10 +175,12 @@ type Writer struct {
 	ip    string
 	af    discoveryv1.AddressType
 
-	// wrote is the term of this writer's last claim (set before the
-	// write is sent, so a write whose answer was lost counts): release
-	// empties only a slice that records it. 0: never claimed.
-	wrote atomic.Uint64
+	// wrote is the term of this writer's last claim, firstWrote of its
+	// first (each set before the write is sent, so a write whose answer
+	// was lost counts): release empties only a slice that records a term
+	// between them (a claim whose release failed, followed by a claim
+	// that failed, is still this writer's). 0: never claimed.
+	wrote, firstWrote atomic.Uint64
 	// seen is the term the slice recorded when last read.
 	seen atomic.Uint64
 	// named: the slice named this pod at its address when last read or
@@ -226,7 +228,7 @@ func (w *Writer) Snapshot() Snapshot {
 }
 
 // Stop stops following leadership and empties the slice if it still names
-// this pod with the term this writer wrote (keeping the term), retrying
+// this pod with a term this writer wrote (keeping the term), retrying
 // until ctx ends. An API call in flight is not cancelled: Stop waits for
 // it (at most RequestTimeout) and then reads the slice. A writer that
 // never claimed, or whose claim a higher term has replaced, makes no call.
@@ -359,7 +361,7 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 			if err != nil {
 				return err
 			}
-			w.wrote.Store(uint64(term))
+			w.writing(term)
 			_, err = w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Create(rctx, w.build(nil, svc, term), metav1.CreateOptions{})
 			cancel()
 			if apierrors.IsAlreadyExists(err) {
@@ -386,13 +388,13 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 		}
 		want := w.build(es, svc, term)
 		if sameSlice(es, want) {
-			w.wrote.Store(uint64(term)) // this pod's claim in this term: ours
+			w.writing(term) // this pod's claim in this term: ours
 			return nil
 		}
 		if !w.stillLeads(term) {
 			return nil
 		}
-		w.wrote.Store(uint64(term))
+		w.writing(term)
 		err = w.update(ctx, want)
 		if apierrors.IsConflict(err) {
 			continue
@@ -463,13 +465,20 @@ func (w *Writer) names(es *discoveryv1.EndpointSlice) bool {
 }
 
 // ours reports whether es holds this writer's claim: it names this pod at
-// its address and records the term this writer last wrote. Another
-// process with the same pod name (a zombie, or a later incarnation) never
-// matches: its address or its term differs.
+// its address and records a term this writer wrote (from its first claim
+// to its last). Another process with the same pod name (a zombie, or a
+// later incarnation) never matches: its address or its term differs (the
+// terms of one node id's leaderships in two processes do not interleave).
 func (w *Writer) ours(es *discoveryv1.EndpointSlice) bool {
-	wrote := w.wrote.Load()
+	first, wrote := w.firstWrote.Load(), w.wrote.Load()
 	recorded, err := RecordedTerm(es)
-	return wrote != 0 && err == nil && recorded == wrote && w.names(es)
+	return first != 0 && err == nil && first <= recorded && recorded <= wrote && w.names(es)
+}
+
+// writing records that this writer is about to write a claim in term.
+func (w *Writer) writing(term election.Term) {
+	w.firstWrote.CompareAndSwap(0, uint64(term))
+	w.wrote.Store(uint64(term))
 }
 
 // callCtx bounds one API call: by RequestTimeout and ctx's deadline, but

@@ -348,3 +348,35 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+// A leader whose release failed (API down) leads again in a higher term and
+// its claim fails too: the slice still holds its older claim, which is its
+// own, and it empties it once the API server answers.
+func TestReleaseAnOlderClaimOfThisWriter(t *testing.T) {
+	client := fake.NewClientset(testService())
+	var failing atomic.Bool
+	client.PrependReactor("update", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("service unavailable")
+		}
+		return false, nil, nil
+	})
+	l := newLeadership()
+	w := startWriter(t, client, l)
+	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 5})
+	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
+	failing.Store(true)
+	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 9})
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stats().Errors.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	l.set(node.LeaderInfo{ID: 2, Term: 10})
+	failing.Store(false)
+	stopNow(t, w)
+	// (A retry of the claim in term 9 may have slipped in just as the
+	// API server came back: then that is emptied.)
+	if es := getSlice(t, client); len(es.Endpoints) != 0 {
+		t.Fatalf("this writer's claim (term %s) was not emptied: %+v", es.Annotations[AnnotationTerm], es)
+	}
+}
