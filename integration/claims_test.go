@@ -85,7 +85,8 @@ func startForger(t *testing.T, id uint64, peer, key, seed string) {
 //
 // The partition-heal case (each side knew its own holder of a slot; after
 // the heal every node computes the same holder) is
-// membership.TestSlotAfterPartitionHeal, on real memberlist nodes.
+// TestSecureClusterSlotAfterPartitionHeal below, and
+// membership.TestSlotAfterPartitionHeal on memberlist nodes alone.
 func TestSecureClusterForgedClaims(t *testing.T) {
 	for _, ps := range []string{"lf", "grpc"} {
 		t.Run(ps, testForgedClaims)
