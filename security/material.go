@@ -224,8 +224,10 @@ func (m *Material) ServerConfig() *tls.Config { return m.serverConfig() }
 
 // ClientConfig is the client side towards a node's API (electctl, the
 // client library, a node forwarding a command): the server's certificate
-// must be signed by the CA, match the address dialed, and name a node of
-// this cluster. This holder's certificate, if any, is presented.
+// must be signed by the CA and name a node of this cluster, and match the
+// host name dialled when that is a DNS name. Dialling an IP address, the
+// IP SANs are not compared (the connection state has no server name):
+// see docs/SECURITY.md. This holder's certificate, if any, is presented.
 func (m *Material) ClientConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS13,
