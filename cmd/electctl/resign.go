@@ -18,7 +18,8 @@ prints it.
 Exit codes: 0 the leader resigned and another leads now; 3 no leader is
 known (retry once one is elected); 5 the leader refused: no other node can
 lead, or preempt is on and the leader outranks every live node, so it would
-take leadership back at once (stop it instead: SIGTERM hands over); 6 it
+take leadership back at once (stop it instead: SIGTERM hands over), or
+the same node led again after the election; 6 it
 resigned but no new leader was seen within --timeout.`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -244,11 +244,13 @@ func (g *globals) handover(cmd *cobra.Command, to client.NodeID, f func(*client.
 	var (
 		res     client.CommandResult
 		now     client.LeaderInfo
+		prev    client.LeaderInfo // who led before the command
 		ep      string
 		saw, at bool // a new leader seen; node to led already
 	)
 	if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
 		before, _ := c.Leader(ctx) // what "new" means; a failure shows in f
+		prev = before
 		if res, err = f(c, ctx); err != nil {
 			return err
 		}
@@ -278,6 +280,14 @@ func (g *globals) handover(cmd *cobra.Command, to client.NodeID, f func(*client.
 			return err
 		}
 		return &exitError{ExitDeadline, "no new leader within --timeout " + g.timeout.String()}
+	case to == 0 && prev.HasLeader() && now.ID == prev.ID:
+		// The resigned leader leads again (no other node could take over
+		// in time): the resignation did not hold.
+		msg += fmt.Sprintf(", but node %d leads again, %s: the resignation did not hold", now.ID, termText(now.Term))
+		if err := g.commandOutput(msg, now); err != nil {
+			return err
+		}
+		return &exitError{ExitFailedPrecondition, fmt.Sprintf("node %d leads again", now.ID)}
 	case to != 0 && now.ID != to:
 		msg += fmt.Sprintf(", but node %d leads now, %s: the transfer did not hold", now.ID, termText(now.Term))
 		if err := g.commandOutput(msg, now); err != nil {
