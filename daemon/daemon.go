@@ -54,7 +54,8 @@ type Daemon struct {
 	apiSrv  *grpc.Server
 	httpSrv *http.Server
 	opsSrv  *http.Server
-	ops     opsState // metrics.go
+	probes  probeShare // health probes of the loop, coalesced (health.go)
+	ops     opsState   // metrics.go
 	cancel  context.CancelFunc
 	runErr  chan error
 	stop    sync.Once

@@ -91,12 +91,68 @@ func report(checks ...Check) HealthReport {
 	return r
 }
 
+// probeShare coalesces probes of the loop: every /livez, /readyz,
+// /healthz and grpc health Check asks the instance loop, and health-addr
+// may be probed by anyone the NetworkPolicy lets in. Callers that arrive
+// while a probe is running share its answer, so a flood of probes keeps at
+// most one closure in the loop's command queue at a time (an answer is not
+// reused once given: a probe after a stop or a failed write sees it).
+type probeShare struct {
+	mu   sync.Mutex
+	last *probeCall
+}
+
+type probeCall struct {
+	done chan struct{}
+	p    node.ProbeInfo
+	err  error
+	took time.Duration
+}
+
+func (s *probeShare) get(ctx context.Context, probe func(context.Context) (node.ProbeInfo, error)) (*probeCall, error) {
+	s.mu.Lock()
+	c := s.last
+	running := false
+	if c != nil {
+		select {
+		case <-c.done:
+		default:
+			running = true
+		}
+	}
+	if !running {
+		c = &probeCall{done: make(chan struct{})}
+		s.last = c
+		go func() {
+			// Not the caller's context: others wait on this probe too.
+			pctx, cancel := context.WithTimeout(context.Background(), LoopDeadline)
+			defer cancel()
+			start := time.Now()
+			c.p, c.err = probe(pctx)
+			c.took = time.Since(start)
+			close(c.done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-c.done:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 func (d *Daemon) probeLoop(ctx context.Context) (node.ProbeInfo, Check) {
-	ctx, cancel := context.WithTimeout(ctx, LoopDeadline)
+	ctx, cancel := context.WithTimeout(ctx, LoopDeadline+50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	p, err := d.Node.Probe(ctx)
-	took := time.Since(start)
+	var (
+		p    node.ProbeInfo
+		took time.Duration
+	)
+	c, err := d.probes.get(ctx, d.Node.Probe)
+	if err == nil {
+		p, err, took = c.p, c.err, c.took
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return p, Check{Name: "loop", Detail: fmt.Sprintf("the instance loop did not answer within %v", LoopDeadline)}
