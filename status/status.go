@@ -23,6 +23,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,8 +36,11 @@ import (
 // Defaults for Config.
 const (
 	DefaultMaxClients = 16
-	DefaultPoll       = time.Second
-	DefaultAskTimeout = 500 * time.Millisecond
+	// DefaultMaxClientsPerAddr: one client address may hold at most half
+	// the streams, so it cannot lock everyone else out.
+	DefaultMaxClientsPerAddr = DefaultMaxClients / 2
+	DefaultPoll              = time.Second
+	DefaultAskTimeout        = 500 * time.Millisecond
 )
 
 // Config configures a status page.
@@ -49,6 +53,11 @@ type Config struct {
 	// MaxClients bounds the event streams open at once; more are refused
 	// with 503. Default DefaultMaxClients.
 	MaxClients int
+	// MaxClientsPerAddr bounds the event streams open at once from one
+	// remote address (the connection's, not a header's); more are refused
+	// with 503. Pages opened through kubectl port-forward or kubectl proxy
+	// all come from one address. Default: half of MaxClients, at least 1.
+	MaxClientsPerAddr int
 	// Poll is how often the members are asked while a page is open.
 	// Default DefaultPoll.
 	Poll time.Duration
@@ -83,7 +92,10 @@ type Server struct {
 }
 
 // client is one open event stream. Its channel holds the newest view only.
-type client struct{ ch chan []byte }
+type client struct {
+	ch   chan []byte
+	addr string // the remote address's host
+}
 
 // New builds the page's server.
 func New(cfg Config) (*Server, error) {
@@ -91,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("status: Config.Node is required")
 	}
 	cfg.MaxClients = cmp.Or(cfg.MaxClients, DefaultMaxClients)
+	cfg.MaxClientsPerAddr = cmp.Or(cfg.MaxClientsPerAddr, max(1, cfg.MaxClients/2))
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultPoll)
 	cfg.AskTimeout = cmp.Or(cfg.AskTimeout, DefaultAskTimeout)
 	if cfg.Logger == nil {
@@ -169,7 +182,10 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 
 // once builds a view for a page load while no poller runs. Loads within
 // one Poll share it (and wait for one another), so reloading the page,
-// or many clients loading it, asks the members at most once per Poll.
+// or many clients loading it, asks the members at most once per Poll:
+// page loads never run two renders at once, so with the poller at most
+// two views are being built at any time, each asking at most maxAsks
+// members at once.
 func (s *Server) once(ctx context.Context) ([]byte, error) {
 	s.onceMu.Lock()
 	defer s.onceMu.Unlock()
@@ -178,7 +194,10 @@ func (s *Server) once(ctx context.Context) ([]byte, error) {
 	}
 	a := newAsker(s.cfg.PeerTLS)
 	defer a.close()
-	view, err := s.render(ctx, a)
+	// Not the request's context: the view is shared, and a load that gave
+	// up must not leave the others a view of members "suspect: canceled".
+	// Each ask is bounded by AskTimeout.
+	view, err := s.render(context.WithoutCancel(ctx), a)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +213,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "status: streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	c := &client{ch: make(chan []byte, 1)}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	c := &client{ch: make(chan []byte, 1), addr: host}
 	if err := s.join(c); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
@@ -262,12 +285,32 @@ func (e TooManyError) Error() string {
 	return fmt.Sprintf("status: %d status pages are open already, the most this node serves at once; close one and reload", e.Max)
 }
 
+// TooManyFromError refuses an event stream beyond MaxClientsPerAddr from
+// one address.
+type TooManyFromError struct {
+	Max  int
+	Addr string
+}
+
+func (e TooManyFromError) Error() string {
+	return fmt.Sprintf("status: %d status pages are open from %s already, the most this node serves to one address; close one and reload", e.Max, e.Addr)
+}
+
 // join adds an event stream, starting the poller for the first one.
 func (s *Server) join(c *client) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.clients) >= s.cfg.MaxClients {
 		return TooManyError{s.cfg.MaxClients}
+	}
+	from := 0
+	for o := range s.clients {
+		if o.addr == c.addr {
+			from++
+		}
+	}
+	if from >= s.cfg.MaxClientsPerAddr {
+		return TooManyFromError{s.cfg.MaxClientsPerAddr, c.addr}
 	}
 	s.clients[c] = struct{}{}
 	if s.last != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -268,7 +269,7 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 // stream is open, and stops with the last one.
 func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
 	c, leader, viewer := startCluster(t)
-	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, MaxClients: 2, Poll: 20 * time.Millisecond})
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, MaxClients: 2, MaxClientsPerAddr: 2, Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,5 +519,111 @@ func TestPollerClosesConnectionsToGoneMembers(t *testing.T) {
 	}
 	if got := p.Conns(); len(got) != 1 || got[0] == goneAddr {
 		t.Fatalf("connections after node %d (%s) stopped: %v, want only the live member's", c.Nodes[gone].Node.Self(), goneAddr, got)
+	}
+}
+
+// TestConcurrentPageLoadsShareOneView: many page loads at once with no
+// page open build one view (they wait for it), not one each: a reload
+// flood cannot make the node ask the members once per request.
+func TestConcurrentPageLoadsShareOneView(t *testing.T) {
+	c, _, viewer := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	errs := make(chan error, 30)
+	for range 30 {
+		go func() {
+			resp, err := http.Get(hs.URL + "/status")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("GET /status: %s", resp.Status)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 30 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.Renders(); n != 1 {
+		t.Fatalf("30 concurrent page loads within one Poll built %d views, want 1", n)
+	}
+}
+
+// TestGivenUpLoadDoesNotSpoilTheSharedView: the view built for a page
+// load is shared with the loads of the next Poll, so it is built whole
+// even when the load that built it gave up: the next load shows the
+// members alive, not "suspect: canceled".
+func TestGivenUpLoadDoesNotSpoilTheSharedView(t *testing.T) {
+	c, _, viewer := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/status", nil))
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	if n := srv.Renders(); n != 1 {
+		t.Fatalf("two loads built %d views, want 1 (shared)", n)
+	}
+	for _, d := range c.Nodes {
+		if want := fmt.Sprintf(`id="member-%d" class="alive"`, d.Node.Self()); !strings.Contains(rec.Body.String(), want) {
+			t.Fatalf("no %q after a load that gave up built the shared view:\n%s", want, rec.Body.String())
+		}
+	}
+}
+
+// TestStreamsPerAddressAreBounded: one remote address can hold at most
+// MaxClientsPerAddr streams (503 saying so beyond), so it cannot take all
+// MaxClients; another address still gets one.
+func TestStreamsPerAddressAreBounded(t *testing.T) {
+	c, _, viewer := startCluster(t)
+	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, MaxClients: 4, MaxClientsPerAddr: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close) // after the streams' bodies are closed (cleanups run last first)
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	open := func(cl *http.Client) *http.Response {
+		resp, err := cl.Get(hs.URL + "/status/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	one := from("127.0.0.1")
+	for i := range 2 {
+		if resp := open(one); resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d from 127.0.0.1: %s", i+1, resp.Status)
+		}
+	}
+	resp := open(one)
+	body := make([]byte, 512)
+	n, _ := io.ReadFull(resp.Body, body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body[:n]), "2 status pages are open from 127.0.0.1") {
+		t.Fatalf("a third stream from 127.0.0.1: %s %q, want 503 naming the address", resp.Status, body[:n])
+	}
+	if resp := open(from("127.0.0.2")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a stream from another address: %s", resp.Status)
 	}
 }
