@@ -269,14 +269,7 @@ func TestStatusPageFollowsAFailover(t *testing.T) {
 // stream is open, and stops with the last one.
 func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
 	c, leader, viewer := startCluster(t)
-	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, MaxClients: 2, MaxClientsPerAddr: 2, Poll: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	srv.Mount(mux)
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
+	srv, hs := serve(t, status.Config{Node: c.Nodes[viewer].Node, MaxClients: 2, MaxClientsPerAddr: 2, Poll: 20 * time.Millisecond})
 
 	<-srv.Idle()
 	idle := srv.Renders()
@@ -317,6 +310,22 @@ func TestStatusEventStreamsAreBoundedAndStopWhenClosed(t *testing.T) {
 	if got := srv.Renders(); got != n {
 		t.Fatalf("%d views built with no page open", got-n)
 	}
+}
+
+// serve serves a status page of cfg on an httptest server, closed at the
+// end of the test after the test's own cleanups (a stream's body closed in
+// a cleanup registered later is closed first).
+func serve(t *testing.T, cfg status.Config) (*status.Server, *httptest.Server) {
+	t.Helper()
+	srv, err := status.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return srv, hs
 }
 
 // waitIdle is closed once no stream is open and the poller returned.
@@ -415,14 +424,7 @@ func TestStatusPageAsksMembersOverTLS(t *testing.T) {
 // at most once per Poll, however many there are.
 func TestPageLoadsShareOneView(t *testing.T) {
 	c, _, viewer := startCluster(t)
-	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	srv.Mount(mux)
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
+	srv, hs := serve(t, status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
 	for range 20 {
 		resp, err := http.Get(hs.URL + "/status")
 		if err != nil {
@@ -527,14 +529,7 @@ func TestPollerClosesConnectionsToGoneMembers(t *testing.T) {
 // flood cannot make the node ask the members once per request.
 func TestConcurrentPageLoadsShareOneView(t *testing.T) {
 	c, _, viewer := startCluster(t)
-	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	srv.Mount(mux)
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
+	srv, hs := serve(t, status.Config{Node: c.Nodes[viewer].Node, Poll: time.Hour})
 	errs := make(chan error, 30)
 	for range 30 {
 		go func() {
@@ -591,14 +586,7 @@ func TestGivenUpLoadDoesNotSpoilTheSharedView(t *testing.T) {
 // MaxClients; another address still gets one.
 func TestStreamsPerAddressAreBounded(t *testing.T) {
 	c, _, viewer := startCluster(t)
-	srv, err := status.New(status.Config{Node: c.Nodes[viewer].Node, MaxClients: 4, MaxClientsPerAddr: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	srv.Mount(mux)
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close) // after the streams' bodies are closed (cleanups run last first)
+	_, hs := serve(t, status.Config{Node: c.Nodes[viewer].Node, MaxClients: 4, MaxClientsPerAddr: 2})
 	from := func(ip string) *http.Client {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
