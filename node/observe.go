@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,18 +72,13 @@ type observe struct {
 	started, won, lost, detections atomic.Uint64
 	refusals                       refusals
 
-	mu   sync.Mutex
-	ring [ElectionsKept]ElectionRecord
-	next int // where the next record goes
-	kept int
+	elections ring[ElectionRecord]
 
 	// Owned by the loop.
-	open        bool          // ring[last()] is running
+	open        bool          // the newest of elections is running
 	role        election.Role // the role at the last observed Ready
 	leaderHeard time.Time     // when a message last came from the leader this node follows
 }
-
-func (o *observe) last() int { return (o.next + ElectionsKept - 1) % ElectionsKept }
 
 // SetObserver installs o (nil: none). Safe to call while the node runs.
 func (n *Node) SetObserver(o Observer) {
@@ -106,14 +100,7 @@ func (n *Node) observer() Observer {
 // in, oldest first; the last one may still run (Ended zero). Safe for
 // concurrent use.
 func (n *Node) Elections() []ElectionRecord {
-	o := &n.obs
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]ElectionRecord, 0, o.kept)
-	for i := range o.kept {
-		out = append(out, o.ring[(o.next-o.kept+i+ElectionsKept)%ElectionsKept])
-	}
-	return out
+	return n.obs.elections.list()
 }
 
 // ElectionCounts returns the election totals. Safe for concurrent use.
@@ -160,9 +147,7 @@ func (n *Node) observeReady(rd *election.Ready) {
 		if role != election.RoleElecting {
 			n.electionEnded(st, sent)
 		} else if sent > 0 {
-			o.mu.Lock()
-			o.ring[o.last()].Messages += sent
-			o.mu.Unlock()
+			o.elections.updateLast(func(r *ElectionRecord) { r.Messages += sent })
 		}
 	}
 	o.role = role
@@ -187,28 +172,24 @@ func (n *Node) electionStarted() {
 	o := &n.obs
 	cause := n.cause.String()
 	o.started.Add(1)
-	o.mu.Lock()
-	o.ring[o.next] = ElectionRecord{Started: time.Now(), Cause: cause}
-	o.next = (o.next + 1) % ElectionsKept
-	o.kept = min(o.kept+1, ElectionsKept)
-	o.mu.Unlock()
+	o.elections.add(ElectionRecord{Started: time.Now(), Cause: cause})
 	o.open = true
 }
 
 func (n *Node) electionEnded(st election.Status, sent uint64) {
 	o := &n.obs
 	o.open = false
-	o.mu.Lock()
-	r := &o.ring[o.last()]
-	r.Ended, r.Messages = time.Now(), r.Messages+sent
-	if st.Role == election.RoleLeader || st.Role == election.RoleFollower {
-		r.Leader, r.Term = st.Leader, st.LeaderTerm
-	} else {
-		r.Term = st.Term
-	}
-	r.Won = st.Role == election.RoleLeader
-	rec := *r
-	o.mu.Unlock()
+	var rec ElectionRecord
+	o.elections.updateLast(func(r *ElectionRecord) {
+		r.Ended, r.Messages = time.Now(), r.Messages+sent
+		if st.Role == election.RoleLeader || st.Role == election.RoleFollower {
+			r.Leader, r.Term = st.Leader, st.LeaderTerm
+		} else {
+			r.Term = st.Term
+		}
+		r.Won = st.Role == election.RoleLeader
+		rec = *r
+	})
 	if rec.Won {
 		o.won.Add(1)
 	} else {

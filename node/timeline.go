@@ -22,32 +22,9 @@ type LeaderChange struct {
 // TimelineSize is how many leader changes Timeline keeps.
 const TimelineSize = 64
 
-// timeline is a ring of the last TimelineSize changes. The loop appends,
-// any goroutine reads.
-type timeline struct {
-	mu   sync.Mutex
-	buf  [TimelineSize]LeaderChange
-	next int // where the next change goes
-	n    int // how many are kept
-}
-
-func (t *timeline) add(c LeaderChange) {
-	t.mu.Lock()
-	t.buf[t.next] = c
-	t.next = (t.next + 1) % TimelineSize
-	t.n = min(t.n+1, TimelineSize)
-	t.mu.Unlock()
-}
-
-func (t *timeline) list() []LeaderChange {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]LeaderChange, 0, t.n)
-	for i := range t.n {
-		out = append(out, t.buf[(t.next-t.n+i+TimelineSize)%TimelineSize])
-	}
-	return out
-}
+// timeline is the last TimelineSize changes. The loop appends, any
+// goroutine reads.
+type timeline = ring[LeaderChange]
 
 // timelines holds each node's timeline beside it, keyed weakly so that a
 // node that is gone takes its timeline with it (a cleanup deletes the
