@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/algorithms"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -105,6 +106,13 @@ func loopback(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// MaxID is the largest node id: a term is epoch<<election.SlotBits | slot,
+// the slot being the low bits of the leader's id, so every id up to MaxID
+// has a slot of its own and no two nodes of a valid configuration can mint
+// the same term, even on two sides of a partition. (Gossip still settles
+// a slot claimed by a forged or foreign member: membership/claims.go.)
+const MaxID = 1<<election.SlotBits - 1
+
 // Defaults, each with the reason for its value.
 const (
 	// DefaultHeartbeatInterval: followers check the leader 5 times a second.
@@ -157,7 +165,7 @@ const (
 // Register defines every flag, with its default, on fs.
 func Register(fs *pflag.FlagSet) {
 	fs.String("config", "", "YAML config file (keys are the flag names)")
-	fs.Uint64("id", 0, "node id: unique, non-zero; ids must also differ in their low 16 bits")
+	fs.Uint64("id", 0, "node id: unique, 1 to 65535 (a term names its leader by the id)")
 	fs.Bool("id-from-hostname", false, "take the id from a StatefulSet hostname: <name>-<ordinal> gives id ordinal+1")
 	fs.String("name", "", "node name shown to users (default node-<id>)")
 	fs.Int64("priority", 0, "election priority: the higher wins; ties go to the higher id")
@@ -279,6 +287,10 @@ func (c Config) Validate() error {
 	}
 	if c.ID == 0 {
 		bad("id", "must be set to a non-zero node id")
+	}
+	if c.ID > MaxID {
+		bad("id", "must be at most %d, got %d: a term names its leader by the id's low %d bits (its term slot), so a larger "+
+			"id would share a slot with another node's and, cut off from it, mint the same terms", MaxID, c.ID, election.SlotBits)
 	}
 	for _, l := range []struct {
 		key string

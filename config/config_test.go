@@ -130,3 +130,25 @@ func TestIDFromHostname(t *testing.T) {
 		}
 	}
 }
+
+// Every id up to MaxID has a term slot of its own; a larger one would share
+// a slot with a smaller id and, cut off from it, mint the same terms.
+func TestIDsHaveASlotOfTheirOwn(t *testing.T) {
+	for _, tc := range []struct {
+		id uint64
+		ok bool
+	}{{1, true}, {MaxID, true}, {MaxID + 1, false}, {65539, false}, {1 << 40, false}} {
+		c, err := load(t, []string{"--id", "1"}, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ID = tc.id
+		err = c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("id %d: Validate() = %v, want ok=%v", tc.id, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "id: must be at most 65535") {
+			t.Errorf("id %d: error %q does not name the key and the limit", tc.id, err)
+		}
+	}
+}
