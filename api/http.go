@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/electord/electord/election"
@@ -53,6 +54,50 @@ type httpHandler struct {
 	// done is closed when the server shuts down; /watch streams end then
 	// (http.Server.Shutdown does not cancel request contexts).
 	done <-chan struct{}
+	// The last /leader and /leader/self answers, encoded: the probes and
+	// pollers of one pod ask far more often than leadership changes, so
+	// each answer is encoded once per change, not per request.
+	leaderCache, selfCache atomic.Pointer[encodedAnswer]
+}
+
+// encodedAnswer is an answer encoded for the LeaderInfo it was made from.
+type encodedAnswer struct {
+	li   node.LeaderInfo
+	code int
+	body []byte // JSON and a newline
+}
+
+// cached returns the answer for li from c, encoding it with enc (a status
+// code and a value to encode as JSON) when li changed.
+func cached(c *atomic.Pointer[encodedAnswer], li node.LeaderInfo, enc func(node.LeaderInfo) (int, any)) (*encodedAnswer, error) {
+	if e := c.Load(); e != nil && e.li == li {
+		return e, nil
+	}
+	code, v := enc(li)
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	e := &encodedAnswer{li: li, code: code, body: append(body, '\n')}
+	c.Store(e)
+	return e, nil
+}
+
+// Shared header values (net/http only reads them).
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+)
+
+func writeEncoded(w http.ResponseWriter, e *encodedAnswer, err error) {
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h["Content-Type"], h["Cache-Control"] = headerJSON, headerNoStore
+	w.WriteHeader(e.code)
+	_, _ = w.Write(e.body)
 }
 
 // NewHTTPHandler returns the sidecar HTTP API of the node b:
@@ -136,17 +181,22 @@ func leaderJSON(li node.LeaderInfo) (int, any) {
 }
 
 func (h *httpHandler) leader(w http.ResponseWriter, _ *http.Request) {
-	code, body := leaderJSON(h.b.Leader())
-	writeJSON(w, code, body)
+	e, err := cached(&h.leaderCache, h.b.Leader(), leaderJSON)
+	writeEncoded(w, e, err)
 }
 
 func (h *httpHandler) leaderSelf(w http.ResponseWriter, _ *http.Request) {
-	li := h.b.Leader()
+	e, err := cached(&h.selfCache, h.b.Leader(), selfJSON)
+	writeEncoded(w, e, err)
+}
+
+// selfJSON is the /leader/self answer for li.
+func selfJSON(li node.LeaderInfo) (int, any) {
 	code := http.StatusServiceUnavailable
 	if li.Self {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, SelfBody{Self: li.Self, State: li.State, Term: li.Term, TermEpochSlot: li.Term.String()})
+	return code, SelfBody{Self: li.Self, State: li.State, Term: li.Term, TermEpochSlot: li.Term.String()}
 }
 
 func (h *httpHandler) root(w http.ResponseWriter, _ *http.Request) {
