@@ -46,9 +46,11 @@ const ForwardedForKey = "electord-forwarded-for"
 type Security struct {
 	// ServerTLS serves the API (security.Material.ServerConfig).
 	ServerTLS *tls.Config
-	// ForwardTLS dials the node a command is forwarded to, presenting this
-	// node's certificate (security.Material.ClientConfig).
-	ForwardTLS *tls.Config
+	// Forward dials node id, a command being forwarded to it, presenting
+	// this node's certificate; the node answering must be id, by its
+	// certificate (security.Material.ForwardCredentials: the id is checked
+	// rather than the address, which may be a pod IP no certificate names).
+	Forward func(id uint64) credentials.TransportCredentials
 	// Cluster is the cluster every identity must belong to.
 	Cluster string
 	// Logger gets refusals and forwarded commands; nil discards.
@@ -135,9 +137,9 @@ func (s *Security) serverOptions() []grpc.ServerOption {
 	}
 }
 
-// forwardCredentials are what forward dials other nodes with.
-func (s *Security) forwardCredentials() credentials.TransportCredentials {
-	return credentials.NewTLS(s.ForwardTLS)
+// forwardCredentials are what forward dials node id with.
+func (s *Security) forwardCredentials(id uint64) credentials.TransportCredentials {
+	return s.Forward(id)
 }
 
 // NewSecureGRPCServer is NewLimitedGRPCServer with TLS and the

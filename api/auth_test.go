@@ -76,7 +76,7 @@ func serveSecure(t *testing.T) *secureCluster {
 	sc.c.Elect(1)
 	for _, id := range []election.NodeID{1, 2} {
 		m := sc.pki.material(t, security.RoleNode, "", uint64(id), 20*time.Millisecond)
-		sec := &api.Security{ServerTLS: m.ServerConfig(), ForwardTLS: m.ClientConfig(), Cluster: "prod"}
+		sec := &api.Security{ServerTLS: m.ServerConfig(), Forward: m.ForwardCredentials, Cluster: "prod"}
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)

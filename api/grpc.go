@@ -335,7 +335,7 @@ func (s *service) forward(ctx context.Context, what string, id election.NodeID, 
 	}
 	creds := insecure.NewCredentials()
 	if s.sec != nil {
-		creds = s.sec.forwardCredentials()
+		creds = s.sec.forwardCredentials(uint64(id))
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {

@@ -146,8 +146,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // WithTLS connects over TLS with cfg (a cluster with TLS material refuses
-// plaintext). Build cfg with security.Material.ClientConfig, or use
-// WithTLSFiles.
+// plaintext), verified as crypto/tls verifies cfg. Prefer WithTLSFiles, or
+// WithDialOptions(grpc.WithTransportCredentials(m.ClientCredentials(...)))
+// of a security.Material: security.Material.ClientConfig alone does not
+// check which node answers an IP address.
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithTLSFiles connects over TLS: caFile is the cluster CA (PEM) the nodes'
@@ -155,8 +157,9 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 // (spiffe://<cluster>/client/<name>, or /admin/<name> for Kill, Revive,
 // Resign and Transfer) and key; certFile and keyFile may be empty (the
 // server will then refuse the call). The files are re-read when they change
-// on disk, until Close. The server's certificate must match the endpoint
-// dialed and name a node of the CA's cluster.
+// on disk, until Close. The server's certificate must name a node of the
+// CA's cluster and the host of the endpoint dialed, in a DNS SAN or, for
+// an IP address, an IP SAN (security.Material.ClientCredentials).
 func WithTLSFiles(caFile, certFile, keyFile string) Option {
 	return func(o *options) { o.tlsFiles = &security.Files{CA: caFile, Cert: certFile, Key: keyFile} }
 }
@@ -209,9 +212,8 @@ func NewWithOptions(endpoints []string, opts ...Option) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("client: %w", err)
 		}
-		material, o.tls = m, m.ClientConfig()
-	}
-	if o.tls != nil {
+		material, creds = m, m.ClientCredentials(security.Expect{})
+	} else if o.tls != nil {
 		creds = credentials.NewTLS(o.tls)
 	}
 	dial := []grpc.DialOption{

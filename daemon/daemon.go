@@ -266,7 +266,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout}.WithDefaults()
 	b := api.LimitWatchers(backend{nd}, limits.MaxWatchers)
 	if d.Security != nil {
-		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), ForwardTLS: d.Security.ClientConfig(),
+		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), Forward: d.Security.ForwardCredentials,
 			Cluster: d.cluster(), Logger: log}
 	}
 	d.apiSrv = api.NewSecureGRPCServer(b, limits, d.APISecurity, d.apiOptions()...)

@@ -222,12 +222,15 @@ func parseFirstPEM(b []byte) (*x509.Certificate, error) {
 // (api.Authorizer).
 func (m *Material) ServerConfig() *tls.Config { return m.serverConfig() }
 
-// ClientConfig is the client side towards a node's API (electctl, the
-// client library, a node forwarding a command): the server's certificate
-// must be signed by the CA and name a node of this cluster, and match the
-// host name dialled when that is a DNS name. Dialling an IP address, the
-// IP SANs are not compared (the connection state has no server name):
-// see docs/SECURITY.md. This holder's certificate, if any, is presented.
+// ClientConfig is the TLS base of the client side towards a node's API:
+// the server's certificate must be signed by the CA of the moment and name
+// a node of this cluster, and match the host name crypto/tls has as the
+// connection's server name, which is empty when an IP address is dialled:
+// on its own this config does not check WHICH node answers (any node of
+// the cluster can answer for any IP address). API clients use
+// ClientCredentials, which check the host dialled (IP addresses included)
+// or the node id expected; see docs/SECURITY.md. This holder's
+// certificate, if any, is presented.
 func (m *Material) ClientConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS13,

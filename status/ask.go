@@ -1,10 +1,9 @@
 package status
 
 import (
+	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -20,45 +19,53 @@ import (
 )
 
 // grpcAsker asks members through their client API's GetLeader, dialled
-// as the API's own forwarding dials (daemon's ForwardTLS: this node's
-// certificate, when TLS is on). It keeps one connection per address while
-// it lives: the page's poller makes one and closes it when the last page
-// closes. After each round (endRound) it closes the connections to
-// addresses it was not asked to dial in that round: a member that died,
-// left or moved (a pod restarted with a new IP) leaves no connection that
-// keeps reconnecting while a page stays open.
+// as the API's own forwarding dials (daemon's security.Material
+// ForwardCredentials: this node's certificate, and the member answering
+// must present the certificate of the id it is asked as, when TLS is on).
+// It keeps one connection per member (id and address) while it lives: the
+// page's poller makes one and closes it when the last page closes. After
+// each round (endRound) it closes the connections it was not asked to dial
+// in that round: a member that died, left or moved (a pod restarted with a
+// new IP) leaves no connection that keeps reconnecting while a page stays
+// open.
 type grpcAsker struct {
-	creds credentials.TransportCredentials
+	creds func(id uint64) credentials.TransportCredentials // nil: plaintext
 	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	used  map[string]bool // the addresses dialled in this round
+	conns map[target]*grpc.ClientConn
+	used  map[target]bool // the members dialled in this round
 }
 
-func newAsker(tlsCfg *tls.Config) *grpcAsker {
-	creds := insecure.NewCredentials()
-	if tlsCfg != nil {
-		creds = credentials.NewTLS(tlsCfg)
-	}
-	return &grpcAsker{creds: creds, conns: map[string]*grpc.ClientConn{}, used: map[string]bool{}}
+// target is a member asked: the id it must prove (with TLS) at its address.
+type target struct {
+	id   election.NodeID
+	addr string
 }
 
-func (a *grpcAsker) conn(addr string) (*grpc.ClientConn, error) {
+func newAsker(creds func(id uint64) credentials.TransportCredentials) *grpcAsker {
+	return &grpcAsker{creds: creds, conns: map[target]*grpc.ClientConn{}, used: map[target]bool{}}
+}
+
+func (a *grpcAsker) conn(t target) (*grpc.ClientConn, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.used[addr] = true
-	if c := a.conns[addr]; c != nil {
+	a.used[t] = true
+	if c := a.conns[t]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(a.creds))
+	creds := insecure.NewCredentials()
+	if a.creds != nil {
+		creds = a.creds(uint64(t.id))
+	}
+	c, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}
-	a.conns[addr] = c
+	a.conns[t] = c
 	return c, nil
 }
 
-func (a *grpcAsker) ask(ctx context.Context, addr string) answer {
-	c, err := a.conn(addr)
+func (a *grpcAsker) ask(ctx context.Context, id election.NodeID, addr string) answer {
+	c, err := a.conn(target{id, addr})
 	if err != nil {
 		return answer{err: err}
 	}
@@ -70,15 +77,15 @@ func (a *grpcAsker) ask(ctx context.Context, addr string) answer {
 	return answer{leader: election.NodeID(li.GetId()), term: election.Term(li.GetTerm()), state: li.GetState()}
 }
 
-// endRound closes the connections to the addresses not dialled since the
+// endRound closes the connections to the members not dialled since the
 // last round ended.
 func (a *grpcAsker) endRound() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for addr, c := range a.conns {
-		if !a.used[addr] {
+	for t, c := range a.conns {
+		if !a.used[t] {
 			c.Close()
-			delete(a.conns, addr)
+			delete(a.conns, t)
 		}
 	}
 	clear(a.used)
@@ -88,16 +95,21 @@ func (a *grpcAsker) endRound() {
 func (a *grpcAsker) addrs() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return slices.Sorted(maps.Keys(a.conns))
+	var out []string
+	for t := range a.conns {
+		out = append(out, t.addr)
+	}
+	slices.SortFunc(out, cmp.Compare)
+	return slices.Compact(out)
 }
 
 // close closes every connection.
 func (a *grpcAsker) close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for addr, c := range a.conns {
+	for t, c := range a.conns {
 		c.Close()
-		delete(a.conns, addr)
+		delete(a.conns, t)
 	}
 }
 

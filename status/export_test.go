@@ -14,7 +14,7 @@ type Poller struct {
 	a *grpcAsker
 }
 
-func (s *Server) NewPoller() *Poller { return &Poller{s: s, a: newAsker(s.cfg.PeerTLS)} }
+func (s *Server) NewPoller() *Poller { return &Poller{s: s, a: newAsker(s.cfg.PeerCreds)} }
 
 func (p *Poller) Render() ([]byte, error) { return p.s.render(context.Background(), p.a) }
 

@@ -61,7 +61,7 @@ type loopbackAsker struct {
 
 func (a *loopbackAsker) endRound() {}
 
-func (a *loopbackAsker) ask(_ context.Context, addr string) answer {
+func (a *loopbackAsker) ask(_ context.Context, _ election.NodeID, addr string) answer {
 	a.mu.Lock()
 	a.asked = append(a.asked, addr)
 	a.mu.Unlock()

@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/tls"
 	"embed"
 	"fmt"
 	"html/template"
@@ -29,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 
 	"github.com/electord/electord/node"
 )
@@ -46,10 +47,11 @@ const (
 // Config configures a status page.
 type Config struct {
 	Node *node.Node
-	// PeerTLS dials the other members' client API to ask who they think
-	// leads: the node's own client configuration when TLS is on (nil:
-	// plaintext).
-	PeerTLS *tls.Config
+	// PeerCreds, given a member's id, dial that member's client API to ask
+	// who it thinks leads: the node's own certificate when TLS is on, and
+	// the member answering must present id's certificate
+	// (security.Material.ForwardCredentials). Nil: plaintext.
+	PeerCreds func(id uint64) credentials.TransportCredentials
 	// MaxClients bounds the event streams open at once; more are refused
 	// with 503. Default DefaultMaxClients.
 	MaxClients int
@@ -192,7 +194,7 @@ func (s *Server) once(ctx context.Context) ([]byte, error) {
 	if s.onceView != nil && time.Since(s.onceAt) < s.cfg.Poll {
 		return s.onceView, nil
 	}
-	a := newAsker(s.cfg.PeerTLS)
+	a := newAsker(s.cfg.PeerCreds)
 	defer a.close()
 	// Not the request's context: the view is shared, and a load that gave
 	// up must not leave the others a view of members "suspect: canceled".
@@ -359,7 +361,7 @@ func (s *Server) Idle() <-chan struct{} {
 // every Poll, and pushes it to the open pages when it changed.
 func (s *Server) poll(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	a := newAsker(s.cfg.PeerTLS)
+	a := newAsker(s.cfg.PeerCreds)
 	defer a.close()
 	sub := s.cfg.Node.Subscribe()
 	defer sub.Close()

@@ -128,7 +128,7 @@ type answer struct {
 // asker asks a member who it thinks leads; it returns the answer or why
 // there is none. Called concurrently.
 type asker interface {
-	ask(ctx context.Context, addr string) answer
+	ask(ctx context.Context, id election.NodeID, addr string) answer
 	// endRound is called after each view's asks: an asker that keeps
 	// connections closes the ones that view did not use.
 	endRound()
@@ -182,7 +182,7 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 				defer func() { <-slots }()
 				actx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				answers[i] = a.ask(actx, m.APIAddr)
+				answers[i] = a.ask(actx, m.ID, m.APIAddr)
 			})
 		}
 	}

@@ -43,7 +43,7 @@ func newSecureFixture(t *testing.T) *secureFixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sec := &api.Security{ServerTLS: m.ServerConfig(), ForwardTLS: m.ClientConfig(), Cluster: "prod"}
+		sec := &api.Security{ServerTLS: m.ServerConfig(), Forward: m.ForwardCredentials, Cluster: "prod"}
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
