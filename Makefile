@@ -41,8 +41,12 @@ proto-check:
 ## API server, kustomize, a headless browser), which keep their heavy
 ## dependencies out of the product's go.mod. Each e2e module installs what
 ## it needs from Debian's packages if it is missing, and says so.
+## -timeout 30m: integration and integration/chaos take turns on the
+## machine (internal/testlock), so one package's clock includes its wait for
+## the other (about 7 minutes), past go test's default 10 minutes when the
+## build cache is cold.
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 	@set -e; for m in e2e/*/go.mod; do \
 		[ -f "$$m" ] || continue; d=$$(dirname "$$m"); \
 		echo "== $$d"; (cd "$$d" && $(GO) test -count=1 -timeout 40m ./...); \
