@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -86,7 +85,7 @@ func k8sSettings(cfg config.Config, nsFile string) (k8sTarget, error) {
 // (Collector).
 type k8sRouting struct {
 	t      k8sTarget
-	client kubernetes.Interface
+	client leaderslice.Client
 	w      atomic.Pointer[leaderslice.Writer]
 }
 
@@ -101,7 +100,7 @@ func prepareK8s(cfg config.Config) (*k8sRouting, error) {
 		return nil, configError{err}
 	}
 	t.rest.UserAgent = "electord/leaderslice"
-	client, err := kubernetes.NewForConfig(t.rest)
+	client, err := leaderslice.NewClient(t.rest)
 	if err != nil {
 		return nil, configError{fmt.Errorf("kubeconfig: %w", err)}
 	}

@@ -51,7 +51,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/electord/electord/election"
 
@@ -76,9 +78,40 @@ const (
 // writer does not write (a newer leader owns the slice).
 var ErrStaleTerm = errors.New("leaderslice: the slice records a newer term")
 
+// Client is the part of the Kubernetes API the writer uses: EndpointSlices
+// and Services. A kubernetes.Interface (a clientset, or client-go's fake)
+// is one; NewClient makes one from a rest config without linking every API
+// group's client and types into the binary (electord's idle memory).
+type Client interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface
+}
+
+// NewClient builds a Client from cfg with only the core/v1 and
+// discovery/v1 clients.
+func NewClient(cfg *rest.Config) (Client, error) {
+	core, err := typedcorev1.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := typeddiscoveryv1.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return narrowClient{core, disc}, nil
+}
+
+type narrowClient struct {
+	core *typedcorev1.CoreV1Client
+	disc *typeddiscoveryv1.DiscoveryV1Client
+}
+
+func (c narrowClient) CoreV1() typedcorev1.CoreV1Interface                { return c.core }
+func (c narrowClient) DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface { return c.disc }
+
 // Config configures a Writer.
 type Config struct {
-	Client    kubernetes.Interface
+	Client    Client
 	Namespace string
 	Service   string // a Service without a selector
 	PodName   string // this pod: the endpoint's targetRef
