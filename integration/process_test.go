@@ -153,13 +153,18 @@ func startProcsWith(t *testing.T, n int, alg string, extra []string) []*proc {
 		ps = append(ps, p)
 	}
 	cleanupProcs(t, ps)
+	startJoined(ps)
+	return ps
+}
+
+// startJoined starts ps, each after the first joining the first's gossip.
+func startJoined(ps []*proc) {
 	for i, p := range ps {
 		if i > 0 {
 			p.join = []string{ps[0].gossip}
 		}
 		p.start()
 	}
-	return ps
 }
 
 // cleanupProcs stops ps when the test ends, and prints their logs if it

@@ -190,7 +190,7 @@ func testSecureCluster(t *testing.T, alg string) {
 	stale := newProc(t, t.TempDir(), 9, alg)
 	stale.join = []string{ps[0].gossip}
 	stale.extra = []string{"--gossip-key-file", oldKeyFile, "--gossip-label", secureClusterName}
-	stopOnCleanup(t, []*proc{stale})
+	cleanupProcs(t, []*proc{stale})
 	stale.start()
 	waitLog(t, ps[0], 10*time.Second, 1, "level=ERROR", "component=memberlist", "decrypt")
 	holdsFor(t, ps, w, l0, fewTimeouts, "while a node with the removed gossip key tries to join")
@@ -282,18 +282,7 @@ func testSecureAttacks(t *testing.T) {
 	L := uint64(l0.ID)
 	fresh := termOf(l0.Term.Epoch()+1, int(L))
 	ctx := ctxTimeout(t, time.Minute)
-	call := func(pc pb.PeerClient, m any) error {
-		c, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		var err error
-		switch m := m.(type) {
-		case *pb.Coordinator:
-			_, err = pc.Coordinator(c, m)
-		case *pb.TimeoutNow:
-			_, err = pc.TimeoutNow(c, m)
-		}
-		return err
-	}
+	call := func(pc pb.PeerClient, m any) error { return sendPeer(ctx, pc, m) }
 	forgeries := func(to *proc) []any {
 		return []any{
 			&pb.Coordinator{From: L, To: uint64(to.id), Term: fresh, Leader: L, Confirmed: true},
@@ -373,7 +362,7 @@ func testSecureAttacks(t *testing.T) {
 	rogue := newProc(t, t.TempDir(), 7, "bully")
 	rogue.join = []string{n1.gossip}
 	rogue.extra = []string{"--gossip-label", secureClusterName}
-	stopOnCleanup(t, []*proc{rogue})
+	cleanupProcs(t, []*proc{rogue})
 	rogue.start()
 	waitLog(t, rogue, 10*time.Second, 1, "electord started")
 	waitLog(t, n1, 10*time.Second, 1, "level=ERROR", "encryption is configured but remote state is not encrypted")
@@ -419,13 +408,8 @@ func TestInsecureClusterAttacks(t *testing.T) {
 			"--advertise-host", "127.0.0.1"}, secureTiming...)
 		ps = append(ps, p)
 	}
-	stopOnCleanup(t, ps)
-	for i, p := range ps {
-		if i > 0 {
-			p.join = []string{ps[0].gossip}
-		}
-		p.start()
-	}
+	cleanupProcs(t, ps)
+	startJoined(ps)
 	l0 := waitProcAgreement(t, ps, 30*time.Second, "three --insecure processes agree on a leader", nil)
 	for _, p := range ps {
 		waitLog(t, p, 5*time.Second, 1, "level=WARN", "INSECURE")
@@ -441,17 +425,7 @@ func TestInsecureClusterAttacks(t *testing.T) {
 	}
 	L := uint64(l0.ID)
 	send := func(p *proc, m any) error {
-		pc := peerConn(t, p.peer, insecure.NewCredentials())
-		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		var err error
-		switch m := m.(type) {
-		case *pb.Coordinator:
-			_, err = pc.Coordinator(c, m)
-		case *pb.TimeoutNow:
-			_, err = pc.TimeoutNow(c, m)
-		}
-		return err
+		return sendPeer(context.Background(), peerConn(t, p.peer, insecure.NewCredentials()), m)
 	}
 
 	// Still refused: a Coordinator naming a non-member.
@@ -500,7 +474,7 @@ func TestInsecureClusterAttacks(t *testing.T) {
 	// Open: a node without a key joins gossip.
 	rogue := newProc(t, t.TempDir(), 7, "bully")
 	rogue.join = []string{ps[0].gossip}
-	stopOnCleanup(t, []*proc{rogue})
+	cleanupProcs(t, []*proc{rogue})
 	rogue.start()
 	eventually(t, 10*time.Second, "node 1 lists the rogue node 7", func() (bool, string) {
 		ms, err := ps[0].cl.Members(ctxTimeout(t, time.Second))
@@ -527,4 +501,19 @@ func TestInsecureClusterAttacks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("node 3's process still runs 10s after an anonymous kill --exit")
 	}
+}
+
+// sendPeer sends one peer message, a *pb.Coordinator or a *pb.TimeoutNow,
+// within 3 s of now (and ctx).
+func sendPeer(ctx context.Context, pc pb.PeerClient, m any) error {
+	c, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var err error
+	switch m := m.(type) {
+	case *pb.Coordinator:
+		_, err = pc.Coordinator(c, m)
+	case *pb.TimeoutNow:
+		_, err = pc.TimeoutNow(c, m)
+	}
+	return err
 }

@@ -186,29 +186,9 @@ func startSecureProcs(t *testing.T, k pki, n int, alg, key string, extra ...stri
 			"--gossip-key-file", kf}, extra...)
 		ps = append(ps, p)
 	}
-	stopOnCleanup(t, ps)
-	for i, p := range ps {
-		if i > 0 {
-			p.join = []string{ps[0].gossip}
-		}
-		p.start()
-	}
+	cleanupProcs(t, ps)
+	startJoined(ps)
 	return ps
-}
-
-// stopOnCleanup stops every process of ps when the test ends and prints
-// their logs if it failed.
-func stopOnCleanup(t *testing.T, ps []*proc) {
-	t.Cleanup(func() {
-		for _, p := range ps {
-			p.stop()
-		}
-		if t.Failed() {
-			for _, p := range ps {
-				t.Logf("---- node %d stderr (%s) ----\n%s", p.id, p.logPath, p.log())
-			}
-		}
-	})
 }
 
 func gossipKeyFile(dir string, id int) string {
