@@ -118,9 +118,9 @@ func TestLivezFailsWhenTheLoopStopped(t *testing.T) {
 }
 
 // A node that cannot persist its term is not ready, and is again once the
-// disk takes writes: the term file is replaced by a directory (a rename
-// onto it fails, for root too), then the leader is killed, so the next
-// leadership must be written.
+// disk takes writes: the term and leader files are replaced by directories
+// (a rename onto one fails, and so does opening one to write, for root
+// too), then the leader is killed, so the next leadership must be written.
 func TestReadyzFailsWhileTheTermCannotBePersisted(t *testing.T) {
 	c := startDev(t, 3)
 	old := agreedLeader(t, c.Nodes)
@@ -133,12 +133,16 @@ func TestReadyzFailsWhileTheTermCannotBePersisted(t *testing.T) {
 	}
 	base := "http://" + victim.HealthAddr
 	waitFor(t, 5*time.Second, "victim ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
-	term := filepath.Join(victim.Config.DataDir, "term")
-	if err := os.Remove(term); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(term, "blocker"), 0o755); err != nil {
-		t.Fatal(err)
+	var blocked []string
+	for _, name := range []string{"term", "leader"} {
+		path := filepath.Join(victim.Config.DataDir, name)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		blocked = append(blocked, path)
 	}
 	if err := old.Node.Kill(context.Background()); err != nil {
 		t.Fatal(err)
@@ -157,8 +161,10 @@ func TestReadyzFailsWhileTheTermCannotBePersisted(t *testing.T) {
 		t.Errorf("metrics while the term cannot be persisted: fault %v, failures %v, failed writes timed %v",
 			s.value("term_persist_fault"), s.value("term_persist_failures_total"), s.value("term_persist_seconds", "result", "error"))
 	}
-	if err := os.RemoveAll(term); err != nil {
-		t.Fatal(err)
+	for _, path := range blocked {
+		if err := os.RemoveAll(path); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitFor(t, 15*time.Second, "victim ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	t.Logf("while failing: %s", body)

@@ -42,7 +42,7 @@ func TestDiskRefusingWritesStopsLeadership(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, p := range ps {
-			_ = os.Chmod(p.dataDir, 0o755)
+			_ = refuseWrites(p.dataDir, false)
 			p.stop()
 		}
 		if t.Failed() {
@@ -85,7 +85,7 @@ func TestDiskRefusingWritesStopsLeadership(t *testing.T) {
 
 	// Node 2, the next in line, loses its disk; the leader dies.
 	faulty := ps[1]
-	if err := os.Chmod(faulty.dataDir, 0o555); err != nil {
+	if err := refuseWrites(faulty.dataDir, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := ps[2].signal(syscall.SIGKILL, 5*time.Second); err != nil {
@@ -107,7 +107,7 @@ func TestDiskRefusingWritesStopsLeadership(t *testing.T) {
 		}
 	}
 	// The disk comes back: node 2 takes part again and follows node 1.
-	if err := os.Chmod(faulty.dataDir, 0o755); err != nil {
+	if err := refuseWrites(faulty.dataDir, false); err != nil {
 		t.Fatal(err)
 	}
 	li := waitProcAgreement(t, ps[:2], 15*time.Second, "node 2 back after its disk recovered", nil)
@@ -118,6 +118,28 @@ func TestDiskRefusingWritesStopsLeadership(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(faulty.dataDir, "term")); err != nil || !strings.HasPrefix(string(b), "electord-term v1") {
 		t.Errorf("node 2's term file after recovery: %q, %v", b, err)
 	}
+}
+
+// refuseWrites makes dir and every file in it refuse an unprivileged
+// process's writes (on), or take them again (off): the directory alone
+// would still let the term store write its leader file in place.
+func refuseWrites(dir string, on bool) error {
+	dirMode, fileMode := os.FileMode(0o755), os.FileMode(0o644)
+	if on {
+		dirMode, fileMode = 0o555, 0o444
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := os.Chmod(filepath.Join(dir, e.Name()), fileMode); err != nil {
+				return err
+			}
+		}
+	}
+	return os.Chmod(dir, dirMode)
 }
 
 // termLedger checks that every answer naming a leader names one node per

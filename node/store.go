@@ -25,7 +25,9 @@ import (
 // writes about once per ReserveEpochs elections. After a restart the node
 // starts from the reserve, above anything it saw, so it still never goes
 // back nor mints a term it used before; its next terms just skip ahead. The
-// leadership term is written as it is, once per leadership change.
+// leadership term is written as it is, once per leadership change, in place
+// in a file of its own (leaderfile.go): it is on a handover's critical path,
+// and the fencing promise does not rest on it.
 //
 // The file (version 1) is four lines, the last a CRC-32 (IEEE) of the
 // bytes before it, so a torn or edited file is refused, not misread:
@@ -40,7 +42,9 @@ import (
 type TermStore struct {
 	dir     string // "" keeps the term in memory only
 	durable Persisted
-	marked  bool // the marker file is known to exist
+	marked  bool // the marker file (version 2) and the leader file are known to exist
+	// leaderSeq is the sequence of the leader file's newest slot.
+	leaderSeq uint64
 	// Writes counts the writes that reached the disk.
 	Writes int
 }
@@ -77,10 +81,12 @@ var ErrDataDirUnwritable = errors.New("data-dir is not writable")
 
 // markerFile is written in a data dir before its first term: a data dir
 // that has it but no term file has lost its term (deleted, or a volume
-// swapped under the node).
+// swapped under the node). Version 2 also promises a leader file; a dir
+// marked by version 1 gets one at its first write.
 const (
-	markerFile = "electord.data"
-	markerText = "electord data dir, version 1: the term file beside this one must never be lost\n"
+	markerFile   = "electord.data"
+	markerText   = "electord data dir, version 2: the term and leader files beside this one must never be lost\n"
+	markerTextV1 = "electord data dir, version 1: the term file beside this one must never be lost\n"
 )
 
 // OpenTermStore opens (creating) dir and checks that this process can write
@@ -136,6 +142,26 @@ func (s *TermStore) Load() (Persisted, error) {
 		return Persisted{}, fmt.Errorf("%w: %s: %w; if the cluster's highest term is known, run: electord recover-term --data-dir %s --at-least TERM",
 			ErrTermStore, path, err, s.dir)
 	}
+	mark, _ := os.ReadFile(marker)
+	lpath := filepath.Join(s.dir, leaderFile)
+	slot, err := readLeaderFile(s.dir)
+	switch {
+	case errors.Is(err, errNoLeaderFile):
+		if string(mark) != markerTextV1 {
+			return Persisted{}, fmt.Errorf("%w: %s is gone from %s (its %s promises one); "+
+				"find the highest term the cluster used and run: electord recover-term --data-dir %s --at-least TERM",
+				ErrTermStore, leaderFile, s.dir, markerFile, s.dir)
+		}
+	case err != nil:
+		return Persisted{}, fmt.Errorf("%w: %s: %w; run: electord recover-term --data-dir %s --at-least TERM",
+			ErrTermStore, lpath, err, s.dir)
+	case slot.term > p.Term:
+		return Persisted{}, fmt.Errorf("%w: %s: inconsistent: leader term %v above the term file's %v; run: electord recover-term --data-dir %s --at-least TERM",
+			ErrTermStore, lpath, slot.term, p.Term, s.dir)
+	default:
+		p.LeaderTerm = max(p.LeaderTerm, slot.term)
+		s.leaderSeq, s.marked = slot.seq, string(mark) == markerText
+	}
 	s.durable = p
 	return p, nil
 }
@@ -165,7 +191,12 @@ func RecoverTerm(dir string, atLeast election.Term) (old, now Persisted, err err
 			old = p
 		}
 	}
+	if slot, err := readLeaderFile(dir); err == nil && slot.term <= old.Term {
+		old.LeaderTerm = max(old.LeaderTerm, slot.term)
+	}
 	now = Persisted{Term: max(old.Term, atLeast), LeaderTerm: min(old.LeaderTerm, max(old.Term, atLeast))}
+	// A new leader file too (it may be the damaged one): write marks the dir
+	// afresh.
 	if err := s.write(now); err != nil {
 		return old, now, err
 	}
@@ -231,7 +262,16 @@ func (s *TermStore) Save(term, leaderTerm election.Term) error {
 		s.durable = next
 		return nil
 	}
-	if err := s.write(next); err != nil {
+	var err error
+	if next.Term == s.durable.Term && s.marked {
+		err = s.writeLeader(next.LeaderTerm)
+	} else {
+		err = s.write(next)
+	}
+	if err != nil {
+		// The next try goes the full way: a new leader file, marker and
+		// term file, whatever the failure left of them.
+		s.marked = false
 		return err
 	}
 	s.durable = next
@@ -239,20 +279,35 @@ func (s *TermStore) Save(term, leaderTerm election.Term) error {
 	return nil
 }
 
+// write writes p to the term file, the full way, marking the dir first if
+// this store has not yet: a new leader file (holding 0: the term file's own
+// leader line is the lower bound Load takes) and the version 2 marker, so a
+// missing term or leader file is from now on a lost one.
 func (s *TermStore) write(p Persisted) error {
 	if !s.marked {
-		// The first term this dir keeps: from now on a missing term file
-		// is a lost one.
-		if _, err := os.Stat(filepath.Join(s.dir, markerFile)); err != nil {
-			if err := writeFileSync(s.dir, markerFile, []byte(markerText)); err != nil {
-				return fmt.Errorf("marking the data dir used (%s): %w", markerFile, err)
-			}
+		if err := createLeaderFile(s.dir, 0); err != nil {
+			return fmt.Errorf("creating the leadership term's file (%s): %w", leaderFile, err)
+		}
+		s.leaderSeq = 1
+		if err := writeFileSync(s.dir, markerFile, []byte(markerText)); err != nil {
+			return fmt.Errorf("marking the data dir used (%s): %w", markerFile, err)
 		}
 		s.marked = true
 	}
 	if err := writeFileSync(s.dir, termFile, encodeTerms(p)); err != nil {
 		return fmt.Errorf("persisting term %v (leader term %v): %w", p.Term, p.LeaderTerm, err)
 	}
+	return nil
+}
+
+// writeLeader writes a new leadership term within the term file's reserve:
+// in place, one slot of the leader file.
+func (s *TermStore) writeLeader(t election.Term) error {
+	next := leaderSlot{seq: s.leaderSeq + 1, term: t}
+	if err := writeLeaderSlot(s.dir, next); err != nil {
+		return fmt.Errorf("persisting leader term %v: %w", t, err)
+	}
+	s.leaderSeq = next.seq
 	return nil
 }
 

@@ -118,3 +118,165 @@ func flipDigit(b []byte) []byte {
 	out[i] = '0' + (out[i]-'0'+1)%10
 	return out
 }
+
+// The leadership term's file (leaderfile.go): a new leadership within the
+// reserve is written in place, one slot, leaving the term file alone; a
+// torn slot falls back to the other; a file that cannot be trusted stops
+// the start like a damaged term file, and recover-term repairs it.
+func TestLeaderFileInPlaceAndRefusals(t *testing.T) {
+	dir, want := savedStore(t)
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load(); err != nil || got != want {
+		t.Fatalf("load: %+v, %v; want %+v", got, err, want)
+	}
+	termPath, leaderPath := filepath.Join(dir, termFile), filepath.Join(dir, leaderFile)
+	termBefore, err := os.Stat(termPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderBefore, err := os.Stat(leaderPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last election.Term
+	for i := range 3 { // both slots, and the first again
+		last = want.LeaderTerm + election.Term(i+1)
+		if err := s.Save(0, last); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := load(dir); err != nil || got.LeaderTerm != last || got.Term != want.Term {
+			t.Fatalf("after save %d: %+v, %v; want leader term %v, term %v", i, got, err, last, want.Term)
+		}
+	}
+	termAfter, _ := os.Stat(termPath)
+	leaderAfter, _ := os.Stat(leaderPath)
+	if !os.SameFile(termBefore, termAfter) || !termAfter.ModTime().Equal(termBefore.ModTime()) {
+		t.Error("a leadership within the reserve rewrote the term file")
+	}
+	if !os.SameFile(leaderBefore, leaderAfter) {
+		t.Error("a leadership within the reserve replaced the leader file instead of writing it in place")
+	}
+
+	good, err := os.ReadFile(leaderPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A torn write spoils the slot being written: the other one holds the
+	// leadership before.
+	newest := 4 % 2 * leaderSlotGap // the slot of sequence 4 (1 at creation, then 3 saves)
+	torn := append([]byte(nil), good...)
+	torn[newest+20] ^= 0xff
+	if err := os.WriteFile(leaderPath, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := load(dir); err != nil || got.LeaderTerm != last-1 {
+		t.Fatalf("torn newest slot: %+v, %v; want leader term %v", got, err, last-1)
+	}
+	bothBad := append([]byte(nil), torn...)
+	bothBad[(leaderSlotGap-newest)+3] ^= 0xff
+	above := make([]byte, len(good))
+	copy(above, encodeLeaderSlot(leaderSlot{seq: 9, term: want.Term + 1}))
+	cases := map[string][]byte{
+		"both slots corrupt": bothBad,
+		"truncated":          good[:len(good)-1],
+		"empty":              {},
+		"leader above term":  above,
+	}
+	for name, b := range cases {
+		if err := os.WriteFile(leaderPath, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := load(dir)
+		if !errors.Is(err, ErrTermStore) || !strings.Contains(err.Error(), "recover-term") {
+			t.Errorf("%s: %v; want ErrTermStore naming recover-term", name, err)
+		}
+	}
+	// recover-term repairs it, keeping the term file's leadership term.
+	if _, now, err := RecoverTerm(dir, 0); err != nil || now.Term != want.Term {
+		t.Fatalf("recover-term: %+v, %v", now, err)
+	}
+	if got, err := load(dir); err != nil || got.Term != want.Term || got.LeaderTerm < want.LeaderTerm {
+		t.Fatalf("after recover-term: %+v, %v; want term %v, leader term at least %v", got, err, want.Term, want.LeaderTerm)
+	}
+	// A dir marked by version 2 that lost its leader file is refused.
+	if err := os.Remove(leaderPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(dir); !errors.Is(err, ErrTermStore) || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("lost leader file: %v; want ErrTermStore", err)
+	}
+}
+
+// A data dir of the version before the leader file (marker version 1, the
+// leadership term in the term file only) loads, and its first write gives
+// it a leader file and the version 2 marker.
+func TestVersion1DataDirUpgrades(t *testing.T) {
+	dir := t.TempDir()
+	old := Persisted{Term: reserve(40 << election.SlotBits), LeaderTerm: 39<<election.SlotBits | 2}
+	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte(markerTextV1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, termFile), encodeTerms(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load(); err != nil || got != old {
+		t.Fatalf("version 1 dir: %+v, %v; want %+v", got, err, old)
+	}
+	lt := old.LeaderTerm + 1
+	if err := s.Save(0, lt); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := load(dir); err != nil || got.LeaderTerm != lt || got.Term != old.Term {
+		t.Fatalf("after the first write: %+v, %v; want leader term %v", got, err, lt)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, markerFile)); string(b) != markerText {
+		t.Errorf("marker after the first write: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, leaderFile)); err != nil {
+		t.Errorf("no leader file after the first write: %v", err)
+	}
+}
+
+// A failed in-place write is retried the full way: the leader file is
+// written anew, so a store whose leader file was lost or blocked while the
+// node ran recovers once the disk takes writes.
+func TestLeaderFileFailedWriteRetriesFullWay(t *testing.T) {
+	dir, want := savedStore(t)
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	leaderPath := filepath.Join(dir, leaderFile)
+	if err := os.Remove(leaderPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(leaderPath, 0o755); err != nil { // refuses writes, for root too
+		t.Fatal(err)
+	}
+	lt := want.LeaderTerm + 1
+	if err := s.Save(0, lt); err == nil {
+		t.Fatal("a save into a blocked leader file succeeded")
+	}
+	if err := s.Save(0, lt); err == nil {
+		t.Fatal("the retry succeeded while the leader file was still blocked")
+	}
+	if err := os.Remove(leaderPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(0, lt); err != nil {
+		t.Fatalf("the retry once the disk takes writes: %v", err)
+	}
+	if got, err := load(dir); err != nil || got.LeaderTerm != lt || got.Term != want.Term {
+		t.Fatalf("after recovery: %+v, %v; want leader term %v, term %v", got, err, lt, want.Term)
+	}
+}
