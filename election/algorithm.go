@@ -145,4 +145,10 @@ type Host interface {
 	// Reassert has a sitting leader announce itself again at a new term,
 	// above every term seen (a lower node ran an election while it leads).
 	Reassert()
+	// AskLeader has a follower heartbeat its leader now, out of turn (at
+	// most once a tick), instead of at its next heartbeat: when another node
+	// says the leader is gone, a leader whose process died is then found by
+	// the transport's refused connection in a round trip, not one heartbeat
+	// interval later. A node that follows no one does nothing.
+	AskLeader()
 }

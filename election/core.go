@@ -45,6 +45,7 @@ type core struct {
 	promisedTo NodeID
 	promiseEnd uint64
 	lastStamp  uint64 // follower: the last stamp its leader sent, echoed in heartbeats
+	askedAt    uint64 // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
 
 	proposal     Term // quorum mode: the term this node waits for acks on
 	acks         map[NodeID]bool
@@ -491,9 +492,16 @@ func (c *core) stepHeartbeatResp(m Message) {
 		c.hearsay(m.Leader, m.Term)
 	case newer || current:
 		// A newer leadership, heard second-hand, or the leader's own word;
-		// heartbeats will verify it.
+		// heartbeats will verify it. Second-hand (a restarted or rejoining
+		// node's query answered by another member), the first one goes now:
+		// this node may have no connection to that leader yet, and would
+		// not notice its crash for a heartbeat interval, meanwhile sending
+		// lower nodes' elections back to it (bully).
 		c.observeTerm(m.Term)
 		c.follow(m.Leader, m.Term)
+		if m.From != m.Leader {
+			c.askLeader()
+		}
 	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
 		// Someone saw a newer leadership whose leader it no longer knows:
 		// lead on above it rather than be refused forever (see reassert).
@@ -734,6 +742,19 @@ func (c *core) tickFollower() {
 	if c.sinceAck > c.suspectAt {
 		c.suspect()
 	}
+}
+
+// askLeader sends the leader this node follows a heartbeat now, out of
+// turn, at most once a tick, and restarts the heartbeat interval from it.
+// Used when another node's word casts doubt on the leader (see
+// Host.AskLeader): over a real network a leader whose process is gone
+// refuses the connection, and the node campaigns at once.
+func (c *core) askLeader() {
+	if c.role != RoleFollower || c.leader == 0 || c.leader == c.cfg.ID || c.askedAt == c.now+1 {
+		return
+	}
+	c.askedAt, c.hbElapsed = c.now+1, 0
+	c.send(Message{Type: MsgHeartbeat, To: c.leader, Term: c.leaderTerm, Leader: c.leader, Stamp: c.lastStamp})
 }
 
 func (c *core) tickProposal() {

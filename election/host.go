@@ -21,6 +21,7 @@ func (h *host) NewAttempt() Term              { return h.core().newAttempt() }
 func (h *host) Win(t Term)                    { h.core().win(t) }
 func (h *host) NoLeader()                     { h.core().giveUp() }
 func (h *host) Reassert()                     { h.core().reassert() }
+func (h *host) AskLeader()                    { h.core().askLeader() }
 func (h *host) Adopt(leader NodeID, t Term) {
 	if leader == h.cfg.ID {
 		c := h.core()

@@ -143,6 +143,14 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		// out and tries again; by then we will have noticed too.
 		h.Send(answer)
 		h.Send(election.Message{Type: election.MsgCoordinator, To: m.From, Term: st.LeaderTerm, Leader: st.Leader, Confirmed: true})
+		// But the sender has lost that leader, and this node may not have
+		// noticed yet (no connection to it since a restart, a probe still
+		// under way): ask the leader now rather than at the next heartbeat.
+		// A leader whose process is gone refuses it, this node campaigns
+		// at once and its announcement reaches the sender too. Without
+		// this, every lower node sent back to a dead leader waited for this
+		// node's next heartbeat: the ~200 ms crash failovers.
+		h.AskLeader()
 	default:
 		h.Send(answer)
 		// A first start still waiting for the cluster to form answers (it
