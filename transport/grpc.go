@@ -292,6 +292,34 @@ func (l *grpcLink) dial() (pb.PeerClient, error) {
 	return l.client, nil
 }
 
+// resendSlice is how long a resend to a peer whose port accepted a probe
+// waits for a connection before it probes again (see resend).
+const resendSlice = 25 * time.Millisecond
+
+// resend sends once more, waiting for the channel to connect, after the
+// first call failed with failed (refused or reset) although a probe of addr
+// was accepted. It waits in slices of resendSlice and probes the port after
+// each one that ends without a connection: a restarted peer still accepts,
+// and the wait goes on (the connection attempt runs on across slices), but
+// a dying one refuses (a SIGKILLed process's kernel resets its connections
+// before it closes its listening socket, which may complete a probe's
+// handshake meanwhile): then failed is returned at once, and a heartbeat's
+// failure is confirmed as ErrPeerDown. Before, the resend waited for the
+// whole send timeout (500 ms) and the peer's death went unreported.
+func (l *grpcLink) resend(ctx context.Context, call func(context.Context, ...grpc.CallOption) error, failed error, addr string) error {
+	for {
+		sctx, cancel := context.WithTimeout(ctx, resendSlice)
+		err := call(sctx, grpc.WaitForReady(true))
+		cancel()
+		if err == nil || ctx.Err() != nil || sctx.Err() == nil {
+			return err // sent, out of time, or failed on its own account
+		}
+		if !probeAccepted(addr, cmp.Or(l.t.cfg.ProbeTimeout, DefaultProbeTimeout)) {
+			return failed
+		}
+	}
+}
+
 // staticWindow is the HTTP/2 flow-control window of a peer connection: one
 // message of the size limit, at least HTTP/2's default of 64 KiB. A fixed
 // window turns off grpc-go's BDP estimator, which otherwise answers every
@@ -328,7 +356,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.SendTimeout)
 	defer cancel()
 	var reply *pb.HeartbeatReply
-	call := func(opts ...grpc.CallOption) error {
+	call := func(ctx context.Context, opts ...grpc.CallOption) error {
 		var err error
 		switch x := x.(type) {
 		case *pb.Election:
@@ -350,7 +378,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 		}
 		return err
 	}
-	err = call()
+	err = call(ctx)
 	if err != nil && refusedOrReset(err) && ctx.Err() == nil && t.cfg.ProbeTimeout >= 0 && probeAccepted(addr, cmp.Or(t.cfg.ProbeTimeout, DefaultProbeTimeout)) {
 		// The channel failed at once on an error it keeps from before
 		// (gRPC fails calls fast while it backs off from a refused dial),
@@ -359,7 +387,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 		// report a live peer as failed: a ring token forwarded past it was
 		// lost and cost a whole round timeout (700 ms).
 		l.resetBackoff()
-		err = call(grpc.WaitForReady(true))
+		err = l.resend(ctx, call, err, addr)
 	}
 	if err != nil {
 		if m.Type == election.MsgHeartbeat && ctx.Err() == nil {
