@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/k8s/leaderslice"
@@ -70,7 +74,7 @@ current-context: x
 // The writer's counters and whether the slice names this pod are on
 // /metrics (a whole-cluster term reset shows as stale claims and named 0).
 func TestK8sMetrics(t *testing.T) {
-	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns"}})
+	client := &memSlices{}
 	k := &k8sRouting{client: client}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(k.collectors()...)
@@ -100,6 +104,73 @@ func TestK8sMetrics(t *testing.T) {
 	}
 	if stale, ok := gauge(t, reg, "electord_leader_slice_writes_total", "stale"); !ok || stale != 0 {
 		t.Errorf("stale %v %v", stale, ok)
+	}
+}
+
+// memSlices is a leaderslice.Client of one namespace in memory: a
+// Service without a selector and its EndpointSlice, if written.
+type memSlices struct {
+	mu sync.Mutex
+	es *discoveryv1.EndpointSlice
+}
+
+func (m *memSlices) GetService(_ context.Context, ns, name string) (*corev1.Service, error) {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, nil
+}
+
+func (m *memSlices) GetEndpointSlice(_ context.Context, _, name string) (*discoveryv1.EndpointSlice, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.es == nil {
+		return nil, apierrors.NewNotFound(discoveryv1.Resource("endpointslices"), name)
+	}
+	return m.es.DeepCopy(), nil
+}
+
+func (m *memSlices) CreateEndpointSlice(_ context.Context, _ string, es *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.es != nil {
+		return nil, apierrors.NewAlreadyExists(discoveryv1.Resource("endpointslices"), es.Name)
+	}
+	m.es = es.DeepCopy()
+	return es, nil
+}
+
+func (m *memSlices) UpdateEndpointSlice(_ context.Context, _ string, es *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.es = es.DeepCopy()
+	return es, nil
+}
+
+// The product binary links client-go's rest client and the two API groups
+// leader-only routing uses, never client-go's scheme of every API group
+// (k8s.io/client-go/kubernetes/scheme, registered at process start: about
+// 19 MB of every electord's idle memory, k8s routing on or not; see
+// docs/BENCHMARKS.md). A typed client (k8s.io/client-go/kubernetes/typed/...)
+// or the clientset brings it back.
+func TestBinaryLinksNoSchemeOfEveryAPIGroup(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "github.com/electord/electord/cmd/electord").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	var groups []string
+	for pkg := range strings.FieldsSeq(string(out)) {
+		switch {
+		case pkg == "k8s.io/client-go/kubernetes/scheme", strings.HasPrefix(pkg, "k8s.io/client-go/kubernetes/typed/"), pkg == "k8s.io/client-go/kubernetes":
+			t.Errorf("electord links %s, which registers every API group's types at start", pkg)
+		case strings.HasPrefix(pkg, "k8s.io/api/"):
+			groups = append(groups, pkg)
+		}
+	}
+	slices.Sort(groups)
+	if want := []string{"k8s.io/api/core/v1", "k8s.io/api/discovery/v1"}; !slices.Equal(groups, want) {
+		t.Errorf("electord links the API groups %v, want only %v", groups, want)
 	}
 }
 

@@ -287,6 +287,16 @@ func (e *env) clientAs(sa string) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(e.cp.restConfig(e.token(sa)))
 }
 
+// writerClientAs is the writer's own client (leaderslice.NewClient, as
+// electord builds it) with service account sa's token.
+func (e *env) writerClientAs(sa string) leaderslice.Client {
+	c, err := leaderslice.NewClient(e.cp.restConfig(e.token(sa)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
 // ---- the slice's history ----
 
 type sliceState struct {
@@ -758,7 +768,7 @@ func TestLeaderSliceFollowsTheLeader(t *testing.T) {
 		// A writer that believes it leads with a lower term, with the
 		// nodes' own credentials.
 		staleTerm := election.Term(cur.Term - 1)
-		w, logs := startWriter(t, e.clientAs("electord"), service, "stale-pod", staleTerm)
+		w, logs := startWriter(t, e.writerClientAs("electord"), service, "stale-pod", staleTerm)
 		deadline := time.Now().Add(30 * time.Second)
 		for w.Stats().Stale.Load() == 0 {
 			if time.Now().After(deadline) {
@@ -844,7 +854,7 @@ func (m *memLog) String() string {
 // startWriter runs a leaderslice writer in the test process that believes
 // it leads with term (it can be told otherwise by sending on the channel
 // after changing *cur).
-func startWriter(t *testing.T, client kubernetes.Interface, svc, pod string, term election.Term) (*leaderslice.Writer, *memLog) {
+func startWriter(t *testing.T, client leaderslice.Client, svc, pod string, term election.Term) (*leaderslice.Writer, *memLog) {
 	t.Helper()
 	logs := &memLog{}
 	events := make(chan node.LeaderInfo, 1)
@@ -937,7 +947,7 @@ func (e *env) checkRBAC(t *testing.T) {
 	}
 	e.applyRBAC(r)
 	e.createService("narrow-leader")
-	client := e.clientAs("electord-narrow")
+	client := e.writerClientAs("electord-narrow")
 	w, logs := startWriter(t, client, "narrow-leader", "narrow-0", election.Term(5))
 	deadline := time.Now().Add(30 * time.Second)
 	for w.Stats().Claims.Load() == 0 {

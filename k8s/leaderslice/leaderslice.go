@@ -49,11 +49,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/electord/electord/election"
 
@@ -77,37 +73,6 @@ const (
 // ErrStaleTerm: the slice records a higher term than this node's; the
 // writer does not write (a newer leader owns the slice).
 var ErrStaleTerm = errors.New("leaderslice: the slice records a newer term")
-
-// Client is the part of the Kubernetes API the writer uses: EndpointSlices
-// and Services. A kubernetes.Interface (a clientset, or client-go's fake)
-// is one; NewClient makes one from a rest config without linking every API
-// group's client and types into the binary (electord's idle memory).
-type Client interface {
-	CoreV1() typedcorev1.CoreV1Interface
-	DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface
-}
-
-// NewClient builds a Client from cfg with only the core/v1 and
-// discovery/v1 clients.
-func NewClient(cfg *rest.Config) (Client, error) {
-	core, err := typedcorev1.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	disc, err := typeddiscoveryv1.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return narrowClient{core, disc}, nil
-}
-
-type narrowClient struct {
-	core *typedcorev1.CoreV1Client
-	disc *typeddiscoveryv1.DiscoveryV1Client
-}
-
-func (c narrowClient) CoreV1() typedcorev1.CoreV1Interface                { return c.core }
-func (c narrowClient) DiscoveryV1() typeddiscoveryv1.DiscoveryV1Interface { return c.disc }
 
 // Config configures a Writer.
 type Config struct {
@@ -395,7 +360,7 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 				return err
 			}
 			w.writing(term)
-			_, err = w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Create(rctx, w.build(nil, svc, term), metav1.CreateOptions{})
+			_, err = w.cfg.Client.CreateEndpointSlice(rctx, w.cfg.Namespace, w.build(nil, svc, term))
 			cancel()
 			if apierrors.IsAlreadyExists(err) {
 				w.stats.Conflicts.Add(1)
@@ -536,7 +501,7 @@ func (w *Writer) service(ctx context.Context) (*corev1.Service, error) {
 		return nil, err
 	}
 	defer cancel()
-	svc, err := w.cfg.Client.CoreV1().Services(w.cfg.Namespace).Get(rctx, w.cfg.Service, metav1.GetOptions{})
+	svc, err := w.cfg.Client.GetService(rctx, w.cfg.Namespace, w.cfg.Service)
 	if err != nil {
 		return nil, fmt.Errorf("reading Service %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
 	}
@@ -562,7 +527,7 @@ func (w *Writer) get(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
 		return nil, err
 	}
 	defer cancel()
-	es, err := w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Get(rctx, w.cfg.Service, metav1.GetOptions{})
+	es, err := w.cfg.Client.GetEndpointSlice(rctx, w.cfg.Namespace, w.cfg.Service)
 	switch {
 	case apierrors.IsNotFound(err):
 		w.named.Store(false)
@@ -583,7 +548,7 @@ func (w *Writer) update(ctx context.Context, es *discoveryv1.EndpointSlice) erro
 		return err
 	}
 	defer cancel()
-	_, err = w.cfg.Client.DiscoveryV1().EndpointSlices(w.cfg.Namespace).Update(rctx, es, metav1.UpdateOptions{})
+	_, err = w.cfg.Client.UpdateEndpointSlice(rctx, w.cfg.Namespace, es)
 	if apierrors.IsConflict(err) {
 		w.stats.Conflicts.Add(1)
 		return err

@@ -26,7 +26,7 @@ import (
 // writer's own decisions.
 
 func TestValidateNamesTheMissingField(t *testing.T) {
-	ok := Config{Client: fake.NewClientset(), Namespace: "ns", Service: "svc", PodName: "p", PodIP: "10.0.0.1",
+	ok := Config{Client: clientset{fake.NewClientset()}, Namespace: "ns", Service: "svc", PodName: "p", PodIP: "10.0.0.1",
 		Events: make(chan node.LeaderInfo), Current: func() node.LeaderInfo { return node.LeaderInfo{} }}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestWriterClaimsRefusesAndReleases(t *testing.T) {
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	})
 	l := newLeadership()
-	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+	w, err := Start(Config{Client: clientset{client}, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
 		Events: l.events, Current: l.current, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestWriterRefusesASelectorService(t *testing.T) {
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "x"}},
 	})
 	l := newLeadership()
-	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "fd00::1",
+	w, err := Start(Config{Client: clientset{client}, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "fd00::1",
 		Events: l.events, Current: l.current, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestWriterClaimsWhenTheLeaseStarts(t *testing.T) {
 		}
 		return node.LeaderInfo{Term: term, State: "no_leader"}
 	}
-	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+	w, err := Start(Config{Client: clientset{client}, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
 		Events: events, Current: current, Resync: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestWriterRereadsOnConflict(t *testing.T) {
 		return false, nil, nil
 	})
 	l := newLeadership()
-	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+	w, err := Start(Config{Client: clientset{client}, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
 		Events: l.events, Current: l.current, Resync: time.Hour})
 	if err != nil {
 		t.Fatal(err)

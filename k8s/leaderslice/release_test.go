@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/electord/electord/election"
@@ -42,7 +41,7 @@ func slice(pod, ip, term string) *discoveryv1.EndpointSlice {
 	return es
 }
 
-func startWriter(t *testing.T, client kubernetes.Interface, l *leadership, edit ...func(*Config)) *Writer {
+func startWriter(t *testing.T, client Client, l *leadership, edit ...func(*Config)) *Writer {
 	t.Helper()
 	cfg := Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
 		Events: l.events, Current: l.current, Resync: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
@@ -72,7 +71,7 @@ func getSlice(t *testing.T, client kubernetes.Interface) *discoveryv1.EndpointSl
 func TestReleaseOfASliceWithoutAnnotations(t *testing.T) {
 	client := fake.NewClientset(testService())
 	l := newLeadership()
-	w := startWriter(t, client, l)
+	w := startWriter(t, clientset{client}, l)
 	term := election.Term(4<<election.SlotBits | 1)
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: term})
 	es := waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
@@ -88,7 +87,7 @@ func TestReleaseOfASliceWithoutAnnotations(t *testing.T) {
 	}
 	// The writer was never the one to release a term-less slice directly:
 	// the same with a writer that never claimed.
-	w2 := startWriter(t, client, newLeadership())
+	w2 := startWriter(t, clientset{client}, newLeadership())
 	if err := w2.release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func TestReleaseOnlyWhatThisWriterWrote(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			client := fake.NewClientset(testService(), c.es)
 			l := newLeadership()
-			w := startWriter(t, client, l)
+			w := startWriter(t, clientset{client}, l)
 			// A follower: its first decision releases (reads only).
 			l.set(node.LeaderInfo{ID: 2, Term: 999})
 			if err := w.release(context.Background()); err != nil {
@@ -135,7 +134,7 @@ func TestReleaseOnlyWhatThisWriterWrote(t *testing.T) {
 	// same IP) then claimed term 9: stepping down leaves it.
 	client := fake.NewClientset(testService())
 	l := newLeadership()
-	w := startWriter(t, client, l)
+	w := startWriter(t, clientset{client}, l)
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 5})
 	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
 	es := getSlice(t, client)
@@ -151,7 +150,7 @@ func TestReleaseOnlyWhatThisWriterWrote(t *testing.T) {
 	// What it wrote itself, it empties on stop.
 	client = fake.NewClientset(testService())
 	l = newLeadership()
-	w = startWriter(t, client, l)
+	w = startWriter(t, clientset{client}, l)
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 5})
 	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
 	stopNow(t, w)
@@ -171,7 +170,7 @@ func TestFollowerStopMakesNoCall(t *testing.T) {
 		return true, nil, errors.New("connection refused")
 	})
 	l := newLeadership()
-	w := startWriter(t, client, l)
+	w := startWriter(t, clientset{client}, l)
 	l.set(node.LeaderInfo{ID: 2, Term: 7})
 	deadline := time.Now().Add(10 * time.Second)
 	for calls.Load() == 0 && time.Now().Before(deadline) {
@@ -195,7 +194,7 @@ func TestFollowerStopMakesNoCall(t *testing.T) {
 // and the server applies the update anyway right after it serves the next
 // read (the race of finding 13).
 type inflight struct {
-	kubernetes.Interface
+	Client
 	gate      chan struct{}
 	started   chan struct{}
 	cancelled chan struct{}
@@ -204,51 +203,33 @@ type inflight struct {
 	pending   func()
 }
 
-func (c *inflight) DiscoveryV1() discoveryclient.DiscoveryV1Interface {
-	return inflightDiscovery{c.Interface.DiscoveryV1(), c}
-}
-
-type inflightDiscovery struct {
-	discoveryclient.DiscoveryV1Interface
-	c *inflight
-}
-
-func (d inflightDiscovery) EndpointSlices(ns string) discoveryclient.EndpointSliceInterface {
-	return inflightSlices{d.DiscoveryV1Interface.EndpointSlices(ns), d.c}
-}
-
-type inflightSlices struct {
-	discoveryclient.EndpointSliceInterface
-	c *inflight
-}
-
-func (s inflightSlices) Get(ctx context.Context, name string, o metav1.GetOptions) (*discoveryv1.EndpointSlice, error) {
-	es, err := s.EndpointSliceInterface.Get(ctx, name, o)
-	s.c.mu.Lock()
-	p := s.c.pending
-	s.c.pending = nil
-	s.c.mu.Unlock()
+func (c *inflight) GetEndpointSlice(ctx context.Context, ns, name string) (*discoveryv1.EndpointSlice, error) {
+	es, err := c.Client.GetEndpointSlice(ctx, ns, name)
+	c.mu.Lock()
+	p := c.pending
+	c.pending = nil
+	c.mu.Unlock()
 	if p != nil {
 		p() // committed right after this read was served
 	}
 	return es, err
 }
 
-func (s inflightSlices) Update(ctx context.Context, es *discoveryv1.EndpointSlice, o metav1.UpdateOptions) (*discoveryv1.EndpointSlice, error) {
+func (c *inflight) UpdateEndpointSlice(ctx context.Context, ns string, es *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
 	first := false
-	s.c.once.Do(func() { first = true })
+	c.once.Do(func() { first = true })
 	if !first {
-		return s.EndpointSliceInterface.Update(ctx, es, o)
+		return c.Client.UpdateEndpointSlice(ctx, ns, es)
 	}
-	close(s.c.started)
+	close(c.started)
 	select {
-	case <-s.c.gate:
-		return s.EndpointSliceInterface.Update(context.Background(), es, o)
+	case <-c.gate:
+		return c.Client.UpdateEndpointSlice(context.Background(), ns, es)
 	case <-ctx.Done():
-		close(s.c.cancelled)
-		s.c.mu.Lock()
-		s.c.pending = func() { _, _ = s.EndpointSliceInterface.Update(context.Background(), es, o) }
-		s.c.mu.Unlock()
+		close(c.cancelled)
+		c.mu.Lock()
+		c.pending = func() { _, _ = c.Client.UpdateEndpointSlice(context.Background(), ns, es) }
+		c.mu.Unlock()
 		return nil, ctx.Err()
 	}
 }
@@ -259,7 +240,7 @@ func (s inflightSlices) Update(ctx context.Context, es *discoveryv1.EndpointSlic
 // stopped pod.)
 func TestStopWaitsForTheCallInFlight(t *testing.T) {
 	fc := fake.NewClientset(testService(), slice("pod-2", "10.0.0.2", "3"))
-	c := &inflight{Interface: fc, gate: make(chan struct{}), started: make(chan struct{}), cancelled: make(chan struct{})}
+	c := &inflight{Client: clientset{fc}, gate: make(chan struct{}), started: make(chan struct{}), cancelled: make(chan struct{})}
 	l := newLeadership()
 	w := startWriter(t, c, l, func(cfg *Config) { cfg.RequestTimeout = 20 * time.Second })
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 9})
@@ -304,7 +285,7 @@ func TestWriterClaimsWhenAnnouncedBeforeTheLease(t *testing.T) {
 	}
 	events := make(chan node.LeaderInfo, 1)
 	events <- node.LeaderInfo{Term: term, State: "no_leader"} // Subscribe's first value
-	w, err := Start(Config{Client: client, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
+	w, err := Start(Config{Client: clientset{client}, Namespace: "ns", Service: "svc", PodName: "pod-1", PodIP: "10.0.0.1",
 		Events: events, Current: current, Resync: time.Hour,
 		Announced: func() node.LeaderInfo { return node.LeaderInfo{ID: 1, Self: true, Term: term} }})
 	if err != nil {
@@ -323,7 +304,7 @@ func TestNamedTargetPortWarnsOnce(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	l := newLeadership()
-	w := startWriter(t, client, l, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)) })
+	w := startWriter(t, clientset{client}, l, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)) })
 	for term := election.Term(1); term <= 3; term++ {
 		l.set(node.LeaderInfo{ID: 1, Self: true, Term: term})
 		waitSlice(t, client, "claimed", func(es *discoveryv1.EndpointSlice) bool {
@@ -362,7 +343,7 @@ func TestReleaseAnOlderClaimOfThisWriter(t *testing.T) {
 		return false, nil, nil
 	})
 	l := newLeadership()
-	w := startWriter(t, client, l)
+	w := startWriter(t, clientset{client}, l)
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 5})
 	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
 	failing.Store(true)
