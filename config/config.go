@@ -66,6 +66,9 @@ type Config struct {
 	MaxWatchers      int           `mapstructure:"max-watchers"`
 	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
 	IdleTimeout      time.Duration `mapstructure:"idle-timeout"`
+	// PeerMaxBufferedBytes bounds what the peer server buffers for all
+	// its connections together (see DefaultPeerMaxBufferedBytes).
+	PeerMaxBufferedBytes int64 `mapstructure:"peer-max-buffered-bytes"`
 
 	// Security (issue 12); see docs/SECURITY.md.
 	Cluster       string `mapstructure:"cluster"`
@@ -152,6 +155,16 @@ const (
 	// a peer sends one message at a time on a link, so a few are plenty,
 	// and each may hold a message of up to 1 MiB while it arrives.
 	DefaultPeerMaxStreams = 16
+	// DefaultPeerMaxBufferedBytes bounds the request bytes the peer server
+	// buffers for all its connections together (lf.DefaultMaxBufferedBytes):
+	// the lf pool counts the bytes; grpc-go, whose every stream may buffer a
+	// whole flow-control window of one message (1 MiB), takes it as at most
+	// 32 streams in flight at once. A cluster's peers send one message at
+	// a time each, and most are answered within a millisecond.
+	DefaultPeerMaxBufferedBytes = 32 << 20
+	// MinPeerMaxBufferedBytes is the least peer-max-buffered-bytes: one
+	// peer message of the largest size (transport.DefaultMaxMessageBytes).
+	MinPeerMaxBufferedBytes = 1 << 20
 	// DefaultMaxWatchers bounds open watches (/watch and WatchLeader).
 	DefaultMaxWatchers = 1024
 	// DefaultHandshakeTimeout closes a peer or API connection that has not
@@ -197,6 +210,7 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("max-conns", DefaultMaxConns, "open connections per listener (peer, api, http); more wait to be accepted")
 	fs.Int("max-streams", DefaultMaxStreams, "concurrent streams per API connection")
 	fs.Int("peer-max-streams", DefaultPeerMaxStreams, "concurrent streams per peer connection")
+	fs.Int64("peer-max-buffered-bytes", DefaultPeerMaxBufferedBytes, "request bytes the peer server buffers for all connections together (grpc: streams in flight = this / 1 MiB); a call beyond it gets ResourceExhausted")
 	fs.Int("max-watchers", DefaultMaxWatchers, "open watches (/watch and WatchLeader together); one more is refused (503, ResourceExhausted)")
 	fs.Duration("handshake-timeout", DefaultHandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake in time")
 	fs.Duration("idle-timeout", DefaultIdleTimeout, "close a peer or API connection with no stream for this long")
@@ -296,10 +310,14 @@ func (c Config) Validate() error {
 		key string
 		v   int64
 	}{{"max-conns", int64(c.MaxConns)}, {"max-streams", int64(c.MaxStreams)}, {"peer-max-streams", int64(c.PeerMaxStreams)},
-		{"max-watchers", int64(c.MaxWatchers)}, {"handshake-timeout", int64(c.HandshakeTimeout)}, {"idle-timeout", int64(c.IdleTimeout)}} {
+		{"max-watchers", int64(c.MaxWatchers)}, {"handshake-timeout", int64(c.HandshakeTimeout)}, {"idle-timeout", int64(c.IdleTimeout)},
+		{"peer-max-buffered-bytes", c.PeerMaxBufferedBytes}} {
 		if l.v < 0 {
 			bad(l.key, "must not be negative (0 takes the default)")
 		}
+	}
+	if c.PeerMaxBufferedBytes > 0 && c.PeerMaxBufferedBytes < MinPeerMaxBufferedBytes {
+		bad("peer-max-buffered-bytes", "must be 0 (the default) or at least %d (one peer message), got %d", MinPeerMaxBufferedBytes, c.PeerMaxBufferedBytes)
 	}
 	if err := algorithms.Check(c.Algorithm); err != nil {
 		bad("algorithm", "%v", err)

@@ -86,7 +86,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		t.Fatalf("defaults with an id must validate: %v", err)
 	}
 	if c := base(); c.MaxConns != DefaultMaxConns || c.MaxWatchers != DefaultMaxWatchers || c.PeerMaxStreams != DefaultPeerMaxStreams ||
-		c.MaxStreams != DefaultMaxStreams || c.HandshakeTimeout != DefaultHandshakeTimeout || c.IdleTimeout != DefaultIdleTimeout {
+		c.MaxStreams != DefaultMaxStreams || c.HandshakeTimeout != DefaultHandshakeTimeout || c.IdleTimeout != DefaultIdleTimeout ||
+		c.PeerMaxBufferedBytes != DefaultPeerMaxBufferedBytes {
 		t.Fatalf("limit defaults: %+v", c)
 	}
 	cases := []struct {
@@ -107,6 +108,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *Config) { c.MaxWatchers = -1 }, "max-watchers: must not be negative"},
 		{func(c *Config) { c.PeerMaxStreams = -1 }, "peer-max-streams: must not be negative"},
 		{func(c *Config) { c.IdleTimeout = -1 }, "idle-timeout: must not be negative"},
+		{func(c *Config) { c.PeerMaxBufferedBytes = -1 }, "peer-max-buffered-bytes: must not be negative"},
+		{func(c *Config) { c.PeerMaxBufferedBytes = MinPeerMaxBufferedBytes - 1 }, "peer-max-buffered-bytes: must be 0 (the default) or at least 1048576"},
 	}
 	for _, tc := range cases {
 		c := base()

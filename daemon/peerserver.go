@@ -67,17 +67,20 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 }
 
 // buildPeerServer builds the server in.Config.PeerServer names around
-// in.Service, with the same message size limit either way, serving TLS with
-// in.PeerTLS when set. Where the lf pool cannot run (not Linux) it falls
+// in.Service, with the same message size and header list limits either way
+// and peer-max-buffered-bytes bounding what all connections buffer
+// together (lf counts the bytes, grpc the streams in flight: see
+// PeerService.BufferBudget), serving TLS with in.PeerTLS when set. Where the lf pool cannot run (not Linux) it falls
 // back to grpc and logs so.
 func buildPeerServer(in peerServerInputs) peerServer {
 	cfg, svc, log := in.Config, in.Service, in.Log
+	buffered := cmp.Or(cfg.PeerMaxBufferedBytes, config.DefaultPeerMaxBufferedBytes)
 	if cfg.PeerServer == "lf" {
 		reg := engine.NewRegistry()
 		pb.RegisterPeerServer(reg, svc)
 		s, err := lf.New(reg, lf.Config{Workers: cfg.PeerWorkers,
 			MaxConns: cmp.Or(cfg.MaxConns, config.DefaultMaxConns), HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
-			TLS: in.PeerTLS,
+			MaxBufferedBytes: buffered, TLS: in.PeerTLS,
 			Limits: engine.Limits{MaxRecvMsgBytes: transport.DefaultMaxMessageBytes,
 				MaxConcurrentStreams: uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))}})
 		if err == nil {
@@ -93,6 +96,9 @@ func buildPeerServer(in peerServerInputs) peerServer {
 		grpc.MaxConcurrentStreams(uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))),
 		grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, config.DefaultHandshakeTimeout)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout)}),
+		// The lf engine's limit; grpc-go's own is 16 MiB.
+		grpc.MaxHeaderListSize(engine.DefaultMaxHeaderListBytes),
+		svc.BufferBudget(buffered, transport.DefaultMaxMessageBytes),
 	}
 	if in.PeerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(in.PeerTLS)))

@@ -176,7 +176,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- counter(receivedDesc, received[t], t.String())
 		}
 		for reason, v := range map[string]uint64{"malformed": ss.RejectedInvalid, "not_serving": ss.RejectedNotServing,
-			"overloaded": ss.RejectedOverloaded, "identity": ss.RejectedIdentity, "other": ss.RejectedOther} {
+			"overloaded": ss.RejectedOverloaded, "identity": ss.RejectedIdentity, "other": ss.RejectedOther,
+			"buffer_budget": ss.RejectedBudget} {
 			refused[[2]string{"unknown", reason}] += v
 		}
 	}

@@ -49,6 +49,8 @@ type PeerService struct {
 	rejectedOverloaded atomic.Uint64
 	rejectedOther      atomic.Uint64
 	rejectedIdentity   atomic.Uint64
+	rejectedBudget     atomic.Uint64
+	budgetInFlight     atomic.Int64 // streams holding a BufferBudget slot
 	heartbeatsUnanswer atomic.Uint64
 
 	// log, if set (SetLogger), gets a WARN line for refused messages, at
@@ -111,6 +113,11 @@ type ServerStats struct {
 	// RejectedIdentity counts messages refused because their From is not
 	// the node the TLS connection's certificate names (see BindIdentity).
 	RejectedIdentity uint64
+	// RejectedBudget counts calls a grpc-go server refused because the
+	// streams its BufferBudget allows were all in flight.
+	RejectedBudget uint64
+	// StreamsInFlight is the streams holding a BufferBudget slot now.
+	StreamsInFlight int64
 	// HeartbeatsUnanswered counts accepted Heartbeats whose call ended
 	// (deadline, cancel, or the node closed Reply) before the node answered.
 	HeartbeatsUnanswered uint64
@@ -125,6 +132,8 @@ func (s *PeerService) Stats() ServerStats {
 		RejectedOverloaded:   s.rejectedOverloaded.Load(),
 		RejectedOther:        s.rejectedOther.Load(),
 		RejectedIdentity:     s.rejectedIdentity.Load(),
+		RejectedBudget:       s.rejectedBudget.Load(),
+		StreamsInFlight:      s.budgetInFlight.Load(),
 		HeartbeatsUnanswered: s.heartbeatsUnanswer.Load(),
 	}
 	for t := election.MsgElection; t <= election.LastMsgType; t++ {
