@@ -217,6 +217,17 @@ func (n *Node) startMachine() error {
 	if err != nil {
 		return err
 	}
+	// A restart starts from the reserve the term file holds, so the first
+	// election after it mints a term above the reserve, and would wait for
+	// the term file's full write (write, fsync, rename, fsync of the dir:
+	// 60-250 ms on a loaded disk) before its first message goes out: on the
+	// critical path of a failover the restarted node takes part in. Reserve
+	// the next terms now, before the node takes part.
+	if next := election.NextTerm(saved.Term, n.cfg.Self.ID); next.InRange() {
+		if err := n.cfg.Store.Save(next, 0); err != nil {
+			return err
+		}
+	}
 	ecfg := n.cfg.electionConfig(saved.Term)
 	ecfg.LeaderTerm = saved.LeaderTerm
 	sm, err := algorithms.New(n.cfg.Algorithm, ecfg)
