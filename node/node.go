@@ -394,6 +394,16 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		n.counters.LeaderChanges.Add(1)
 		n.since = time.Now()
 		n.logChange(*rd.Change)
+		if ch := rd.Change; ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
+			// A leader taken up on its Coordinator came over its own
+			// connection: open ours now, so its crash is seen as a dropped
+			// connection at once, not by the next heartbeat a heartbeat
+			// interval later (issue 10: the first kill after a leadership
+			// change took about 200 ms).
+			if c, ok := n.cfg.Transport.(transport.Connector); ok {
+				c.Connect(ch.Leader)
+			}
+		}
 	}
 	if n.dirty || rd.Change != nil || keyOf(n.sm.Status()) != n.published {
 		// Most Readies (a heartbeat answered or sent) leave what publish

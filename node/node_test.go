@@ -64,11 +64,17 @@ type cluster struct {
 	dirs   map[election.NodeID]string
 	algo   string
 	quorum int
+	// wrap, if set, wraps each node's transport.
+	wrap func(election.NodeID, transport.Transport) transport.Transport
 }
 
 func newCluster(t *testing.T, algo string, n int) *cluster {
+	return newClusterWith(t, algo, n, nil)
+}
+
+func newClusterWith(t *testing.T, algo string, n int, wrap func(election.NodeID, transport.Transport) transport.Transport) *cluster {
 	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
-		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{}, algo: algo}
+		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{}, algo: algo, wrap: wrap}
 	for i := 1; i <= n; i++ {
 		c.start(election.NodeID(i))
 	}
@@ -91,7 +97,10 @@ func (c *cluster) start(id election.NodeID) *Node {
 	}
 	self := Meta{ID: id, Name: fmt.Sprintf("n%d", id), PeerAddr: fmt.Sprintf("mem:%d", id), APIAddr: fmt.Sprintf("api:%d", id)}
 	l := &transport.LateReceiver{}
-	tr := c.net.Join(id, l)
+	var tr transport.Transport = c.net.Join(id, l)
+	if c.wrap != nil {
+		tr = c.wrap(id, tr)
+	}
 	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Quorum: c.quorum,
 		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
 	if err != nil {
@@ -381,5 +390,47 @@ func TestQuorumLeaseSpansThreeHeartbeats(t *testing.T) {
 					hb, k*hb, ec.LeaseTicks, ec.HeartbeatTicks, ec.Validate())
 			}
 		}
+	}
+}
+
+// connectRecorder is a transport that records Connect calls.
+type connectRecorder struct {
+	transport.Transport
+	connected chan election.NodeID
+}
+
+func (r connectRecorder) Connect(id election.NodeID) { r.connected <- id }
+
+// A follower opens its connection to a new leader as it takes it up, so the
+// leader's crash is seen as a dropped connection (transport.Connector), not
+// a heartbeat interval later (issue 10).
+func TestFollowerConnectsToItsNewLeader(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			recs := map[election.NodeID]connectRecorder{}
+			c := newClusterWith(t, algo, 3, func(id election.NodeID, tr transport.Transport) transport.Transport {
+				r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 16)}
+				recs[id] = r
+				return r
+			})
+			li := c.agree(5*time.Second, 0)
+			for id, r := range recs {
+				if id == li.ID {
+					continue
+				}
+				select {
+				case got := <-r.connected:
+					for got != li.ID {
+						select {
+						case got = <-r.connected:
+						case <-time.After(5 * time.Second):
+							t.Fatalf("node %d connected to %d but not to its leader %d", id, got, li.ID)
+						}
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("node %d follows %d and never connected to it", id, li.ID)
+				}
+			}
+		})
 	}
 }

@@ -216,6 +216,13 @@ func (t *GRPC) SetPeer(id election.NodeID, addr string) { t.q.setPeer(id, addr) 
 // fails (canceled). Safe for concurrent use.
 func (t *GRPC) RemovePeer(id election.NodeID) { t.q.removePeer(id) }
 
+// Connect implements Connector.
+func (t *GRPC) Connect(id election.NodeID) {
+	if l, ok := t.q.linkOf(id).(*grpcLink); ok {
+		l.connect()
+	}
+}
+
 // Close stops every peer goroutine, closes every connection and waits for
 // the transport's goroutines to end. Messages still queued are dropped
 // without a Failed call. Safe to call more than once and concurrently.
@@ -245,6 +252,20 @@ func (l *grpcLink) close() {
 	l.mu.Unlock()
 	if conn != nil {
 		_ = conn.Close()
+	}
+}
+
+// connect dials and leaves the connection's idle state, so it connects in
+// the background (and the watcher follows it) before the first send.
+func (l *grpcLink) connect() {
+	if _, err := l.dial(); err != nil {
+		return
+	}
+	l.mu.Lock()
+	conn := l.conn
+	l.mu.Unlock()
+	if conn != nil {
+		conn.Connect()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -122,14 +123,21 @@ func TestGRPCLivePeerIsNotDown(t *testing.T) {
 	}
 }
 
+// stoppablePeer is node 1's transport with peer 2 served by a server that
+// stop stops as a dying process would.
+func stoppablePeer(t *testing.T) (srvRecv *fakeReceiver, stop func(), cli *fakeReceiver, tr *GRPC) {
+	srvRecv = newFakeReceiver(2)
+	addr, stop := serveStoppable(t, 2, srvRecv)
+	cli = newFakeReceiver(1)
+	tr = newGRPC(t, GRPCConfig{Self: 1, Receiver: cli})
+	tr.SetPeer(2, addr)
+	return srvRecv, stop, cli, tr
+}
+
 // When a peer's process dies, the connection drops: the transport probes
 // at once and reports ErrPeerDown without waiting for the next message.
 func TestGRPCDroppedConnectionReportsPeerDown(t *testing.T) {
-	srvRecv := newFakeReceiver(2)
-	addr, stop := serveStoppable(t, 2, srvRecv)
-	cli := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli})
-	tr.SetPeer(2, addr)
+	srvRecv, stop, cli, tr := stoppablePeer(t)
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	srvRecv.next(t)
 	cli.next(t)
@@ -166,4 +174,34 @@ func TestGRPCGoAwayFromLivePeerIsNotDown(t *testing.T) {
 			return
 		}
 	}
+}
+
+// Connect opens the connection before anything is sent, and the watcher
+// follows it: a follower that connects to its new leader at once sees the
+// leader's death as a dropped connection (issue 10: the first crash after a
+// leadership change waited for the next heartbeat, about 200 ms).
+func TestGRPCConnectWatchesBeforeTheFirstSend(t *testing.T) {
+	_, stop, cli, tr := stoppablePeer(t)
+	var c Connector = tr
+	c.Connect(2)
+	l := tr.q.linkOf(2).(*grpcLink)
+	l.mu.Lock()
+	conn := l.conn
+	l.mu.Unlock()
+	if conn == nil {
+		t.Fatal("Connect made no connection")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			t.Fatalf("the connection Connect opened is %v after 5 s, want Ready", s)
+		}
+	}
+	stop() // the listener and the connection close, as when a process dies
+	f := cli.nextFailure(t)
+	if !errors.Is(f.err, ErrPeerDown) || f.m.To != 2 {
+		t.Fatalf("after the peer's server stopped: failure %+v, %v; want ErrPeerDown for 2, with nothing ever sent", f.m, f.err)
+	}
+	tr.Connect(9) // an unknown peer: nothing happens
 }

@@ -120,6 +120,16 @@ func (q *sendQueues) setPeer(id election.NodeID, addr string) {
 	go q.run(p)
 }
 
+// linkOf returns id's link, nil for an unknown peer or after close.
+func (q *sendQueues) linkOf(id election.NodeID) link {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if p := q.peers[id]; p != nil && !q.closed {
+		return p.link
+	}
+	return nil
+}
+
 // removePeer forgets id: a message in flight sees its context canceled, and
 // those still queued are reported with ErrUnknownPeer.
 func (q *sendQueues) removePeer(id election.NodeID) {

@@ -40,6 +40,17 @@ type Transport interface {
 	Close() error
 }
 
+// Connector is a Transport that can open a peer's connection before it has
+// anything to send (GRPC does).
+type Connector interface {
+	// Connect opens the connection to id now, in the background. A
+	// follower connects to a new leader at once: the leader's crash then
+	// drops a live connection, which the transport reports as ErrPeerDown
+	// within a re-dial, instead of the next heartbeat finding the port
+	// refused up to a heartbeat interval later.
+	Connect(id election.NodeID)
+}
+
 // Errors a Receiver returns; the server maps them to gRPC codes.
 var (
 	ErrNotServing = errors.New("transport: node is not serving peers")
