@@ -264,6 +264,48 @@ func (c *core) release(from NodeID) {
 	}
 }
 
+// keepsLeader (quorum mode) reports whether this node is bound to the
+// leadership it is in: it leads and its lease holds, or it follows a leader
+// to which it keeps a promise (that leader's own word reached it within
+// PromiseTicks). The leadership counts a majority now, so no rival can
+// gather one: like a Raft node "in lease" under check-quorum, such a node
+// gives a rival's campaign no help (refuseRival).
+func (c *core) keepsLeader() bool {
+	if c.majority() <= 1 {
+		return false
+	}
+	switch c.role {
+	case RoleLeader:
+		return c.now < c.leaseEnd()
+	case RoleFollower:
+		return c.promised() && c.promisedTo == c.leader
+	}
+	return false
+}
+
+// refuseRival (quorum mode) answers a rival's campaign that reached a node
+// bound to its leadership (keepsLeader): an Election at a term above that
+// leadership, or a round's announcement passed on by another node. The
+// campaign would depose the leader without its word; it is not passed on,
+// its term is not taken, and no one steps down. The answer names the
+// leadership, as the refusal of a rival's proposal does: a leader sends its
+// own announcement, which the campaigner (a follower back from isolation)
+// follows at once at the same term; a follower names its leader, which the
+// campaigner then asks, and asks that leader too.
+func (c *core) refuseRival(to NodeID) {
+	if to == 0 || to == c.cfg.ID {
+		return
+	}
+	if c.role == RoleLeader {
+		c.send(Message{Type: MsgCoordinator, To: to, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
+		return
+	}
+	c.send(Message{Type: MsgHeartbeatResp, To: to, Term: c.leaderTerm, Leader: c.leader, Reject: true})
+	// The campaigner lost that leader, and this node may not have noticed
+	// yet: ask it now, not at the next heartbeat (Host.AskLeader).
+	c.askLeader()
+}
+
 // stepDown (quorum mode) tells every member that this node no longer
 // claims leadership, so they need not keep their promises to it.
 func (c *core) stepDown() {
@@ -392,6 +434,10 @@ func (c *core) Step(m Message) error {
 	case MsgTimeoutNow:
 		c.stepTimeoutNow(m)
 	case MsgElection, MsgAnswer:
+		if m.Type == MsgElection && m.Term > c.leaderTerm && m.Initiator != c.leader && m.Initiator != c.cfg.ID && c.keepsLeader() {
+			c.refuseRival(m.Initiator) // quorum mode: see refuseRival
+			return nil
+		}
 		c.observeTerm(m.Term)
 		c.algo.Step(c.host(), m)
 	}
@@ -502,6 +548,12 @@ func (c *core) stepHeartbeatResp(m Message) {
 		if m.From != m.Leader {
 			c.askLeader()
 		}
+	case m.Reject && c.majority() > 1 && m.Leader != 0 && m.Leader != m.From && m.Leader != c.cfg.ID &&
+		m.Term == c.leaderTerm && m.Term.OwnedBy(m.Leader) && (c.role == RoleNoLeader || c.role == RoleElecting):
+		// Quorum mode: a member still bound to the leadership this node
+		// last knew refused its campaign (see refuseRival). Ask that leader
+		// itself: its answer is the word this node follows it on.
+		c.send(Message{Type: MsgHeartbeat, To: m.Leader, Term: m.Term, Leader: 0})
 	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
 		// Someone saw a newer leadership whose leader it no longer knows:
 		// lead on above it rather than be refused forever (see reassert).
@@ -530,6 +582,18 @@ func (c *core) stepCoordinator(m Message) {
 	// A term has one owner, so an announcement at our own leader term is the
 	// same leadership: take it again even after we lost sight of the leader.
 	same := m.Term == c.leaderTerm && m.Leader == c.leader
+	if m.From != m.Leader && m.Term > c.leaderTerm && c.keepsLeader() {
+		// Quorum mode: a round's announcement passed on by another node
+		// (a ring Coordinator from a node back from isolation, naming the
+		// round's winner, maybe this node) while this node's leadership
+		// holds: refuse it, and stop it here (see refuseRival). (A
+		// proposal comes from its proposer: one passed on is no better.)
+		c.refuseRival(m.From)
+		if m.Initiator != m.From {
+			c.refuseRival(m.Initiator)
+		}
+		return
+	}
 	if c.majority() > 1 && m.Confirmed && m.From != m.Leader && m.Leader != c.cfg.ID && m.Term >= c.leaderTerm {
 		// Quorum mode: an announcement passed on by another node (a ring
 		// Coordinator on its way round, a bully follower naming its
@@ -559,15 +623,11 @@ func (c *core) stepCoordinator(m Message) {
 		// A ring announcement that names this node. Only a newer term makes
 		// it lead: a late copy of a term it already led and gave up (resign,
 		// transfer, lost lease) must not bring it back.
+		// (Quorum mode: a round that names this node while its lease
+		// holds was refused above, with its own announcement at its own
+		// term; it once reasserted above the round's term.)
 		if m.Term > c.leaderTerm && !c.excluded() && c.proposal != m.Term {
-			if c.majority() > 1 && c.role == RoleLeader && c.now < c.leaseEnd() {
-				// Quorum mode: a round that elected this node while it
-				// already led (it counts a majority now): lead on at a
-				// term above that round's, rather than propose anew and
-				// stop claiming a leadership its followers were just told of.
-				c.observeTerm(m.Term)
-				c.reassert()
-			} else if c.majority() > 1 {
+			if c.majority() > 1 {
 				c.propose(m.Term) // quorum mode: lead once a majority acknowledged
 			} else {
 				c.becomeLeader(m.Term)

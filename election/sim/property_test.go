@@ -45,10 +45,13 @@ type schedule struct {
 	faults       int
 	healedAfter  int // ticks from heal to agreement
 	stableChurns int
+	// followerFault (quorum mode) is the follower-only fault run last.
+	followerFault      string
+	followerFaultTicks int
 }
 
 func (sc schedule) String() string {
-	return fmt.Sprintf("n=%d quorum=%v preempt=%v faults=%d", sc.n, sc.quorum, sc.preempt, sc.faults)
+	return fmt.Sprintf("n=%d quorum=%v preempt=%v faults=%d follower-fault=%s/%d", sc.n, sc.quorum, sc.preempt, sc.faults, sc.followerFault, sc.followerFaultTicks)
 }
 
 // runSchedule runs one seeded random schedule of faults, then heals
@@ -190,6 +193,57 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 	if l, t, ok := s.Agreed(); !ok || l != leader || t != term {
 		return sc, fmt.Errorf("stability violated: leader %d term %v changed to %d %v (agreed=%v) on a healthy network: %s",
 			leader, term, l, t, ok, s.Describe())
+	}
+	if sc.quorum && sc.n >= 3 {
+		// Quorum mode: a fault that touches one follower only (cut off,
+		// or crashed and restarted) moves neither the leader nor its term
+		// (issue 10, item 4; the chaos checker's follower-fault rule): the
+		// majority's leader keeps its lease, and the follower's campaigns
+		// of its own, at terms of its own, are refused when it returns.
+		f, _ := pick(ids(func(id election.NodeID) bool { return id != leader }))
+		crash := r.IntN(3) == 0
+		sc.followerFault = "isolate"
+		if crash {
+			sc.followerFault = "crash"
+			s.Crash(f)
+		} else {
+			s.Isolate(f)
+		}
+		sc.followerFaultTicks = 1 + r.IntN(2*bound)
+		moved := func() (election.NodeID, election.Term, bool) {
+			for i := 1; i <= sc.n; i++ {
+				if id := election.NodeID(i); id != f {
+					if st := s.Node(id).Status(); st.Leader != leader || st.LeaderTerm != term {
+						return id, st.LeaderTerm, true
+					}
+				}
+			}
+			return 0, 0, false
+		}
+		for range sc.followerFaultTicks {
+			if err := s.Step(); err != nil {
+				return sc, err
+			}
+			if id, t, bad := moved(); bad {
+				return sc, fmt.Errorf("stability violated: %s of follower %d moved node %d off leader %d term %v (to term %v) during the fault: %s",
+					sc.followerFault, f, id, leader, term, t, s.Describe())
+			}
+		}
+		if !crash && r.IntN(2) == 0 {
+			// The follower learns the leader is alive last (LateView).
+			s.LateView(f, leader, r.IntN(4*sc.n))
+		}
+		s.Heal()
+		if err := s.Restart(f); err != nil {
+			return sc, err
+		}
+		if err := s.Run(3 * bound); err != nil {
+			return sc, err
+		}
+		if l, t, ok := s.Agreed(); !ok || l != leader || t != term {
+			return sc, fmt.Errorf("stability violated: after the %s of follower %d for %d ticks, leader %d term %v changed to %d %v (agreed=%v): %s",
+				sc.followerFault, f, sc.followerFaultTicks, leader, term, l, t, ok, s.Describe())
+		}
 	}
 	return sc, nil
 }

@@ -87,11 +87,12 @@ type Sim struct {
 	wire  map[uint64][]envelope // by delivery tick, in send order
 
 	// Faults.
-	cut      map[[2]election.NodeID]bool // from→to blocked
-	changed  bool                        // topology changed since the last gossip round
-	split    bool                        // some node holds dead a member it could reach: only a join heals that
-	DropRate float64                     // chance a message is lost
-	MaxDelay int                         // extra delay 0..MaxDelay ticks (reorders)
+	cut      map[[2]election.NodeID]bool   // from→to blocked
+	changed  bool                          // topology changed since the last gossip round
+	split    bool                          // some node holds dead a member it could reach: only a join heals that
+	late     map[[2]election.NodeID]uint64 // {n, o}: n's membership learns o is alive no sooner than this tick (LateView)
+	DropRate float64                       // chance a message is lost
+	MaxDelay int                           // extra delay 0..MaxDelay ticks (reorders)
 	Hook     func(m election.Message) bool
 
 	persisted map[election.NodeID]election.Term
@@ -136,6 +137,7 @@ func New(opts Options) (*Sim, error) {
 		opts:            opts,
 		rng:             rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
 		cut:             map[[2]election.NodeID]bool{},
+		late:            map[[2]election.NodeID]uint64{},
 		persisted:       map[election.NodeID]election.Term{},
 		persistedLeader: map[election.NodeID]election.Term{},
 		wire:            map[uint64][]envelope{},
@@ -282,6 +284,15 @@ func (s *Sim) Bridge(bridge election.NodeID, left, right []election.NodeID) {
 		delete(s.cut, [2]election.NodeID{bridge, id})
 		delete(s.cut, [2]election.NodeID{id, bridge})
 	}
+	s.changed = true
+}
+
+// LateView has node at's membership learn that node of is alive again no
+// sooner than ticks from now, as memberlist learns members back one at a
+// time after a heal: in the chaos run a follower back from isolation sent
+// its first round while it still held the leader dead.
+func (s *Sim) LateView(at, of election.NodeID, ticks int) {
+	s.late[[2]election.NodeID{at, of}] = s.now + uint64(ticks)
 	s.changed = true
 }
 
@@ -437,6 +448,13 @@ func (s *Sim) gossip() {
 func (s *Sim) setView(n, o *node, alive bool) {
 	if n.view[o.id] == alive {
 		return
+	}
+	if k := [2]election.NodeID{n.id, o.id}; alive && s.late[k] != 0 {
+		if s.now < s.late[k] {
+			s.changed = true // a later gossip round tries again
+			return
+		}
+		delete(s.late, k)
 	}
 	n.view[o.id] = alive
 	ev := election.Event{Type: election.EventJoin, Member: s.member(o.id)}
