@@ -147,7 +147,7 @@ func (s *TermStore) Load() (Persisted, error) {
 	slot, err := readLeaderFile(s.dir)
 	switch {
 	case errors.Is(err, errNoLeaderFile):
-		if string(mark) != markerTextV1 {
+		if string(mark) == markerText {
 			return Persisted{}, fmt.Errorf("%w: %s is gone from %s (its %s promises one); "+
 				"find the highest term the cluster used and run: electord recover-term --data-dir %s --at-least TERM",
 				ErrTermStore, leaderFile, s.dir, markerFile, s.dir)
@@ -279,23 +279,29 @@ func (s *TermStore) Save(term, leaderTerm election.Term) error {
 	return nil
 }
 
-// write writes p to the term file, the full way, marking the dir first if
-// this store has not yet: a new leader file (holding 0: the term file's own
-// leader line is the lower bound Load takes) and the version 2 marker, so a
-// missing term or leader file is from now on a lost one.
+// write writes p to the term file, the full way. If this store has not
+// marked the dir yet, a new leader file (holding 0: the term file's own
+// leader line is the lower bound Load takes) comes first and the version 2
+// marker last, so a missing term or leader file is from then on a lost one.
+// In that order a crash at any step leaves a dir that starts: before the
+// term file, a first start; after it, a dir whose marker the next write
+// adds. (The marker once came first: a SIGKILL between it and the term file
+// left a dir refused for good as one that lost its term.)
 func (s *TermStore) write(p Persisted) error {
 	if !s.marked {
 		if err := createLeaderFile(s.dir, 0); err != nil {
 			return fmt.Errorf("creating the leadership term's file (%s): %w", leaderFile, err)
 		}
 		s.leaderSeq = 1
+	}
+	if err := writeFileSync(s.dir, termFile, encodeTerms(p)); err != nil {
+		return fmt.Errorf("persisting term %v (leader term %v): %w", p.Term, p.LeaderTerm, err)
+	}
+	if !s.marked {
 		if err := writeFileSync(s.dir, markerFile, []byte(markerText)); err != nil {
 			return fmt.Errorf("marking the data dir used (%s): %w", markerFile, err)
 		}
 		s.marked = true
-	}
-	if err := writeFileSync(s.dir, termFile, encodeTerms(p)); err != nil {
-		return fmt.Errorf("persisting term %v (leader term %v): %w", p.Term, p.LeaderTerm, err)
 	}
 	return nil
 }
