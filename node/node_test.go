@@ -399,7 +399,12 @@ type connectRecorder struct {
 	connected chan election.NodeID
 }
 
-func (r connectRecorder) Connect(id election.NodeID) { r.connected <- id }
+func (r connectRecorder) Connect(id election.NodeID) {
+	select {
+	case r.connected <- id:
+	default: // never block the node's loop
+	}
+}
 
 // A follower opens its connection to a new leader as it takes it up, so the
 // leader's crash is seen as a dropped connection (transport.Connector), not

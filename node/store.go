@@ -280,8 +280,7 @@ func (s *TermStore) Save(term, leaderTerm election.Term) error {
 }
 
 // write writes p to the term file, the full way. If this store has not
-// marked the dir yet, a new leader file (holding 0: the term file's own
-// leader line is the lower bound Load takes) comes first and the version 2
+// marked the dir yet (or a write failed), a new leader file comes first and the version 2
 // marker last, so a missing term or leader file is from then on a lost one.
 // In that order a crash at any step leaves a dir that starts: before the
 // term file, a first start; after it, a dir whose marker the next write
@@ -289,7 +288,11 @@ func (s *TermStore) Save(term, leaderTerm election.Term) error {
 // left a dir refused for good as one that lost its term.)
 func (s *TermStore) write(p Persisted) error {
 	if !s.marked {
-		if err := createLeaderFile(s.dir, 0); err != nil {
+		// The leader file anew, holding the durable leadership term (at
+		// most the durable term, which the term file on disk holds): after
+		// a failed write, the old file's newest slot may be the only copy
+		// of it.
+		if err := createLeaderFile(s.dir, s.durable.LeaderTerm); err != nil {
 			return fmt.Errorf("creating the leadership term's file (%s): %w", leaderFile, err)
 		}
 		s.leaderSeq = 1

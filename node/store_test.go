@@ -317,3 +317,46 @@ func TestFirstWriteCrashAtEveryStep(t *testing.T) {
 		t.Fatalf("after the next write: %+v, %v", got, err)
 	}
 }
+
+// A failed write, its retry and a restart keep the newest leadership term:
+// the retry once replaced the leader file, whose in-place slot held the
+// only copy of it, with one holding 0 (found in review).
+func TestRetryKeepsTheLeaderTermWrittenInPlace(t *testing.T) {
+	dir, want := savedStore(t)
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := want.LeaderTerm + 1
+	if err := s.Save(0, l2); err != nil { // in place: the term file still says want.LeaderTerm
+		t.Fatal(err)
+	}
+	termPath := filepath.Join(dir, termFile)
+	if err := os.Remove(termPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(termPath, 0o755); err != nil { // the term file refuses its next write
+		t.Fatal(err)
+	}
+	above := election.NextTerm(want.Term, 3) // beyond the reserve: a full write
+	if err := s.Save(above, 0); err == nil {
+		t.Fatal("a save into a blocked term file succeeded")
+	}
+	if err := s.Save(above, 0); err == nil { // the retry: a new leader file, then the term file fails again
+		t.Fatal("the retry succeeded while the term file was blocked")
+	}
+	if err := os.Remove(termPath); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies here; the term file is restored by an operator as it
+	// was (a restart must still know l2).
+	if err := writeFileSync(dir, termFile, encodeTerms(want)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := load(dir); err != nil || got.LeaderTerm != l2 {
+		t.Fatalf("after the failed retry and a restart: %+v, %v; want leader term %v", got, err, l2)
+	}
+}
