@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -258,24 +259,19 @@ func (l *grpcLink) close() {
 // connect dials and leaves the connection's idle state, so it connects in
 // the background (and the watcher follows it) before the first send.
 func (l *grpcLink) connect() {
-	if _, err := l.dial(); err != nil {
-		return
-	}
-	l.mu.Lock()
-	conn := l.conn
-	l.mu.Unlock()
-	if conn != nil {
+	if conn, _, err := l.dial(); err == nil {
 		conn.Connect()
 	}
 }
 
-// dial returns the peer's client, dialing (lazily, without I/O) if needed.
-func (l *grpcLink) dial() (pb.PeerClient, error) {
+// dial returns the peer's connection and its client, dialing (lazily,
+// without I/O) if needed.
+func (l *grpcLink) dial() (*grpc.ClientConn, pb.PeerClient, error) {
 	t := l.t
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.client != nil {
-		return l.client, nil
+		return l.conn, l.client, nil
 	}
 	target := l.addr
 	if !strings.Contains(target, ":///") && !strings.HasPrefix(target, "unix:") {
@@ -306,37 +302,62 @@ func (l *grpcLink) dial() (pb.PeerClient, error) {
 	}, t.cfg.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l.conn, l.client = conn, pb.NewPeerClient(conn)
 	go l.watch(conn, l.id, l.addr)
-	return l.client, nil
+	return l.conn, l.client, nil
 }
 
 // resendSlice is how long a resend to a peer whose port accepted a probe
 // waits for a connection before it probes again (see resend).
 const resendSlice = 25 * time.Millisecond
 
-// resend sends once more, waiting for the channel to connect, after the
-// first call failed with failed (refused or reset) although a probe of addr
-// was accepted. It waits in slices of resendSlice and probes the port after
-// each one that ends without a connection: a restarted peer still accepts,
-// and the wait goes on (the connection attempt runs on across slices), but
-// a dying one refuses (a SIGKILLed process's kernel resets its connections
-// before it closes its listening socket, which may complete a probe's
-// handshake meanwhile): then failed is returned at once, and a heartbeat's
-// failure is confirmed as ErrPeerDown. Before, the resend waited for the
-// whole send timeout (500 ms) and the peer's death went unreported.
-func (l *grpcLink) resend(ctx context.Context, call func(context.Context, ...grpc.CallOption) error, failed error, addr string) error {
-	for {
-		sctx, cancel := context.WithTimeout(ctx, resendSlice)
-		err := call(sctx, grpc.WaitForReady(true))
-		cancel()
-		if err == nil || ctx.Err() != nil || sctx.Err() == nil {
-			return err // sent, out of time, or failed on its own account
+// resend sends once more on conn, after the first call failed with failed
+// (refused or reset) although a probe of addr was accepted. It reconnects
+// now and waits for conn to be ready in slices of resendSlice, probing the
+// port after each one that ends without a connection: a restarted peer
+// still accepts, and the wait goes on (the connection attempt runs on
+// across slices), but a dying one refuses (a SIGKILLed process's kernel
+// resets its connections before it closes its listening socket, which may
+// complete a probe's handshake meanwhile): then failed is returned at once,
+// and a heartbeat's failure is confirmed as ErrPeerDown. Once conn is ready
+// it makes one call with the whole of ctx's deadline: the slices bound the
+// wait for a connection, never the call, which a connected peer may take
+// longer than a slice to answer (a call cut at each slice was made again
+// and again, the message delivered up to 20 times, then reported failed).
+func (l *grpcLink) resend(ctx context.Context, conn *grpc.ClientConn, call func(context.Context, ...grpc.CallOption) error, failed error, addr string) error {
+	conn.ResetConnectBackoff()
+	for !waitConnected(ctx, conn, resendSlice) {
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
 		}
 		if !probeAccepted(addr, cmp.Or(l.t.cfg.ProbeTimeout, DefaultProbeTimeout)) {
 			return failed
+		}
+	}
+	// Ready, or shut down (closed by SetPeer, RemovePeer or Close: the call
+	// then fails at once on its own account). Without wait-for-ready: a
+	// connection lost meanwhile fails the call instead of waiting again.
+	return call(ctx)
+}
+
+// waitConnected waits up to d (and no longer than ctx) for conn to be Ready
+// or Shutdown, leaving its idle state if need be, and reports whether it is.
+func waitConnected(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		switch s := conn.GetState(); s {
+		case connectivity.Ready, connectivity.Shutdown:
+			return true
+		case connectivity.Idle:
+			conn.Connect()
+			fallthrough
+		default:
+			if !conn.WaitForStateChange(ctx, s) {
+				return false
+			}
 		}
 	}
 }
@@ -360,7 +381,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 		t.countFailed(m)
 		t.cfg.Receiver.Failed(m, err)
 	}
-	c, err := l.dial()
+	conn, c, err := l.dial()
 	if err != nil {
 		fail(err)
 		return false
@@ -407,8 +428,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 		// back (a restart). Reconnect now and send once more, rather than
 		// report a live peer as failed: a ring token forwarded past it was
 		// lost and cost a whole round timeout (700 ms).
-		l.resetBackoff()
-		err = l.resend(ctx, call, err, addr)
+		err = l.resend(ctx, conn, call, err, addr)
 	}
 	if err != nil {
 		if m.Type == election.MsgHeartbeat && ctx.Err() == nil {

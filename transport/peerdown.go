@@ -89,16 +89,6 @@ func probeAccepted(addr string, timeout time.Duration) bool {
 	return accepted
 }
 
-// resetBackoff makes the link's channel reconnect now.
-func (l *grpcLink) resetBackoff() {
-	l.mu.Lock()
-	conn := l.conn
-	l.mu.Unlock()
-	if conn != nil {
-		conn.ResetConnectBackoff()
-	}
-}
-
 // dropProbes is how often, and how far apart, a dropped connection's peer
 // is probed: a killed process's established connections are reset before
 // its listening socket is closed, so a probe at once may still connect (the
