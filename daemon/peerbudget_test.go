@@ -197,37 +197,54 @@ func grpcPeerServer(t *testing.T, cfg config.Config, svc *transport.PeerService)
 	return lis.Addr().String()
 }
 
+// grpcPeerClient returns a GRPC transport of node 1 that sends to node 2
+// at addr (5 s a call), and the inbox that gets its failures; it is closed
+// when the test ends.
+func grpcPeerClient(t *testing.T, addr string) (*transport.GRPC, inbox) {
+	t.Helper()
+	cliIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
+	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: 1, Receiver: cliIn, SendTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	tr.SetPeer(2, addr)
+	return tr, cliIn
+}
+
 // waitNoneInFlight waits up to 5 s for svc's streams in flight to be none.
 func waitNoneInFlight(t *testing.T, svc *transport.PeerService, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); svc.Stats().StreamsInFlight != 0; time.Sleep(5 * time.Millisecond) {
+	waitInFlight(t, svc, 0, what)
+}
+
+// waitInFlight waits up to 5 s for svc's streams in flight to be n.
+func waitInFlight(t *testing.T, svc *transport.PeerService, n int64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); svc.Stats().StreamsInFlight != n; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d streams still in flight after 5 s", what, svc.Stats().StreamsInFlight)
+			t.Fatalf("%s: %d streams in flight after 5 s, want %d", what, svc.Stats().StreamsInFlight, n)
 		}
 	}
 }
 
 // The grpc peer server bounds what all its connections buffer together
 // (issue 11): with peer-max-buffered-bytes of 2 MiB, two streams that each
-// claim a 1 MiB message and hold it unfinished take the whole budget; a
-// third stream, on the same connection or from a real peer on another, is
-// refused at once with ResourceExhausted naming the key, and counted. The
-// sender takes that refusal as a failed message, not as the peer being
-// down. Once the attacker's streams end, a peer message goes through, and
-// the freed slots serve new streams. Before, every stream was let in: the
-// bound was max-conns x peer-max-streams windows of 1 MiB.
+// claim a 1 MiB message and hold it unfinished take the whole budget; one
+// connection holds at most a quarter of it (at least one stream), so the
+// attacker takes it with two connections, and a second stream on either
+// is refused naming its share. A stream from a third connection, or from a
+// real peer, is refused at once with ResourceExhausted naming the key, and
+// counted. The sender takes that refusal as a failed message, not as the
+// peer being down. Once the attacker's streams end, a peer message goes
+// through, and the freed slots serve new streams. Before, every stream was
+// let in: the bound was max-conns x peer-max-streams windows of 1 MiB.
 func TestGRPCPeerServerBufferBudget(t *testing.T) {
 	srvIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
 	svc := transport.NewPeerService(2, srvIn)
 	addr := grpcPeerServer(t, config.Config{PeerMaxBufferedBytes: 2 << 20}, svc)
 
-	cliIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
-	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: 1, Receiver: cliIn, SendTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	tr.SetPeer(2, addr)
+	tr, cliIn := grpcPeerClient(t, addr)
 	msg := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 5}
 	// deliver sends msg until the server takes it (a refusal may come
 	// while a freed slot is still being given back).
@@ -246,20 +263,29 @@ func TestGRPCPeerServerBufferBudget(t *testing.T) {
 			}
 		}
 	}
+	refused := func(p *rawPeer, id uint32, why string) {
+		t.Helper()
+		got := p.answer(id)
+		if !strings.HasPrefix(got, "status "+strconv.Itoa(int(codes.ResourceExhausted))+" ") ||
+			!strings.Contains(got, "peer-max-buffered-bytes") || !strings.Contains(got, why) {
+			t.Fatalf("stream %d: %q, want ResourceExhausted naming peer-max-buffered-bytes and %q", id, got, why)
+		}
+	}
+	const full, share = "all that", "share"
 
-	a := dialRawPeer(t, addr)
+	a, b, c := dialRawPeer(t, addr), dialRawPeer(t, addr), dialRawPeer(t, addr)
 	a.claim(1)
+	b.claim(1)
+	waitInFlight(t, svc, 2, "the attacker's streams let in")
 	a.claim(3)
-	a.claim(5)
-	got := a.answer(5)
-	if !strings.HasPrefix(got, "status "+strconv.Itoa(int(codes.ResourceExhausted))+" ") || !strings.Contains(got, "peer-max-buffered-bytes") {
-		t.Fatalf("stream 5, beyond the budget: %q, want ResourceExhausted naming peer-max-buffered-bytes", got)
+	refused(a, 3, share)
+	c.claim(1)
+	refused(c, 1, full)
+	if a.ended[1] != "" || b.ended[1] != "" {
+		t.Fatalf("streams within the budget were ended: %v, %v", a.ended, b.ended)
 	}
-	if a.ended[1] != "" || a.ended[3] != "" {
-		t.Fatalf("streams within the budget were ended: %v", a.ended)
-	}
-	if st := svc.Stats(); st.RejectedBudget != 1 || st.StreamsInFlight != 2 {
-		t.Fatalf("stats %+v, want 1 refused and 2 in flight", st)
+	if st := svc.Stats(); st.RejectedBudget != 2 || st.StreamsInFlight != 2 {
+		t.Fatalf("stats %+v, want 2 refused and 2 in flight", st)
 	}
 
 	// A real peer on another connection is refused too, and its sender
@@ -278,27 +304,85 @@ func TestGRPCPeerServerBufferBudget(t *testing.T) {
 
 	// The attacker's streams end: the peer's message goes through.
 	a.reset(1)
-	a.reset(3)
+	b.reset(1)
 	waitNoneInFlight(t, svc, "the reset streams' slots given back")
 	deliver()
 
 	// The freed slots serve new streams, and no more than two.
 	waitNoneInFlight(t, svc, "the peer call's slot given back")
-	a.claim(7)
-	a.claim(9)
-	a.claim(11)
-	if got := a.answer(11); !strings.Contains(got, "peer-max-buffered-bytes") {
-		t.Fatalf("stream 11, beyond the budget again: %q", got)
+	a.claim(5)
+	b.claim(3)
+	waitInFlight(t, svc, 2, "the attacker's new streams let in")
+	c.claim(3)
+	refused(c, 3, full)
+	if a.ended[5] != "" || b.ended[3] != "" {
+		t.Fatalf("streams in the freed slots were ended: %v, %v", a.ended, b.ended)
 	}
-	if a.ended[7] != "" || a.ended[9] != "" {
-		t.Fatalf("streams in the freed slots were ended: %v", a.ended)
-	}
-	// A connection that goes away gives its slots back.
+	// Connections that go away give their slots back.
 	a.c.Close()
-	waitNoneInFlight(t, svc, "the closed connection's slots given back")
+	b.c.Close()
+	waitNoneInFlight(t, svc, "the closed connections' slots given back")
 	deliver()
-	if st := svc.Stats(); st.RejectedBudget < 3 {
-		t.Fatalf("stats %+v, want at least 3 refused", st)
+	if st := svc.Stats(); st.RejectedBudget < 4 {
+		t.Fatalf("stats %+v, want at least 4 refused", st)
+	}
+}
+
+// A client that opens streams and sends only their HEADERS (no DATA, no
+// grpc-timeout) on two connections, 16 each (peer-max-streams), takes at
+// most a quarter of the default budget (32 streams) per connection: the
+// streams beyond are refused naming the connection's share, and a real
+// peer's messages are delivered at once while the attacker holds its
+// streams. Before, the 32 streams took the whole budget and kept it for as
+// long as the connections stayed (found in review): every peer message of
+// the node was refused. (Each stream also ends at
+// transport.PeerStreamDeadline: TestStreamBudgetDeadline.)
+func TestGRPCPeerServerHeadersOnlyStreams(t *testing.T) {
+	srvIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
+	svc := transport.NewPeerService(2, srvIn)
+	addr := grpcPeerServer(t, config.Config{}, svc) // the defaults
+	var conns []*rawPeer
+	for range 2 {
+		p := dialRawPeer(t, addr)
+		for i := range uint32(config.DefaultPeerMaxStreams) {
+			p.open(1 + 2*i)
+		}
+		conns = append(conns, p)
+	}
+	// Every stream let in or refused.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st := svc.Stats()
+		if st.StreamsInFlight+int64(st.RejectedBudget) == 2*config.DefaultPeerMaxStreams {
+			t.Logf("stats %+v", st)
+			if st.StreamsInFlight > 2*config.DefaultPeerMaxBufferedBytes/transport.DefaultMaxMessageBytes/4 {
+				t.Errorf("two connections hold %d of the budget's %d streams, more than a quarter each",
+					st.StreamsInFlight, config.DefaultPeerMaxBufferedBytes/transport.DefaultMaxMessageBytes)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: not every stream of the attacker let in or refused within 5 s", st)
+		}
+	}
+	tr, cliIn := grpcPeerClient(t, addr)
+	for i := range 3 {
+		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 5})
+		select {
+		case <-srvIn.got:
+		case err := <-cliIn.failed:
+			t.Fatalf("message %d refused while a headers-only client holds streams: %v", i, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %d neither delivered nor refused within 5 s", i)
+		}
+	}
+	last := uint32(1 + 2*(config.DefaultPeerMaxStreams-1))
+	for _, p := range conns {
+		if got := p.answer(last); !strings.Contains(got, "share") {
+			t.Errorf("the last stream of a connection: %q, want refused naming the connection's share", got)
+		}
+		if p.ended[1] != "" {
+			t.Errorf("the attacker's first stream ended early: %q", p.ended[1])
+		}
 	}
 }
 

@@ -2,19 +2,43 @@ package transport
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
 
+// PeerStreamDeadline bounds how long an inbound stream of a grpc-go peer
+// server with a BufferBudget may hold its slot: its request must arrive
+// whole, and its handler answer, within it, or the stream ends with
+// DeadlineExceeded (an earlier grpc-timeout from the caller still applies).
+// It is above the longest legitimate wait, a Heartbeat waiting
+// MaxHeartbeatWait for the node, so only a stream that does not send its
+// request (HEADERS and nothing else) or sends it slower than about 70 KB/s
+// for a 1 MiB message meets it.
+const PeerStreamDeadline = MaxHeartbeatWait + 5*time.Second
+
+// connShareDivisor: one connection may hold at most 1/connShareDivisor of
+// a BufferBudget's streams, at least one.
+const connShareDivisor = 4
+
 // streamBudget bounds the inbound streams a grpc-go peer server has in
-// flight across all its connections (see PeerService.BufferBudget).
+// flight across all its connections, and on each (see
+// PeerService.BufferBudget).
 type streamBudget struct {
-	max int64
-	svc *PeerService // counts the streams in flight, and the refusals
-	err error
+	max      int64         // streams in flight, all connections together
+	perConn  int64         // streams in flight on one connection
+	deadline time.Duration // PeerStreamDeadline
+	svc      *PeerService  // counts the streams in flight, and the refusals
+	err      error         // the refusal when max are in flight
+	connErr  error         // the refusal when a connection holds perConn
+
+	mu    sync.Mutex
+	conns map[string]int64 // streams in flight by connection (peer address)
 }
 
 // BufferBudget returns the grpc.ServerOption that bounds what a grpc-go
@@ -30,33 +54,79 @@ type streamBudget struct {
 // as its stream ends (answered, reset, timed out or its connection gone).
 // The option is grpc.InTapHandle, of which a server takes one.
 //
+// So that no client can hold slots it does not use, a stream holds its
+// slot for at most PeerStreamDeadline (its context gets that deadline, which
+// grpc-go's reads of the request honour), and one connection may hold at
+// most a quarter of the slots (at least one): a stream beyond its
+// connection's share is refused the same way, naming the share. A client
+// that opens streams and sends only their HEADERS thus takes at most a
+// quarter of the budget per connection, each stream for at most
+// PeerStreamDeadline; it takes the whole budget only with four connections
+// or more that keep opening streams (see docs/SECURITY.md).
+//
 // Without it, the bound was max-conns x peer-max-streams windows (1024 x
 // 16 x 1 MiB, 16 GiB) plus the messages being assembled.
 func (s *PeerService) BufferBudget(maxBufferedBytes int64, maxMessageBytes int) grpc.ServerOption {
-	return grpc.InTapHandle(s.newStreamBudget(maxBufferedBytes, maxMessageBytes).tap)
+	return grpc.InTapHandle(s.newStreamBudget(maxBufferedBytes, maxMessageBytes, PeerStreamDeadline).tap)
 }
 
-func (s *PeerService) newStreamBudget(maxBufferedBytes int64, maxMessageBytes int) *streamBudget {
+func (s *PeerService) newStreamBudget(maxBufferedBytes int64, maxMessageBytes int, deadline time.Duration) *streamBudget {
 	win := int64(staticWindow(maxMessageBytes))
-	b := &streamBudget{max: max(1, maxBufferedBytes/win), svc: s}
+	n := max(1, maxBufferedBytes/win)
+	b := &streamBudget{max: n, perConn: max(1, n/connShareDivisor), deadline: deadline, svc: s, conns: map[string]int64{}}
 	b.err = status.Errorf(codes.ResourceExhausted,
 		"transport: the peer server has %d streams in flight, all that peer-max-buffered-bytes (%d bytes, %d a stream) allows; try again",
 		b.max, maxBufferedBytes, win)
+	b.connErr = status.Errorf(codes.ResourceExhausted,
+		"transport: this connection has %d streams in flight, its share (1/%d) of what peer-max-buffered-bytes (%d streams) allows; try again",
+		b.perConn, connShareDivisor, b.max)
 	return b
 }
 
-// tap takes a slot for a new stream, or refuses the stream when none is
-// free. grpc-go calls it with the stream's context, which ends when the
-// stream does, on every path after a stream was let in; the slot is given
-// back then.
-func (b *streamBudget) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	open := &b.svc.budgetInFlight
-	if open.Add(1) > b.max {
-		open.Add(-1)
-		b.svc.rejectedBudget.Add(1)
-		b.svc.logRefusal("no room in peer-max-buffered-bytes", b.err)
-		return ctx, b.err
+// connKey names the connection a stream came on: its peer's address, which
+// is the same for every stream of a connection and, for TCP, differs
+// between connections open at once.
+func connKey(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.Network() + " " + p.Addr.String()
 	}
-	context.AfterFunc(ctx, func() { open.Add(-1) })
-	return ctx, nil
+	return ""
+}
+
+// tap takes a slot for a new stream, or refuses the stream when none is
+// free or its connection holds its share. grpc-go calls it with the
+// stream's context, which ends when the stream does, on every path after a
+// stream was let in; the slot is given back then. The stream goes on with
+// a context that ends PeerStreamDeadline later at the latest.
+func (b *streamBudget) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	conn := connKey(ctx)
+	open := &b.svc.budgetInFlight
+	var err error
+	b.mu.Lock()
+	switch {
+	case b.conns[conn] >= b.perConn:
+		err = b.connErr
+	case open.Load() >= b.max:
+		err = b.err
+	default:
+		open.Add(1)
+		b.conns[conn]++
+	}
+	b.mu.Unlock()
+	if err != nil {
+		b.svc.rejectedBudget.Add(1)
+		b.svc.logRefusal("no room in peer-max-buffered-bytes", err)
+		return ctx, err
+	}
+	limited, cancel := context.WithTimeout(ctx, b.deadline)
+	context.AfterFunc(ctx, func() {
+		cancel()
+		b.mu.Lock()
+		if b.conns[conn]--; b.conns[conn] <= 0 {
+			delete(b.conns, conn)
+		}
+		open.Add(-1)
+		b.mu.Unlock()
+	})
+	return limited, nil
 }
