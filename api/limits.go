@@ -29,6 +29,9 @@ type Limits struct {
 	MaxStreams uint32
 	// MaxMessageBytes bounds a gRPC request on the API.
 	MaxMessageBytes int
+	// MaxHeaderListBytes bounds a request's header list (gRPC) or header
+	// block (the sidecar's http.Server.MaxHeaderBytes, which the daemon sets).
+	MaxHeaderListBytes int
 	// HandshakeTimeout closes an API connection that has not finished its
 	// HTTP/2 handshake in time (a client that connects and says nothing).
 	HandshakeTimeout time.Duration
@@ -38,12 +41,13 @@ type Limits struct {
 
 // Defaults for Limits.
 const (
-	DefaultMaxWatchers      = 1024
-	DefaultMaxConns         = 1024
-	DefaultMaxStreams       = 100
-	DefaultMaxMessageBytes  = 64 << 10 // API requests are a few bytes
-	DefaultHandshakeTimeout = 5 * time.Second
-	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultMaxWatchers        = 1024
+	DefaultMaxConns           = 1024
+	DefaultMaxStreams         = 100
+	DefaultMaxMessageBytes    = 64 << 10 // API requests are a few bytes
+	DefaultMaxHeaderListBytes = 16 << 10
+	DefaultHandshakeTimeout   = 5 * time.Second
+	DefaultIdleTimeout        = 5 * time.Minute
 )
 
 // WithDefaults fills the zero fields.
@@ -59,6 +63,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxMessageBytes == 0 {
 		l.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if l.MaxHeaderListBytes == 0 {
+		l.MaxHeaderListBytes = DefaultMaxHeaderListBytes
 	}
 	if l.HandshakeTimeout == 0 {
 		l.HandshakeTimeout = DefaultHandshakeTimeout
@@ -125,7 +132,7 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(l.MaxStreams),
 		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
-		grpc.MaxHeaderListSize(16 << 10),
+		grpc.MaxHeaderListSize(uint32(l.MaxHeaderListBytes)),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingTime, Timeout: serverPingTimeout, MaxConnectionIdle: l.IdleTimeout}),
 	}

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/algorithms"
+	"github.com/electord/electord/transport"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
@@ -69,6 +71,13 @@ type Config struct {
 	// PeerMaxBufferedBytes bounds what the peer server buffers for all
 	// its connections together (see DefaultPeerMaxBufferedBytes).
 	PeerMaxBufferedBytes int64 `mapstructure:"peer-max-buffered-bytes"`
+	// MaxMessageBytes bounds a peer message (sent and received) and an API
+	// request; MaxHeaderListBytes a request's header list on every server
+	// (lf, grpc peer, API, sidecar HTTP); PeerStreamTimeout how long a
+	// stream of the grpc peer server may take to deliver its request.
+	MaxMessageBytes    int           `mapstructure:"max-message-bytes"`
+	MaxHeaderListBytes int           `mapstructure:"max-header-list-bytes"`
+	PeerStreamTimeout  time.Duration `mapstructure:"peer-stream-timeout"`
 
 	// Security (issue 12); see docs/SECURITY.md.
 	Cluster       string `mapstructure:"cluster"`
@@ -165,6 +174,29 @@ const (
 	// MinPeerMaxBufferedBytes is the least peer-max-buffered-bytes: one
 	// peer message of the largest size (transport.DefaultMaxMessageBytes).
 	MinPeerMaxBufferedBytes = 1 << 20
+	// DefaultMaxMessageBytes bounds a peer message, sent or received, and an
+	// API request (transport.DefaultMaxMessageBytes).
+	DefaultMaxMessageBytes = transport.DefaultMaxMessageBytes
+	// MinMaxMessageBytes: election messages and API requests are a few
+	// hundred bytes; 4 KiB leaves them room.
+	MinMaxMessageBytes = 4 << 10
+	// MaxMaxMessageBytes: a grpc peer stream's flow-control window is one
+	// message, and peer-max-buffered-bytes is counted in such windows: a
+	// larger message would make a single stream hold most of the budget.
+	MaxMaxMessageBytes = 64 << 20
+	// DefaultMaxHeaderListBytes bounds a request's header list on every
+	// server (engine.DefaultMaxHeaderListBytes).
+	DefaultMaxHeaderListBytes = 16 << 10
+	// MinMaxHeaderListBytes leaves room for gRPC's own headers and a
+	// grpc-timeout; MaxMaxHeaderListBytes keeps a header list far below a
+	// message (a header list is held whole before a handler runs).
+	MinMaxHeaderListBytes = 1 << 10
+	MaxMaxHeaderListBytes = 1 << 20
+	// DefaultPeerStreamTimeout bounds how long a stream of the grpc peer
+	// server may hold its slot (transport.PeerStreamDeadline); it must be
+	// above transport.MaxHeartbeatWait, the longest a Heartbeat handler
+	// legitimately waits.
+	DefaultPeerStreamTimeout = transport.PeerStreamDeadline
 	// DefaultMaxWatchers bounds open watches (/watch and WatchLeader).
 	DefaultMaxWatchers = 1024
 	// DefaultHandshakeTimeout closes a peer or API connection that has not
@@ -211,6 +243,9 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("max-streams", DefaultMaxStreams, "concurrent streams per API connection")
 	fs.Int("peer-max-streams", DefaultPeerMaxStreams, "concurrent streams per peer connection")
 	fs.Int64("peer-max-buffered-bytes", DefaultPeerMaxBufferedBytes, "request bytes the peer server buffers for all connections together (grpc: streams in flight = this / 1 MiB); a call beyond it gets ResourceExhausted")
+	fs.Int("max-message-bytes", DefaultMaxMessageBytes, "largest peer message (sent and received) and API request; peers must agree on it: a larger message is refused with ResourceExhausted")
+	fs.Int("max-header-list-bytes", DefaultMaxHeaderListBytes, "largest request header list on the peer, API and sidecar HTTP servers")
+	fs.Duration("peer-stream-timeout", DefaultPeerStreamTimeout, "grpc peer server: how long a stream may take to deliver its request and be answered (above the heartbeat handler's 10s wait)")
 	fs.Int("max-watchers", DefaultMaxWatchers, "open watches (/watch and WatchLeader together); one more is refused (503, ResourceExhausted)")
 	fs.Duration("handshake-timeout", DefaultHandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake in time")
 	fs.Duration("idle-timeout", DefaultIdleTimeout, "close a peer or API connection with no stream for this long")
@@ -311,13 +346,31 @@ func (c Config) Validate() error {
 		v   int64
 	}{{"max-conns", int64(c.MaxConns)}, {"max-streams", int64(c.MaxStreams)}, {"peer-max-streams", int64(c.PeerMaxStreams)},
 		{"max-watchers", int64(c.MaxWatchers)}, {"handshake-timeout", int64(c.HandshakeTimeout)}, {"idle-timeout", int64(c.IdleTimeout)},
-		{"peer-max-buffered-bytes", c.PeerMaxBufferedBytes}} {
+		{"peer-max-buffered-bytes", c.PeerMaxBufferedBytes}, {"max-message-bytes", int64(c.MaxMessageBytes)},
+		{"max-header-list-bytes", int64(c.MaxHeaderListBytes)}, {"peer-stream-timeout", int64(c.PeerStreamTimeout)}} {
 		if l.v < 0 {
 			bad(l.key, "must not be negative (0 takes the default)")
 		}
 	}
 	if c.PeerMaxBufferedBytes > 0 && c.PeerMaxBufferedBytes < MinPeerMaxBufferedBytes {
 		bad("peer-max-buffered-bytes", "must be 0 (the default) or at least %d (one peer message), got %d", MinPeerMaxBufferedBytes, c.PeerMaxBufferedBytes)
+	}
+	if c.MaxMessageBytes > 0 && (c.MaxMessageBytes < MinMaxMessageBytes || c.MaxMessageBytes > MaxMaxMessageBytes) {
+		bad("max-message-bytes", "must be 0 (the default) or from %d (election messages and API requests with room) to %d "+
+			"(a grpc peer stream's window is one message, and peer-max-buffered-bytes is counted in windows), got %d",
+			MinMaxMessageBytes, MaxMaxMessageBytes, c.MaxMessageBytes)
+	}
+	if msg, buf := int64(cmp.Or(c.MaxMessageBytes, DefaultMaxMessageBytes)), cmp.Or(c.PeerMaxBufferedBytes, DefaultPeerMaxBufferedBytes); c.MaxMessageBytes <= MaxMaxMessageBytes && buf < msg {
+		bad("peer-max-buffered-bytes", "must be at least max-message-bytes (%d: one whole message), got %d", msg, buf)
+	}
+	if c.MaxHeaderListBytes > 0 && (c.MaxHeaderListBytes < MinMaxHeaderListBytes || c.MaxHeaderListBytes > MaxMaxHeaderListBytes) {
+		bad("max-header-list-bytes", "must be 0 (the default) or from %d (gRPC's own headers) to %d, got %d",
+			MinMaxHeaderListBytes, MaxMaxHeaderListBytes, c.MaxHeaderListBytes)
+	}
+	if c.PeerStreamTimeout > 0 && c.PeerStreamTimeout <= transport.MaxHeartbeatWait {
+		bad("peer-stream-timeout", "must be 0 (the default) or above %v, the longest a Heartbeat handler waits for the node "+
+			"(transport.MaxHeartbeatWait): a shorter one would end heartbeats that are being answered, got %v",
+			transport.MaxHeartbeatWait, c.PeerStreamTimeout)
 	}
 	if err := algorithms.Check(c.Algorithm); err != nil {
 		bad("algorithm", "%v", err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -87,7 +88,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 	}
 	if c := base(); c.MaxConns != DefaultMaxConns || c.MaxWatchers != DefaultMaxWatchers || c.PeerMaxStreams != DefaultPeerMaxStreams ||
 		c.MaxStreams != DefaultMaxStreams || c.HandshakeTimeout != DefaultHandshakeTimeout || c.IdleTimeout != DefaultIdleTimeout ||
-		c.PeerMaxBufferedBytes != DefaultPeerMaxBufferedBytes {
+		c.PeerMaxBufferedBytes != DefaultPeerMaxBufferedBytes || c.MaxMessageBytes != 1<<20 || c.MaxHeaderListBytes != 16<<10 ||
+		c.PeerStreamTimeout != 15*time.Second {
 		t.Fatalf("limit defaults: %+v", c)
 	}
 	cases := []struct {
@@ -109,6 +111,15 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *Config) { c.PeerMaxStreams = -1 }, "peer-max-streams: must not be negative"},
 		{func(c *Config) { c.IdleTimeout = -1 }, "idle-timeout: must not be negative"},
 		{func(c *Config) { c.PeerMaxBufferedBytes = -1 }, "peer-max-buffered-bytes: must not be negative"},
+		{func(c *Config) { c.MaxMessageBytes = -1 }, "max-message-bytes: must not be negative"},
+		{func(c *Config) { c.MaxMessageBytes = 4095 }, "max-message-bytes: must be 0 (the default) or from 4096"},
+		{func(c *Config) { c.MaxMessageBytes = 64<<20 + 1 }, "max-message-bytes: must be 0 (the default) or from 4096 (election messages and API requests with room) to 67108864"},
+		{func(c *Config) { c.MaxMessageBytes = 33 << 20 }, "peer-max-buffered-bytes: must be at least max-message-bytes (34603008"},
+		{func(c *Config) { c.MaxHeaderListBytes = -1 }, "max-header-list-bytes: must not be negative"},
+		{func(c *Config) { c.MaxHeaderListBytes = 1023 }, "max-header-list-bytes: must be 0 (the default) or from 1024"},
+		{func(c *Config) { c.MaxHeaderListBytes = 1<<20 + 1 }, "max-header-list-bytes: must be 0 (the default) or from 1024 (gRPC's own headers) to 1048576"},
+		{func(c *Config) { c.PeerStreamTimeout = -1 }, "peer-stream-timeout: must not be negative"},
+		{func(c *Config) { c.PeerStreamTimeout = 10 * time.Second }, "peer-stream-timeout: must be 0 (the default) or above 10s, the longest a Heartbeat handler waits"},
 		{func(c *Config) { c.PeerMaxBufferedBytes = MinPeerMaxBufferedBytes - 1 }, "peer-max-buffered-bytes: must be 0 (the default) or at least 1048576"},
 	}
 	for _, tc := range cases {

@@ -221,7 +221,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	if opts.Peers != nil {
 		recv = opts.Peers.Receiver(late)
 	}
-	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv}
+	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv, MaxMessageBytes: cfg.MaxMessageBytes}
 	svc := transport.NewPeerService(self.ID, recv)
 	svc.SetLogger(log)
 	d.initOps(svc)
@@ -263,7 +263,9 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	// One watch budget for the API and the sidecar together; connections
 	// are capped per listener (issue 11).
 	limits := api.Limits{MaxWatchers: cfg.MaxWatchers, MaxConns: cfg.MaxConns, MaxStreams: uint32(cfg.MaxStreams),
-		HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout}.WithDefaults()
+		HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
+		MaxMessageBytes:    cmp.Or(cfg.MaxMessageBytes, config.DefaultMaxMessageBytes),
+		MaxHeaderListBytes: cmp.Or(cfg.MaxHeaderListBytes, config.DefaultMaxHeaderListBytes)}.WithDefaults()
 	b := api.LimitWatchers(backend{nd}, limits.MaxWatchers)
 	if d.Security != nil {
 		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), Forward: d.Security.ForwardCredentials,
@@ -272,6 +274,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	d.apiSrv = api.NewSecureGRPCServer(b, limits, d.APISecurity, d.apiOptions()...)
 	d.registerGRPCHealth(d.apiSrv)
 	d.httpSrv = api.NewHTTPServer(b)
+	d.httpSrv.MaxHeaderBytes = limits.MaxHeaderListBytes
 	// The sidecar serves a connection per /watch: room for every allowed
 	// watch on top of max-conns, so a watch flood cannot keep /leader and
 	// /healthz (the kubelet's probes) from being answered.

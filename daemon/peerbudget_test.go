@@ -186,6 +186,13 @@ func (p *rawPeer) answer(id uint32) string {
 func grpcPeerServer(t *testing.T, cfg config.Config, svc *transport.PeerService) string {
 	t.Helper()
 	cfg.PeerServer = "grpc"
+	return servePeerServer(t, cfg, svc)
+}
+
+// servePeerServer serves the peer server buildPeerServer builds with cfg
+// (cfg.PeerServer names it) around svc, and returns its address.
+func servePeerServer(t *testing.T, cfg config.Config, svc *transport.PeerService) string {
+	t.Helper()
 	srv := buildPeerServer(peerServerInputs{Config: cfg, Service: svc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

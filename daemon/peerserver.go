@@ -68,6 +68,7 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 
 // buildPeerServer builds the server in.Config.PeerServer names around
 // in.Service, with the same message size and header list limits either way
+// (max-message-bytes, max-header-list-bytes)
 // and peer-max-buffered-bytes bounding what all connections buffer
 // together (lf counts the bytes, grpc the streams in flight: see
 // PeerService.BufferBudget), serving TLS with in.PeerTLS when set. Where the lf pool cannot run (not Linux) it falls
@@ -75,13 +76,15 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 func buildPeerServer(in peerServerInputs) peerServer {
 	cfg, svc, log := in.Config, in.Service, in.Log
 	buffered := cmp.Or(cfg.PeerMaxBufferedBytes, config.DefaultPeerMaxBufferedBytes)
+	maxMsg := cmp.Or(cfg.MaxMessageBytes, config.DefaultMaxMessageBytes)
+	maxHeaders := cmp.Or(cfg.MaxHeaderListBytes, config.DefaultMaxHeaderListBytes)
 	if cfg.PeerServer == "lf" {
 		reg := engine.NewRegistry()
 		pb.RegisterPeerServer(reg, svc)
 		s, err := lf.New(reg, lf.Config{Workers: cfg.PeerWorkers,
 			MaxConns: cmp.Or(cfg.MaxConns, config.DefaultMaxConns), HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
 			MaxBufferedBytes: buffered, TLS: in.PeerTLS,
-			Limits: engine.Limits{MaxRecvMsgBytes: transport.DefaultMaxMessageBytes,
+			Limits: engine.Limits{MaxRecvMsgBytes: maxMsg, MaxHeaderListBytes: uint32(maxHeaders),
 				MaxConcurrentStreams: uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))}})
 		if err == nil {
 			return s
@@ -92,14 +95,14 @@ func buildPeerServer(in peerServerInputs) peerServer {
 			log.Warn("peer-server lf is not supported on this system; falling back to grpc", "err", err)
 		}
 	}
-	opts := []grpc.ServerOption{
+	opts := append(transport.MessageSizeOptions(maxMsg),
 		grpc.MaxConcurrentStreams(uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))),
 		grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, config.DefaultHandshakeTimeout)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout)}),
 		// The lf engine's limit; grpc-go's own is 16 MiB.
-		grpc.MaxHeaderListSize(engine.DefaultMaxHeaderListBytes),
-		svc.BufferBudget(buffered, transport.DefaultMaxMessageBytes),
-	}
+		grpc.MaxHeaderListSize(uint32(maxHeaders)),
+		svc.BufferBudgetDeadline(buffered, maxMsg, cfg.PeerStreamTimeout),
+	)
 	if in.PeerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(in.PeerTLS)))
 	}

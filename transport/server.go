@@ -261,15 +261,23 @@ func (s *PeerService) Heartbeat(ctx context.Context, x *pb.Heartbeat) (*pb.Heart
 	}
 }
 
+// MessageSizeOptions are the grpc.ServerOptions of a peer server whose
+// largest message is maxMessageBytes (the max-message-bytes key): the
+// receive limit, beyond which a message is refused with ResourceExhausted
+// before it is decoded, and static flow-control windows of one message.
+func MessageSizeOptions(maxMessageBytes int) []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes),
+		// No BDP pings on inbound messages either (see staticWindow).
+		grpc.StaticStreamWindowSize(staticWindow(maxMessageBytes)),
+		grpc.StaticConnWindowSize(staticWindow(maxMessageBytes))}
+}
+
 // NewGRPCServer returns a grpc.Server with svc registered and the receive
 // size limit set to DefaultMaxMessageBytes, so a larger message is refused
 // with ResourceExhausted before it is decoded. opts are applied after the
-// default: pass grpc.MaxRecvMsgSize(n) to change the limit.
+// default: pass MessageSizeOptions(n) to change the limit.
 func NewGRPCServer(svc *PeerService, opts ...grpc.ServerOption) *grpc.Server {
-	all := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(DefaultMaxMessageBytes),
-		// No BDP pings on inbound messages either (see staticWindow).
-		grpc.StaticStreamWindowSize(staticWindow(DefaultMaxMessageBytes)),
-		grpc.StaticConnWindowSize(staticWindow(DefaultMaxMessageBytes))}, opts...)
+	all := append(MessageSizeOptions(DefaultMaxMessageBytes), opts...)
 	srv := grpc.NewServer(all...)
 	pb.RegisterPeerServer(srv, svc)
 	return srv

@@ -1,0 +1,72 @@
+package daemon_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/electord/electord/daemon"
+	"github.com/electord/electord/daemon/devcluster"
+)
+
+// A daemon applies max-header-list-bytes to its API (gRPC) and sidecar
+// (HTTP) servers and max-message-bytes to API requests: with 4 KiB, a
+// 6 KiB header list fails on the API, a 12 KiB header block gets 431 from
+// the sidecar, and an 8 KiB request gets ResourceExhausted. Before, the
+// limits were 16 KiB, 16 KiB and 64 KiB.
+func TestDaemonAPILimitsFromConfig(t *testing.T) {
+	cfg := devcluster.Config(1, devcluster.Options{Nodes: 1, Algorithm: "bully"}, t.TempDir(), nil)
+	cfg.MaxHeaderListBytes, cfg.MaxMessageBytes = 4096, 4096
+	d, err := daemon.Start(cfg, daemon.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop() })
+
+	cc, err := grpc.NewClient(d.APIAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const method = "/electord.v1.Elector/GetLeader"
+	// The client learns the limit from the server's SETTINGS: make one call first.
+	if err := cc.Invoke(ctx, method, &wrapperspb.BytesValue{}, &wrapperspb.BytesValue{}); err != nil && status.Code(err) == codes.Unavailable {
+		t.Fatalf("the API: %v", err)
+	}
+	big := metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("a", 3<<10), "x-pad-2", strings.Repeat("b", 3<<10))
+	err = cc.Invoke(big, method, &wrapperspb.BytesValue{}, &wrapperspb.BytesValue{})
+	if c := status.Code(err); c == codes.OK || c == codes.Unimplemented {
+		t.Errorf("a 6 KiB header list on the API with max-header-list-bytes 4096: %v, want refused", err)
+	} else {
+		t.Logf("a 6 KiB header list on the API: %v", err)
+	}
+	err = cc.Invoke(ctx, method, &wrapperspb.BytesValue{Value: make([]byte, 8<<10)}, &wrapperspb.BytesValue{})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("an 8 KiB API request with max-message-bytes 4096: %v, want ResourceExhausted", err)
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr+"/leader", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Pad", strings.Repeat("a", 12<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 12 KiB header block on the sidecar with max-header-list-bytes 4096: %d, want 431", resp.StatusCode)
+	}
+}
