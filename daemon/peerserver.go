@@ -101,7 +101,7 @@ func buildPeerServer(in peerServerInputs) peerServer {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout)}),
 		// The lf engine's limit; grpc-go's own is 16 MiB.
 		grpc.MaxHeaderListSize(uint32(maxHeaders)),
-		svc.BufferBudgetDeadline(buffered, maxMsg, cfg.PeerStreamTimeout),
+		svc.BufferBudget(buffered, maxMsg, cfg.PeerStreamTimeout),
 	)
 	if in.PeerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(in.PeerTLS)))

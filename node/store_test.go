@@ -26,6 +26,20 @@ func savedStore(t *testing.T) (string, Persisted) {
 	return dir, s.Durable()
 }
 
+// loadedStore opens dir's store as a restarted node does and checks that
+// it loads want.
+func loadedStore(t *testing.T, dir string, want Persisted) *TermStore {
+	t.Helper()
+	s, err := OpenTermStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load(); err != nil || got != want {
+		t.Fatalf("load: %+v, %v; want %+v", got, err, want)
+	}
+	return s
+}
+
 func load(dir string) (Persisted, error) {
 	s, err := OpenTermStore(dir)
 	if err != nil {
@@ -125,13 +139,7 @@ func flipDigit(b []byte) []byte {
 // the start like a damaged term file, and recover-term repairs it.
 func TestLeaderFileInPlaceAndRefusals(t *testing.T) {
 	dir, want := savedStore(t)
-	s, err := OpenTermStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.Load(); err != nil || got != want {
-		t.Fatalf("load: %+v, %v; want %+v", got, err, want)
-	}
+	s := loadedStore(t, dir, want)
 	termPath, leaderPath := filepath.Join(dir, termFile), filepath.Join(dir, leaderFile)
 	termBefore, err := os.Stat(termPath)
 	if err != nil {
@@ -249,13 +257,7 @@ func TestVersion1DataDirUpgrades(t *testing.T) {
 // node ran recovers once the disk takes writes.
 func TestLeaderFileFailedWriteRetriesFullWay(t *testing.T) {
 	dir, want := savedStore(t)
-	s, err := OpenTermStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(); err != nil {
-		t.Fatal(err)
-	}
+	s := loadedStore(t, dir, want)
 	leaderPath := filepath.Join(dir, leaderFile)
 	if err := os.Remove(leaderPath); err != nil {
 		t.Fatal(err)
@@ -323,13 +325,7 @@ func TestFirstWriteCrashAtEveryStep(t *testing.T) {
 // only copy of it, with one holding 0 (found in review).
 func TestRetryKeepsTheLeaderTermWrittenInPlace(t *testing.T) {
 	dir, want := savedStore(t)
-	s, err := OpenTermStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(); err != nil {
-		t.Fatal(err)
-	}
+	s := loadedStore(t, dir, want)
 	l2 := want.LeaderTerm + 1
 	if err := s.Save(0, l2); err != nil { // in place: the term file still says want.LeaderTerm
 		t.Fatal(err)

@@ -64,17 +64,13 @@ type streamBudget struct {
 // PeerStreamDeadline; it takes the whole budget only with four connections
 // or more that keep opening streams (see docs/SECURITY.md).
 //
+// streamDeadline is the peer-stream-timeout key (0 takes
+// PeerStreamDeadline); it must be above MaxHeartbeatWait, or heartbeats
+// being answered end with DeadlineExceeded.
+//
 // Without it, the bound was max-conns x peer-max-streams windows (1024 x
 // 16 x 1 MiB, 16 GiB) plus the messages being assembled.
-func (s *PeerService) BufferBudget(maxBufferedBytes int64, maxMessageBytes int) grpc.ServerOption {
-	return s.BufferBudgetDeadline(maxBufferedBytes, maxMessageBytes, PeerStreamDeadline)
-}
-
-// BufferBudgetDeadline is BufferBudget with streamDeadline in place of
-// PeerStreamDeadline (the peer-stream-timeout key; 0 takes
-// PeerStreamDeadline). It must be above MaxHeartbeatWait, or heartbeats
-// being answered end with DeadlineExceeded.
-func (s *PeerService) BufferBudgetDeadline(maxBufferedBytes int64, maxMessageBytes int, streamDeadline time.Duration) grpc.ServerOption {
+func (s *PeerService) BufferBudget(maxBufferedBytes int64, maxMessageBytes int, streamDeadline time.Duration) grpc.ServerOption {
 	if streamDeadline <= 0 {
 		streamDeadline = PeerStreamDeadline
 	}
