@@ -28,6 +28,7 @@ const (
 	idle        phase = iota
 	awaitAnswer       // Elections sent; waiting for an Answer
 	awaitLeader       // answered; waiting for the Coordinator
+	deferred          // a lower node's Election came: campaign after the rank delay
 )
 
 // Bully is the bully election procedure: an election.Algorithm and a
@@ -38,6 +39,7 @@ type Bully struct {
 	term        election.Term // the current attempt
 	elapsed     int
 	outstanding int // Elections sent and neither answered nor failed
+	wait        int // deferred: campaign once elapsed reaches it
 }
 
 // Name implements election.Algorithm.
@@ -156,9 +158,26 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		// A first start still waiting for the cluster to form answers (it
 		// is alive and higher) but leaves the campaign to nodes that see
 		// enough members: its own view may miss higher nodes.
-		if b.phase == idle && !st.Proposing && !h.Bootstrapping() {
-			b.Campaign(h)
+		if b.phase != idle || st.Proposing || h.Bootstrapping() {
+			return
 		}
+		// The sender sent its Election to every live node above it, and
+		// each of them answers. Campaigning at once, as the textbook bully
+		// does, has every one of them run its own election: n(n-1)/2
+		// Elections when the lowest node starts one. Instead each waits
+		// its rank delay (a tick for each live node above it): the highest
+		// campaigns at once, wins without a message to wait for, and its
+		// Coordinator reaches the others while they wait, which settles
+		// them (Reset). A node above that is gone costs the ones below it
+		// a tick each. The wait stays below the sender's election timeout,
+		// so a node is still in its turn while the sender waits for a
+		// Coordinator. At 128 processes on 2 cores, the n^2 storm of a low
+		// node's campaign (its Answers late under load) never settled.
+		if d := min(election.RankDelay(h), h.Config().ElectionTimeoutTicks/2); d > 0 {
+			b.phase, b.elapsed, b.wait = deferred, 0, d
+			return
+		}
+		b.Campaign(h)
 	}
 }
 
@@ -179,6 +198,8 @@ func (b *Bully) TicksUntilDue(h election.Host) int {
 		return max(1, cfg.AnswerTimeoutTicks-b.elapsed+1)
 	case awaitLeader:
 		return max(1, cfg.ElectionTimeoutTicks-b.elapsed+1)
+	case deferred:
+		return max(1, b.wait-b.elapsed)
 	}
 	return 0
 }
@@ -196,6 +217,11 @@ func (b *Bully) Tick(h election.Host) {
 	case b.phase == awaitLeader && b.elapsed > cfg.ElectionTimeoutTicks:
 		b.phase = idle
 		b.Campaign(h)
+	case b.phase == deferred && b.elapsed >= b.wait:
+		b.phase = idle
+		if st := h.Standing(); st.Role != election.RoleLeader && !st.Proposing {
+			b.Campaign(h)
+		}
 	}
 }
 

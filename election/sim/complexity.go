@@ -77,8 +77,15 @@ func (s *Sim) inFlight(ignore ...election.MsgType) int {
 // implementation's terms (n live nodes, none leading):
 //
 //	bully, highest detects: n-1 Coordinators.
-//	bully, lowest detects:  every node k>1 runs its own election; n(n-1)/2
-//	                        Elections, as many Answers, n-1 Coordinators: n²-1.
+//	bully, lowest detects:  it sends n-1 Elections; every node above answers
+//	                        and waits its rank delay (a tick for each node
+//	                        above it): node n campaigns at once and wins,
+//	                        node n-1's one-tick wait ends as n's Coordinator
+//	                        is in flight (one hop is one tick here), so it
+//	                        sends one Election to n and gets one Answer:
+//	                        n Elections, n Answers, n-1 Coordinators: 3n-1.
+//	                        (The textbook bully, where each node above
+//	                        campaigns at once, costs n²-1.)
 //	ring, one initiator:    n Election hops (round trip) + n-1 Coordinator hops: 2n-1.
 //	ring, all initiate:     each weaker round dies after one hop (n-1), the
 //	                        strongest goes round (n), n-1 Coordinators: 3n-2.
@@ -87,7 +94,7 @@ func Theory(algoCase string, n int) int {
 	case "bully/best":
 		return n - 1
 	case "bully/worst":
-		return n*n - 1
+		return 3*n - 1
 	case "ring/one":
 		return 2*n - 1
 	case "ring/all":
