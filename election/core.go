@@ -837,9 +837,14 @@ func (c *core) tickNoLeader() {
 			// highest node goes first and is usually announced before the
 			// next one's turn, so 128 nodes starting together cost O(n)
 			// messages, not the O(n^2) storm that kept 128 bully processes
-			// on 2 cores from ever agreeing.
+			// on 2 cores from ever agreeing. Unlike after a loss, the wait
+			// has no cap (a tick for each member above): capped at a
+			// leader timeout, the 68 lowest of 128 nodes all campaigned on
+			// the same tick whenever the highest one's announcement took
+			// longer than that to reach them (127 new connections on a
+			// machine still starting processes).
 			c.coldRanked = true
-			if w := c.suspicionWait(0); w > 0 {
+			if w := c.coldWait(); w > 0 {
 				c.idle, c.idleWait = 0, w
 				return
 			}
@@ -921,6 +926,22 @@ func (c *core) suspect() {
 	if wait == 0 {
 		c.Campaign()
 	}
+}
+
+// coldWait is how long a node waits before a cluster's first election: a
+// tick for each live member above it if the algorithm orders campaigns by
+// rank (a SuspicionDelayer), else none.
+func (c *core) coldWait() int {
+	if _, ok := c.algo.(SuspicionDelayer); !ok {
+		return 0
+	}
+	above := 0
+	for _, r := range c.ringView() {
+		if c.self.Less(r) {
+			above++
+		}
+	}
+	return above
 }
 
 // suspicionWait is how long to wait before campaigning after losing the

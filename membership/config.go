@@ -71,6 +71,9 @@ type Config struct {
 	wrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
 	// since, if not 0, is the start time the node reports (tests forge one).
 	since int64
+	// compress keeps memberlist's compression on (tests: a node as electord
+	// ran before it turned compression off).
+	compress bool
 }
 
 // Validate checks the configuration. Each error starts with the config key

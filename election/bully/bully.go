@@ -40,6 +40,7 @@ type Bully struct {
 	elapsed     int
 	outstanding int // Elections sent and neither answered nor failed
 	wait        int // deferred: campaign once elapsed reaches it
+	answerWait  int // awaitAnswer: win once elapsed passes it (see answerWait)
 }
 
 // Name implements election.Algorithm.
@@ -98,7 +99,25 @@ func (b *Bully) Campaign(h election.Host) {
 		b.win(h)
 		return
 	}
-	b.phase = awaitAnswer
+	b.phase, b.answerWait = awaitAnswer, answerWait(h, b.outstanding)
+}
+
+// answerWait is how long a campaign that sent k Elections waits for an
+// Answer before it wins: Config.AnswerTimeoutTicks, one tick more for every
+// 8 Elections (each needs its receiver's turn, and often a new connection:
+// the lowest of 128 processes on 2 cores sends 127 at once, and 3 ticks
+// was far too short, so it won and announced itself while every node above
+// was alive), and on a cluster's first election (no leadership ever known,
+// so no leader to replace in a hurry) the election timeout. An Election
+// that fails (a refused connection: the node above is gone) still counts at
+// once, so a crash is won without waiting; the wait only decides for a node
+// above that neither answers nor fails (paused, cut off, or slow).
+func answerWait(h election.Host, k int) int {
+	cfg := h.Config()
+	if h.Standing().LeaderTerm == 0 {
+		return max(cfg.AnswerTimeoutTicks, cfg.ElectionTimeoutTicks)
+	}
+	return cfg.AnswerTimeoutTicks + k/8
 }
 
 func (b *Bully) win(h election.Host) {
@@ -195,7 +214,7 @@ func (b *Bully) TicksUntilDue(h election.Host) int {
 	cfg := h.Config()
 	switch b.phase {
 	case awaitAnswer:
-		return max(1, cfg.AnswerTimeoutTicks-b.elapsed+1)
+		return max(1, b.answerWait-b.elapsed+1)
 	case awaitLeader:
 		return max(1, cfg.ElectionTimeoutTicks-b.elapsed+1)
 	case deferred:
@@ -212,7 +231,7 @@ func (b *Bully) Tick(h election.Host) {
 	b.elapsed++
 	cfg := h.Config()
 	switch {
-	case b.phase == awaitAnswer && b.elapsed > cfg.AnswerTimeoutTicks:
+	case b.phase == awaitAnswer && b.elapsed > b.answerWait:
 		b.win(h)
 	case b.phase == awaitLeader && b.elapsed > cfg.ElectionTimeoutTicks:
 		b.phase = idle

@@ -267,6 +267,8 @@ func (d *driver) newMachine(args map[string]string, pos []string) error {
 			cfg.BootstrapExpect, err = strconv.Atoi(v)
 		case "term":
 			cfg.Term, err = parseTerm(v)
+		case "leaderterm":
+			cfg.LeaderTerm, err = parseTerm(v)
 		case "jitter":
 			cfg.JitterTicks, err = strconv.Atoi(v)
 		default:
