@@ -407,7 +407,7 @@ func (c Config) Validate() error {
 		bad("bootstrap-expect", "must be 0 (off) or the number of nodes the cluster starts with, got %d", c.BootstrapExpect)
 	}
 	if c.Quorum > 0 && c.HeartbeatTimeout < 3*c.HeartbeatInterval {
-		bad("heartbeat-timeout", "must be at least 3x heartbeat-interval in quorum mode, so the lease (timeout - interval) outlasts a missed heartbeat")
+		bad("heartbeat-timeout", "must be at least 3x heartbeat-interval in quorum mode, so the lease (three quarters of the timeout) outlasts a missed heartbeat")
 	}
 	if c.GossipPreset != "lan" && c.GossipPreset != "local" {
 		bad("gossip-preset", "must be lan or local, got %q", c.GossipPreset)

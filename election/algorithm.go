@@ -58,7 +58,11 @@ type SuspicionDelayer interface {
 // RankDelay is the SuspicionDelay both algorithms use: one tick for each
 // live member that outranks this node, the lost leader (still in Standing)
 // aside, at most a leader timeout. The highest survivor waits none.
-func RankDelay(h Host) int {
+func RankDelay(h Host) int { return min(RanksAbove(h), h.Config().LeaderTimeoutTicks) }
+
+// RanksAbove is the number of live members that outrank this node, the
+// leader in Standing (a lost one) aside.
+func RanksAbove(h Host) int {
 	st, self := h.Standing(), h.Self()
 	above := 0
 	for _, r := range h.Ring() {
@@ -66,7 +70,7 @@ func RankDelay(h Host) int {
 			above++
 		}
 	}
-	return min(above, h.Config().LeaderTimeoutTicks)
+	return above
 }
 
 // TickDuer is an optional Algorithm feature for idle nodes: TicksUntilDue

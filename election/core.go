@@ -935,13 +935,7 @@ func (c *core) coldWait() int {
 	if _, ok := c.algo.(SuspicionDelayer); !ok {
 		return 0
 	}
-	above := 0
-	for _, r := range c.ringView() {
-		if c.self.Less(r) {
-			above++
-		}
-	}
-	return above
+	return RanksAbove(c.host())
 }
 
 // suspicionWait is how long to wait before campaigning after losing the

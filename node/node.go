@@ -83,8 +83,9 @@ func (c *Config) electionConfig(term election.Term) election.Config {
 		// the lease is renewed every interval but dated two intervals back:
 		// the slack against a late heartbeat, reply or echo (or a stalled
 		// leader) is lease - 2 x interval. The lease is three quarters of
-		// the timeout (so a follower's promise, lease x 5/4 + 2, ends before
-		// its own timeout fires), and heartbeats go six times per timeout:
+		// the timeout (so at the defaults a follower's promise, lease x 5/4
+		// + 2, ends before its own timeout fires; at timeouts of 30 ticks or
+		// less it ends with it), and heartbeats go six times per timeout:
 		// at the defaults (timeout 600 ms) a 100 ms interval, a 450 ms
 		// lease and 250 ms of slack. At four per timeout (150 ms) the slack
 		// was 150 ms, and with one follower cut off, two of the other three

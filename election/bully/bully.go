@@ -2,10 +2,13 @@
 // election.Algorithm.
 //
 // On suspecting the leader a node sends Election to every live member that
-// outranks it. If any answers within the answer timeout it waits for a
-// Coordinator, and starts again if none comes within the election timeout.
-// If none answers (or every send failed) it wins and announces itself. A node
-// that gets an Election from a lower node answers, then runs its own.
+// outranks it. If any answers within the answer wait (see answerWait) it
+// waits for a Coordinator, and starts again if none comes within the
+// election timeout. If none answers (or every send failed) it wins and
+// announces itself. A node that gets an Election from a lower node answers,
+// then runs its own after a tick for each live member above it, unless a
+// Coordinator settles it first: the highest goes first, so an election
+// costs O(n) messages, not the textbook's O(n^2).
 package bully
 
 import (
@@ -103,19 +106,20 @@ func (b *Bully) Campaign(h election.Host) {
 }
 
 // answerWait is how long a campaign that sent k Elections waits for an
-// Answer before it wins: Config.AnswerTimeoutTicks, one tick more for every
-// 8 Elections (each needs its receiver's turn, and often a new connection:
-// the lowest of 128 processes on 2 cores sends 127 at once, and 3 ticks
-// was far too short, so it won and announced itself while every node above
-// was alive), and on a cluster's first election (no leadership ever known,
-// so no leader to replace in a hurry) the election timeout. An Election
-// that fails (a refused connection: the node above is gone) still counts at
-// once, so a crash is won without waiting; the wait only decides for a node
-// above that neither answers nor fails (paused, cut off, or slow).
+// Answer before it wins: Config.AnswerTimeoutTicks and one tick more for
+// every 8 Elections (each needs its receiver's turn, and often a new
+// connection: the lowest of 128 processes on 2 cores sends 127 at once, and
+// 3 ticks was far too short, so it won and announced itself while every
+// node above was alive); in a cluster's first election (no leadership ever
+// known, so none to replace in a hurry) a tick more for every Election, up
+// to the election timeout. An Election that fails (a refused connection:
+// the node above is gone) counts at once, so a crash is won without
+// waiting; the wait only decides for a node above that neither answers nor
+// fails (paused, cut off, or slow).
 func answerWait(h election.Host, k int) int {
 	cfg := h.Config()
 	if h.Standing().LeaderTerm == 0 {
-		return max(cfg.AnswerTimeoutTicks, cfg.ElectionTimeoutTicks)
+		return max(cfg.AnswerTimeoutTicks, min(cfg.ElectionTimeoutTicks, cfg.AnswerTimeoutTicks+k))
 	}
 	return cfg.AnswerTimeoutTicks + k/8
 }
@@ -183,16 +187,19 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		// The sender sent its Election to every live node above it, and
 		// each of them answers. Campaigning at once, as the textbook bully
 		// does, has every one of them run its own election: n(n-1)/2
-		// Elections when the lowest node starts one. Instead each waits
-		// its rank delay (a tick for each live node above it): the highest
-		// campaigns at once, wins without a message to wait for, and its
-		// Coordinator reaches the others while they wait, which settles
-		// them (Reset). A node above that is gone costs the ones below it
-		// a tick each. The wait stays below the sender's election timeout,
-		// so a node is still in its turn while the sender waits for a
-		// Coordinator. At 128 processes on 2 cores, the n^2 storm of a low
-		// node's campaign (its Answers late under load) never settled.
-		if d := min(election.RankDelay(h), h.Config().ElectionTimeoutTicks/2); d > 0 {
+		// Elections when the lowest node starts one. Instead each waits a
+		// tick for each live node above it: the highest campaigns at once,
+		// wins without a message to wait for, and its Coordinator reaches
+		// the others while they wait, which settles them (Reset). A node
+		// above that is gone costs the ones below it a tick each. The wait
+		// has no cap: capped (at half the election timeout), every node
+		// below the cap's rank ended its wait on one tick whenever the
+		// winner's Coordinator took longer, and ran the n^2 storm after
+		// all; a wait that outlasts the sender's election timeout costs
+		// only the sender's second campaign, which the waiting nodes
+		// answer. At 128 processes on 2 cores, the storm of a low node's
+		// campaign (its Answers late under load) never settled.
+		if d := election.RanksAbove(h); d > 0 {
 			b.phase, b.elapsed, b.wait = deferred, 0, d
 			return
 		}
@@ -209,7 +216,9 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 // costs O(n) messages instead of O(n^2).
 func (b *Bully) SuspicionDelay(h election.Host) int { return election.RankDelay(h) }
 
-// TicksUntilDue implements election.TickDuer: the answer or election timeout.
+// TicksUntilDue implements election.TickDuer: the answer wait, the election
+// timeout, or the end of the wait before answering a lower node's Election
+// with a campaign.
 func (b *Bully) TicksUntilDue(h election.Host) int {
 	cfg := h.Config()
 	switch b.phase {
@@ -238,7 +247,11 @@ func (b *Bully) Tick(h election.Host) {
 		b.Campaign(h)
 	case b.phase == deferred && b.elapsed >= b.wait:
 		b.phase = idle
-		if st := h.Standing(); st.Role != election.RoleLeader && !st.Proposing {
+		// Not if this node leads or proposes by now, nor if its leader
+		// answered it meanwhile (a follower's leader that had gone quiet
+		// for half a timeout: the sender will hear of it from the leader's
+		// Coordinator or its own next campaign).
+		if st := h.Standing(); st.Role != election.RoleLeader && !st.Proposing && !st.LeaderFresh {
 			b.Campaign(h)
 		}
 	}
