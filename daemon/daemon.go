@@ -183,7 +183,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 
 	// Gossip binds its port on first start; a revived node keeps that port.
 	gossipBind := cfg.GossipAddr
-	newMembership := func() (node.Membership, error) {
+	newMembership := func() (*membership.Membership, error) {
 		m, err := membership.New(membership.Config{Self: membership.Meta(self), BindAddr: gossipBind,
 			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log,
 			KeyFile: cfg.GossipKeyFile, Label: label, Prove: d.proveFunc(),
@@ -193,8 +193,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		}
 		gossipBind, d.GossipAddr = m.BoundAddr(), m.LocalAddr()
 		d.ops.gossip.Store(m)
-		m.RetryJoin()
-		return adaptGossip(m), nil
+		return m, nil
 	}
 
 	// Bind gossip now, so the address is known when Start returns (dev
@@ -205,12 +204,26 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		d.closeSecurity()
 		return nil, err
 	}
+	// The node joins (its seeds, then every member it knows) only when its
+	// loop takes the membership, as it starts serving peers: a node that
+	// joined at once was in every member's view, counted toward
+	// bootstrap-expect and sent Elections, for the seconds a loaded host
+	// took to open its term store and start its loop, and its silence
+	// there made the nodes below it win their first election (128
+	// processes on 2 cores: the highest ids, started last, were in gossip
+	// 5 s before they ran).
 	fresh := func() (node.Membership, error) {
-		if m := first; m != nil {
+		m := first
+		if m != nil {
 			first = nil
-			return m, nil
+		} else {
+			var err error
+			if m, err = newMembership(); err != nil {
+				return nil, err
+			}
 		}
-		return newMembership()
+		m.RetryJoin()
+		return adaptGossip(m), nil
 	}
 
 	// The transport exists before the node it feeds. Every message from a

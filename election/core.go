@@ -980,7 +980,19 @@ func (c *core) Observe(ev Event) {
 		delete(c.members, id)
 		delete(c.lastHeard, id)
 		c.ring = nil
-		if c.role == RoleFollower && id == c.leader {
+		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || c.sinceAck > c.cfg.LeaderTimeoutTicks/2) {
+			// A leader that said it leaves is gone. Gossip's death verdict
+			// alone is not taken against a leader that answered this node's
+			// heartbeat within half a timeout: memberlist declares a node
+			// dead when its refutation of a suspicion comes late (raised
+			// while it was cut off, and timing out just after the cut
+			// healed, as it became leader), and followers then dropped a
+			// live leader for up to a timeout (a one-hour chaos run: two
+			// /leader 503s during a follower's kill). The heartbeat timeout
+			// still decides: a leader that is really gone stops answering
+			// (and a dead process's host refuses at once), and until its
+			// refutation rejoins it, its answers are refused as a
+			// non-member's.
 			c.noLeader(c.suspicionWait(c.jitter()))
 		}
 		if c.tentative == id {
