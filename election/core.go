@@ -154,10 +154,16 @@ func (c *core) rankOf(id NodeID) (Rank, bool) {
 
 func (c *core) jitter() int { return c.cfg.Rand(c.cfg.JitterTicks + 1) }
 
+// leaderFresh: this node follows a leader that answered within half a
+// leader timeout.
+func (c *core) leaderFresh() bool {
+	return c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks/2
+}
+
 func (c *core) standing() Standing {
 	return Standing{
 		Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm, Term: c.term,
-		LeaderFresh: c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks/2,
+		LeaderFresh: c.leaderFresh(),
 		Proposing:   c.proposal != 0,
 		Excluded:    c.excluded(),
 		Resigned:    c.resigned,
@@ -980,7 +986,7 @@ func (c *core) Observe(ev Event) {
 		delete(c.members, id)
 		delete(c.lastHeard, id)
 		c.ring = nil
-		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || c.sinceAck > c.cfg.LeaderTimeoutTicks/2) {
+		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || !c.leaderFresh()) {
 			// A leader that said it leaves is gone. Gossip's death verdict
 			// alone is not taken against a leader that answered this node's
 			// heartbeat within half a timeout: memberlist declares a node
