@@ -35,6 +35,15 @@ type CoordinatorObserver interface {
 	Coordinated(h Host, m Message, accepted bool)
 }
 
+// DeliveryObserver is an optional Algorithm feature: it is told that a
+// message this node sent reached its receiver's process (EventDelivered).
+// That proves the receiver alive, not that its loop took the message: it
+// refuses a sender its membership view does not hold yet. The bully counts
+// a delivered Election as an Answer.
+type DeliveryObserver interface {
+	Delivered(h Host, m Message)
+}
+
 // MessageChecker is an optional Algorithm feature: it checks the fields of
 // MsgElection and MsgAnswer that only the algorithm knows, before the core
 // takes any notice of the message. A non-empty reason refuses the message

@@ -941,8 +941,22 @@ func (c *core) coldWait() int {
 	if _, ok := c.algo.(SuspicionDelayer); !ok {
 		return 0
 	}
-	return RanksAbove(c.host())
+	above := RanksAbove(c.host())
+	if above == 0 {
+		return 0
+	}
+	return above + coldLeadTicks*c.cfg.LeaderTimeoutTicks
 }
+
+// coldLeadTicks is how many leader timeouts the highest node has, in a
+// cluster's first election, before anyone else campaigns: the rank order
+// alone (a tick a rank) let the nodes just below the highest campaign
+// before its announcement reached them whenever a loaded host delayed it
+// (128 processes on 2 cores: 127 new connections, seconds), and each such
+// campaign sent its own announcements. Nothing is replaced in a hurry in a
+// first election, and when the highest node is up its announcement comes
+// long before this ends.
+const coldLeadTicks = 2
 
 // suspicionWait is how long to wait before campaigning after losing the
 // leader: the algorithm's SuspicionDelay if it has one, else fallback.
@@ -1016,6 +1030,14 @@ func (c *core) Observe(ev Event) {
 			return
 		}
 		c.algo.SendFailed(c.host(), ev.Msg)
+	case EventDelivered:
+		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
+			c.rejected++
+			return
+		}
+		if d, ok := c.algo.(DeliveryObserver); ok {
+			d.Delivered(c.host(), ev.Msg)
+		}
 	}
 }
 

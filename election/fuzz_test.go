@@ -110,10 +110,10 @@ func runFuzz(t *testing.T, r *reader) {
 		case 3:
 			sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: r.id(), Priority: int64(r.byte()%3) - 1}})
 		case 4:
-			typ := election.EventType(1 + r.byte()%5)
+			typ := election.EventType(1 + r.byte()%6)
 			from := election.NodeID(0)
 			if r.byte()%4 != 0 {
-				from = self // a failed send of this node's own, as the transport reports
+				from = self // a send of this node's own that failed or was delivered, as the transport reports
 			}
 			sm.Observe(election.Event{Type: typ, Member: election.Member{ID: r.id()},
 				Msg: election.Message{Type: election.MsgType(r.byte() % 10), From: from, To: r.id(), Term: r.term(), Leader: r.id(), Initiator: r.id()}})

@@ -249,6 +249,7 @@ func (t *Memory) deliver(ctx context.Context, m election.Message) {
 		t.recv.Failed(m, status.Error(code, err.Error()))
 		return
 	}
+	delivered(t.recv, m)
 	if reply == nil {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/electord/electord/election"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Inbound is one message received from a peer.
@@ -25,6 +27,27 @@ type Receiver interface {
 	Receive(in Inbound) error
 	// Failed reports a message Send could not deliver.
 	Failed(m election.Message, err error)
+}
+
+// DeliveryReceiver is an optional Receiver feature: Delivered reports a
+// message the peer's process took (its RPC succeeded). It says the peer is
+// alive, not what its loop made of the message. Called by many goroutines.
+type DeliveryReceiver interface {
+	Delivered(m election.Message)
+}
+
+// delivered tells r, if it wants to know, that m was delivered.
+func delivered(r Receiver, m election.Message) {
+	if d, ok := r.(DeliveryReceiver); ok {
+		d.Delivered(m)
+	}
+}
+
+// PeerOverloaded reports whether a send failed because the peer's process
+// refused it as overloaded (its inbox was full: ErrOverloaded, which the
+// server returns as ResourceExhausted). That peer is alive.
+func PeerOverloaded(err error) bool {
+	return errors.Is(err, ErrOverloaded) || status.Code(err) == codes.ResourceExhausted
 }
 
 // Transport sends peer messages. Its methods are safe for concurrent use.

@@ -2,8 +2,9 @@
 // election.Algorithm.
 //
 // On suspecting the leader a node sends Election to every live member that
-// outranks it. If any answers within the answer wait (see answerWait) it
-// waits for a Coordinator, and starts again if none comes within the
+// outranks it. If any answers within the answer wait (see answerWait), or
+// its process takes the Election (EventDelivered; see Delivered for the
+// limit), it waits for a Coordinator, and starts again if none comes within the
 // election timeout. If none answers (or every send failed) it wins and
 // announces itself. A node that gets an Election from a lower node answers,
 // then runs its own after a tick for each live member above it, unless a
@@ -44,6 +45,12 @@ type Bully struct {
 	outstanding int // Elections sent and neither answered nor failed
 	wait        int // deferred: campaign once elapsed reaches it
 	answerWait  int // awaitAnswer: win once elapsed passes it (see answerWait)
+	// deliveredOnly: this attempt waits for a Coordinator because an
+	// Election was delivered, and no node above has answered it.
+	deliveredOnly bool
+	// doubt: the last attempt waited on a delivery alone and no Coordinator
+	// came, so this one counts Answers only (see Delivered).
+	doubt bool
 }
 
 // Name implements election.Algorithm.
@@ -52,6 +59,7 @@ func (b *Bully) Name() string { return Name }
 var (
 	_ election.MessageChecker   = (*Bully)(nil)
 	_ election.SuspicionDelayer = (*Bully)(nil)
+	_ election.DeliveryObserver = (*Bully)(nil)
 )
 
 // CheckMessage implements election.MessageChecker: an Election's initiator
@@ -71,10 +79,14 @@ func (b *Bully) CheckMessage(_ election.Host, m election.Message) string {
 }
 
 // Reset implements election.Algorithm.
-func (b *Bully) Reset() { b.phase = idle }
+func (b *Bully) Reset() { b.phase, b.doubt = idle, false }
 
 // Campaign implements election.Algorithm.
-func (b *Bully) Campaign(h election.Host) {
+func (b *Bully) Campaign(h election.Host) { b.campaign(h, false) }
+
+// campaign starts an attempt; doubt: deliveries do not count in it.
+func (b *Bully) campaign(h election.Host, doubt bool) {
+	b.doubt, b.deliveredOnly = doubt, false
 	self := h.Self()
 	if st := h.Standing(); st.Excluded {
 		// Resigning: let the highest other member run the election.
@@ -135,8 +147,14 @@ func (b *Bully) Step(h election.Host, m election.Message) {
 	case election.MsgElection:
 		b.stepElection(h, m)
 	case election.MsgAnswer:
-		if b.phase == awaitAnswer && m.Term == b.term {
+		if m.Term != b.term {
+			return
+		}
+		switch b.phase {
+		case awaitAnswer:
 			b.phase, b.elapsed = awaitLeader, 0
+		case awaitLeader:
+			b.deliveredOnly = false
 		}
 	}
 }
@@ -209,12 +227,17 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 
 // SuspicionDelay implements election.SuspicionDelayer: after losing its
 // leader, a node waits one tick for each live member that outranks it (the
-// lost leader aside), at most a leader timeout. The highest survivor
-// campaigns at once and usually announces itself before the next one's
-// turn; a lower node that hears of an election or a leader meanwhile acts
-// on it as usual. When all n nodes learn of a crash together, the election
-// costs O(n) messages instead of O(n^2).
-func (b *Bully) SuspicionDelay(h election.Host) int { return election.RankDelay(h) }
+// lost leader aside), with no cap. The highest survivor campaigns at once
+// and usually announces itself before the next one's turn; a lower node
+// that hears of an election or a leader meanwhile acts on it as usual. When
+// all n nodes learn of a crash together, the election costs O(n) messages
+// instead of O(n^2). Capped at a leader timeout (600 ms), the 67 lowest of
+// 128 processes on 2 cores campaigned on one tick while the highest
+// survivor's announcement was still on its way over new connections, each
+// sent an Election to every node above it, and the storm never settled;
+// a bully campaign costs a message per node above, so the lowest nodes
+// must wait longest. The ring keeps the cap: its campaign is one message.
+func (b *Bully) SuspicionDelay(h election.Host) int { return election.RanksAbove(h) }
 
 // TicksUntilDue implements election.TickDuer: the answer wait, the election
 // timeout, or the end of the wait before answering a lower node's Election
@@ -244,7 +267,7 @@ func (b *Bully) Tick(h election.Host) {
 		b.win(h)
 	case b.phase == awaitLeader && b.elapsed > cfg.ElectionTimeoutTicks:
 		b.phase = idle
-		b.Campaign(h)
+		b.campaign(h, b.deliveredOnly)
 	case b.phase == deferred && b.elapsed >= b.wait:
 		b.phase = idle
 		// Not if this node leads or proposes by now, nor if its leader
@@ -254,6 +277,36 @@ func (b *Bully) Tick(h election.Host) {
 		if st := h.Standing(); st.Role != election.RoleLeader && !st.Proposing && !st.LeaderFresh {
 			b.Campaign(h)
 		}
+	}
+}
+
+// Delivered implements election.DeliveryObserver: an Election of this
+// attempt that reached a higher node's process counts as its Answer. The
+// node is alive, and the bully's rule is that a live higher node ends a
+// lower one's campaign; whether its loop answers is another matter. It
+// does not when its membership view does not hold the sender yet: at 128
+// processes on 2 cores gossip took seconds to spread each join, every
+// higher node dropped a low node's Elections, and the low node took the
+// silence for their deaths: it won, announced itself to 127 nodes, and
+// dozens did the same within 3 s (a storm that never settled). A
+// candidate told so waits for a Coordinator, and campaigns again after the
+// election timeout if none comes; by then gossip has had time to spread
+// it. A node above that is paused or cut off never completes the RPC, so
+// the answer wait still decides for it, and a dead one fails at once.
+//
+// A delivery buys one election timeout, not more: if no node above
+// answered and no Coordinator came, the next attempt counts Answers only
+// and wins on silence as the textbook bully does. Some live nodes never
+// answer: a node that resigned or handed its leadership over stays silent
+// by design, and a node whose loop is wedged still has its server take
+// messages. Trusting deliveries for good would leave the cluster without a
+// leader for as long as such a node lives.
+func (b *Bully) Delivered(_ election.Host, m election.Message) {
+	if m.Type != election.MsgElection || b.phase != awaitAnswer || m.Term != b.term {
+		return
+	}
+	if !b.doubt {
+		b.phase, b.elapsed, b.deliveredOnly = awaitLeader, 0, true
 	}
 }
 

@@ -202,16 +202,17 @@ func (d *driver) exec(cmd string) error {
 		d.sm.Observe(election.Event{Type: typ, Member: m})
 	case "suspect":
 		d.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
-	case "fail":
+	case "fail", "delivered":
 		if len(pos) < 1 {
-			return fmt.Errorf("fail TYPE to=N key=value...")
+			return fmt.Errorf("%s TYPE to=N key=value...", f[0])
 		}
 		m, err := d.message(pos[0], args, pos[1:])
 		if err != nil {
 			return err
 		}
 		m.From = d.id
-		d.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
+		typ := map[string]election.EventType{"fail": election.EventSendFailed, "delivered": election.EventDelivered}[f[0]]
+		d.sm.Observe(election.Event{Type: typ, Msg: m})
 	case "campaign":
 		d.sm.Campaign()
 	case "resign":
