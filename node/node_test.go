@@ -11,6 +11,8 @@ import (
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/transport"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // gossipHub is a fake membership for unit tests: every live member sees
@@ -458,5 +460,33 @@ func TestFollowerConnectsToItsNewLeader(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An Election whose RPC succeeded, or that the node above refused as
+// overloaded, reaches the core as delivered (the node above is alive), not
+// as a failure; an Election refused at connection time is a failure, and
+// nothing but Elections is passed on as delivered.
+func TestElectionDeliveriesReachTheCore(t *testing.T) {
+	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "bully", InboxSize: 4,
+		Transport: transport.NewNetwork().Join(1, nil), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := election.Message{Type: election.MsgElection, From: 1, To: 2, Term: election.NextTerm(0, 1), Initiator: 1}
+	n.Delivered(el)
+	n.Delivered(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: el.Term, Leader: 1})
+	n.Failed(el, status.Error(codes.ResourceExhausted, "inbox full"))
+	n.Failed(el, status.Error(codes.Unavailable, "connection refused"))
+	if got := len(n.deliveries); got != 2 {
+		t.Errorf("%d deliveries queued, want 2 (the Election, and the one refused as overloaded)", got)
+	}
+	for len(n.deliveries) > 0 {
+		if m := <-n.deliveries; m.Type != election.MsgElection {
+			t.Errorf("a %v was passed on as delivered", m.Type)
+		}
+	}
+	if got := len(n.failures); got != 1 {
+		t.Errorf("%d failures queued, want 1 (the refused connection)", got)
 	}
 }
