@@ -35,13 +35,13 @@ type CoordinatorObserver interface {
 	Coordinated(h Host, m Message, accepted bool)
 }
 
-// DeliveryObserver is an optional Algorithm feature: it is told that a
-// message this node sent reached its receiver's process (EventDelivered).
-// That proves the receiver alive, not that its loop took the message: it
-// refuses a sender its membership view does not hold yet. The bully counts
-// a delivered Election as an Answer.
-type DeliveryObserver interface {
-	Delivered(h Host, m Message)
+// BusyObserver is an optional Algorithm feature: it is told that a message
+// this node sent was refused by its receiver's process as overloaded
+// (EventPeerBusy). The message is lost, but the receiver is alive. The
+// bully counts such an Election as an Answer. For an algorithm without the
+// feature the event is a failed send (Algorithm.SendFailed).
+type BusyObserver interface {
+	PeerBusy(h Host, m Message)
 }
 
 // MessageChecker is an optional Algorithm feature: it checks the fields of
@@ -64,7 +64,7 @@ type SuspicionDelayer interface {
 	SuspicionDelay(h Host) int
 }
 
-// RankDelay is the SuspicionDelay both algorithms use: one tick for each
+// RankDelay is the ring's SuspicionDelay: one tick for each
 // live member that outranks this node, the lost leader (still in Standing)
 // aside, at most a leader timeout. The highest survivor waits none.
 func RankDelay(h Host) int { return min(RanksAbove(h), h.Config().LeaderTimeoutTicks) }

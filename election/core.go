@@ -1030,14 +1030,18 @@ func (c *core) Observe(ev Event) {
 			return
 		}
 		c.algo.SendFailed(c.host(), ev.Msg)
-	case EventDelivered:
+	case EventPeerBusy:
 		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
 			c.rejected++
 			return
 		}
-		if d, ok := c.algo.(DeliveryObserver); ok {
-			d.Delivered(c.host(), ev.Msg)
+		if b, ok := c.algo.(BusyObserver); ok {
+			b.PeerBusy(c.host(), ev.Msg)
+			return
 		}
+		// Not delivered, as far as an algorithm without the feature knows
+		// (the ring skips to the next successor).
+		c.algo.SendFailed(c.host(), ev.Msg)
 	}
 }
 

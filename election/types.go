@@ -227,10 +227,10 @@ const (
 	EventLeaderTimeout
 	// EventSendFailed: a message could not be delivered; Msg says which.
 	EventSendFailed
-	// EventDelivered: the peer's process accepted a message this node sent
-	// (its RPC succeeded); Msg says which. The peer is alive, whatever its
-	// loop then makes of the message. Transports report Elections only.
-	EventDelivered
+	// EventPeerBusy: the peer's process refused a message this node sent
+	// because it is overloaded (its inbox was full); Msg says which. The
+	// peer is alive. The node reports Elections only.
+	EventPeerBusy
 )
 
 // Event is a local event.

@@ -33,7 +33,7 @@ func (c cause) String() string {
 			s += " (release)"
 		}
 		return s
-	case "send failed", "peer down", "delivered":
+	case "send failed", "peer down", "peer busy":
 		return fmt.Sprintf("%s: %v to node %d", c.kind, c.msg.Type, c.msg.To)
 	case "membership":
 		return fmt.Sprintf("membership: node %d %v", c.ev.Member.ID, c.ev.Type)

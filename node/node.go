@@ -132,8 +132,8 @@ type Node struct {
 
 	inbox    chan transport.Inbound
 	failures chan election.Message
-	// deliveries carries Elections the receiver's process took (Delivered).
-	deliveries chan election.Message
+	// busy carries Elections a node above refused as overloaded.
+	busy chan election.Message
 	// peerDown carries sends that failed with transport.ErrPeerDown: the
 	// peer's process is gone (see peerGone).
 	peerDown chan election.Message
@@ -204,7 +204,7 @@ func New(cfg Config) (*Node, error) {
 		log:          cfg.Logger.With("node", uint64(cfg.Self.ID)),
 		inbox:        make(chan transport.Inbound, cfg.InboxSize),
 		failures:     make(chan election.Message, cfg.InboxSize),
-		deliveries:   make(chan election.Message, cfg.InboxSize),
+		busy:         make(chan election.Message, cfg.InboxSize),
 		peerDown:     make(chan election.Message, 16),
 		cmds:         make(chan command, 16),
 		members:      map[election.NodeID]*memberRec{},
@@ -274,11 +274,14 @@ func (n *Node) Receive(in transport.Inbound) error {
 func (n *Node) Failed(m election.Message, err error) {
 	if m.Type == election.MsgElection && transport.PeerOverloaded(err) {
 		// The node above is alive and busy: its inbox was full. For the
-		// bully that is its Answer, not its death; as a failure, a node
-		// whose Election to the next one up met a full inbox (128
-		// processes after a crash, the highest survivor flooded with
-		// Elections) won while that node was announcing itself.
-		n.Delivered(m)
+		// bully that is its Answer, not its death (EventPeerBusy); as a
+		// failure, a node whose Election to the highest survivor met its
+		// full inbox (128 processes after a crash) won while that node was
+		// announcing itself.
+		select {
+		case n.busy <- m:
+		default: // the answer wait decides, as for a failure it never heard of
+		}
 		return
 	}
 	if errors.Is(err, transport.ErrPeerDown) {
@@ -291,19 +294,6 @@ func (n *Node) Failed(m election.Message, err error) {
 	case n.failures <- m:
 	default:
 		n.counters.FailuresLost.Add(1) // timeouts recover what this loses
-	}
-}
-
-// Delivered implements transport.DeliveryReceiver; called by many
-// goroutines. Only Elections are passed on: the bully counts a delivered
-// one as an Answer (election.DeliveryObserver), and nothing uses the rest.
-func (n *Node) Delivered(m election.Message) {
-	if m.Type != election.MsgElection {
-		return
-	}
-	select {
-	case n.deliveries <- m:
-	default: // the answer wait decides, as before deliveries were reported
 	}
 }
 
@@ -344,10 +334,10 @@ func (n *Node) Run(ctx context.Context) error {
 				n.log.Warn("rejected a peer message", "err", err)
 			}
 			reply, replyTo = in.Reply, in.Msg.From
-		case m := <-n.deliveries:
-			n.cause = cause{kind: "delivered", msg: m}
+		case m := <-n.busy:
+			n.cause = cause{kind: "peer busy", msg: m}
 			if !n.halted() {
-				n.sm.Observe(election.Event{Type: election.EventDelivered, Msg: m})
+				n.sm.Observe(election.Event{Type: election.EventPeerBusy, Msg: m})
 			}
 		case m := <-n.failures:
 			n.cause = cause{kind: "send failed", msg: m}

@@ -463,30 +463,26 @@ func TestFollowerConnectsToItsNewLeader(t *testing.T) {
 	}
 }
 
-// An Election whose RPC succeeded, or that the node above refused as
-// overloaded, reaches the core as delivered (the node above is alive), not
-// as a failure; an Election refused at connection time is a failure, and
-// nothing but Elections is passed on as delivered.
-func TestElectionDeliveriesReachTheCore(t *testing.T) {
-	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "bully", InboxSize: 4,
+// An Election the node above refused as overloaded reaches the core as
+// EventPeerBusy (the node above is alive), not as a failure; a refused
+// connection, or another ResourceExhausted (grpc-go's own, for a message
+// above the send limit), is a failure, and only Elections are diverted.
+func TestBusyElectionsReachTheCore(t *testing.T) {
+	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "bully", InboxSize: 8,
 		Transport: transport.NewNetwork().Join(1, nil), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	el := election.Message{Type: election.MsgElection, From: 1, To: 2, Term: election.NextTerm(0, 1), Initiator: 1}
-	n.Delivered(el)
-	n.Delivered(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: el.Term, Leader: 1})
-	n.Failed(el, status.Error(codes.ResourceExhausted, "inbox full"))
+	busy := status.Error(codes.ResourceExhausted, transport.ErrOverloaded.Error())
+	n.Failed(el, busy)
+	n.Failed(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: el.Term, Leader: 1}, busy)
 	n.Failed(el, status.Error(codes.Unavailable, "connection refused"))
-	if got := len(n.deliveries); got != 2 {
-		t.Errorf("%d deliveries queued, want 2 (the Election, and the one refused as overloaded)", got)
+	n.Failed(el, status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (9000 vs. 4096)"))
+	if got := len(n.busy); got != 1 {
+		t.Errorf("%d busy refusals queued, want 1 (the Election refused as overloaded)", got)
 	}
-	for len(n.deliveries) > 0 {
-		if m := <-n.deliveries; m.Type != election.MsgElection {
-			t.Errorf("a %v was passed on as delivered", m.Type)
-		}
-	}
-	if got := len(n.failures); got != 1 {
-		t.Errorf("%d failures queued, want 1 (the refused connection)", got)
+	if got := len(n.failures); got != 3 {
+		t.Errorf("%d failures queued, want 3 (the busy Coordinator, the refused connection, the oversized Election)", got)
 	}
 }

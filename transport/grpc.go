@@ -447,7 +447,6 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	}
 	t.sent[m.Type].Add(1)
 	l.delivered.Store(true)
-	delivered(t.cfg.Receiver, m)
 	if reply == nil {
 		return false
 	}

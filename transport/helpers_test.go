@@ -30,14 +30,12 @@ type fakeReceiver struct {
 	block   chan struct{} // when set, Receive waits for it to close
 	entered chan struct{} // when set, Receive signals on it before blocking
 
-	got       chan Inbound
-	failed    chan failure
-	delivered chan election.Message
+	got    chan Inbound
+	failed chan failure
 }
 
 func newFakeReceiver(self election.NodeID) *fakeReceiver {
-	return &fakeReceiver{self: self, autoReply: true, got: make(chan Inbound, 4096), failed: make(chan failure, 4096),
-		delivered: make(chan election.Message, 4096)}
+	return &fakeReceiver{self: self, autoReply: true, got: make(chan Inbound, 4096), failed: make(chan failure, 4096)}
 }
 
 func (r *fakeReceiver) setErr(err error) {
@@ -68,14 +66,6 @@ func (r *fakeReceiver) Receive(in Inbound) error {
 
 func (r *fakeReceiver) Failed(m election.Message, err error) {
 	r.failed <- failure{m, err}
-}
-
-// Delivered makes fakeReceiver a DeliveryReceiver.
-func (r *fakeReceiver) Delivered(m election.Message) {
-	select {
-	case r.delivered <- m:
-	default:
-	}
 }
 
 func (r *fakeReceiver) next(t *testing.T) Inbound {

@@ -249,7 +249,6 @@ func (t *Memory) deliver(ctx context.Context, m election.Message) {
 		t.recv.Failed(m, status.Error(code, err.Error()))
 		return
 	}
-	delivered(t.recv, m)
 	if reply == nil {
 		return
 	}

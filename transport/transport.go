@@ -4,6 +4,7 @@ package transport
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 
 	"github.com/electord/electord/election"
@@ -29,25 +30,17 @@ type Receiver interface {
 	Failed(m election.Message, err error)
 }
 
-// DeliveryReceiver is an optional Receiver feature: Delivered reports a
-// message the peer's process took (its RPC succeeded). It says the peer is
-// alive, not what its loop made of the message. Called by many goroutines.
-type DeliveryReceiver interface {
-	Delivered(m election.Message)
-}
-
-// delivered tells r, if it wants to know, that m was delivered.
-func delivered(r Receiver, m election.Message) {
-	if d, ok := r.(DeliveryReceiver); ok {
-		d.Delivered(m)
-	}
-}
-
 // PeerOverloaded reports whether a send failed because the peer's process
-// refused it as overloaded (its inbox was full: ErrOverloaded, which the
-// server returns as ResourceExhausted). That peer is alive.
+// refused it as overloaded: its inbox was full (ErrOverloaded, which the
+// server returns as ResourceExhausted with ErrOverloaded's text). That peer
+// is alive. Other ResourceExhausted errors (grpc-go's own, for a message
+// above the send limit) are not this.
 func PeerOverloaded(err error) bool {
-	return errors.Is(err, ErrOverloaded) || status.Code(err) == codes.ResourceExhausted
+	if errors.Is(err, ErrOverloaded) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), ErrOverloaded.Error())
 }
 
 // Transport sends peer messages. Its methods are safe for concurrent use.

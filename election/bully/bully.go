@@ -3,9 +3,9 @@
 //
 // On suspecting the leader a node sends Election to every live member that
 // outranks it. If any answers within the answer wait (see answerWait), or
-// its process takes the Election (EventDelivered; see Delivered for the
-// limit), it waits for a Coordinator, and starts again if none comes within the
-// election timeout. If none answers (or every send failed) it wins and
+// refuses the Election as overloaded (EventPeerBusy; see PeerBusy for the
+// limit), it waits for a Coordinator, and starts again if none comes within
+// the election timeout. If none answers (or every send failed) it wins and
 // announces itself. A node that gets an Election from a lower node answers,
 // then runs its own after a tick for each live member above it, unless a
 // Coordinator settles it first: the highest goes first, so an election
@@ -45,11 +45,11 @@ type Bully struct {
 	outstanding int // Elections sent and neither answered nor failed
 	wait        int // deferred: campaign once elapsed reaches it
 	answerWait  int // awaitAnswer: win once elapsed passes it (see answerWait)
-	// deliveredOnly: this attempt waits for a Coordinator because an
-	// Election was delivered, and no node above has answered it.
-	deliveredOnly bool
-	// doubt: the last attempt waited on a delivery alone and no Coordinator
-	// came, so this one counts Answers only (see Delivered).
+	// busyOnly: this attempt waits for a Coordinator because a node above
+	// refused an Election as overloaded, and none has answered.
+	busyOnly bool
+	// doubt: the last attempt waited on a busy node alone and no
+	// Coordinator came, so this one counts Answers only (see PeerBusy).
 	doubt bool
 }
 
@@ -59,7 +59,7 @@ func (b *Bully) Name() string { return Name }
 var (
 	_ election.MessageChecker   = (*Bully)(nil)
 	_ election.SuspicionDelayer = (*Bully)(nil)
-	_ election.DeliveryObserver = (*Bully)(nil)
+	_ election.BusyObserver     = (*Bully)(nil)
 )
 
 // CheckMessage implements election.MessageChecker: an Election's initiator
@@ -84,9 +84,9 @@ func (b *Bully) Reset() { b.phase, b.doubt = idle, false }
 // Campaign implements election.Algorithm.
 func (b *Bully) Campaign(h election.Host) { b.campaign(h, false) }
 
-// campaign starts an attempt; doubt: deliveries do not count in it.
+// campaign starts an attempt; doubt: busy refusals do not count in it.
 func (b *Bully) campaign(h election.Host, doubt bool) {
-	b.doubt, b.deliveredOnly = doubt, false
+	b.doubt, b.busyOnly = doubt, false
 	self := h.Self()
 	if st := h.Standing(); st.Excluded {
 		// Resigning: let the highest other member run the election.
@@ -154,7 +154,7 @@ func (b *Bully) Step(h election.Host, m election.Message) {
 		case awaitAnswer:
 			b.phase, b.elapsed = awaitLeader, 0
 		case awaitLeader:
-			b.deliveredOnly = false
+			b.busyOnly = false
 		}
 	}
 }
@@ -267,7 +267,7 @@ func (b *Bully) Tick(h election.Host) {
 		b.win(h)
 	case b.phase == awaitLeader && b.elapsed > cfg.ElectionTimeoutTicks:
 		b.phase = idle
-		b.campaign(h, b.deliveredOnly)
+		b.campaign(h, b.busyOnly)
 	case b.phase == deferred && b.elapsed >= b.wait:
 		b.phase = idle
 		// Not if this node leads or proposes by now, nor if its leader
@@ -280,34 +280,28 @@ func (b *Bully) Tick(h election.Host) {
 	}
 }
 
-// Delivered implements election.DeliveryObserver: an Election of this
-// attempt that reached a higher node's process counts as its Answer. The
-// node is alive, and the bully's rule is that a live higher node ends a
-// lower one's campaign; whether its loop answers is another matter. It
-// does not when its membership view does not hold the sender yet: at 128
-// processes on 2 cores gossip took seconds to spread each join, every
-// higher node dropped a low node's Elections, and the low node took the
-// silence for their deaths: it won, announced itself to 127 nodes, and
-// dozens did the same within 3 s (a storm that never settled). A
-// candidate told so waits for a Coordinator, and campaigns again after the
-// election timeout if none comes; by then gossip has had time to spread
-// it. A node above that is paused or cut off never completes the RPC, so
-// the answer wait still decides for it, and a dead one fails at once.
+// PeerBusy implements election.BusyObserver: an Election of this attempt
+// that a higher node's process refused as overloaded (its inbox was full)
+// counts as its Answer. The node is alive, and the bully's rule is that a
+// live higher node ends a lower one's campaign. As a failed send it counted
+// as a death: at 128 processes, after a crash, the highest survivor's inbox
+// filled with the Elections of the nodes below, and a node whose Election
+// it refused won while it was announcing itself.
 //
-// A delivery buys one election timeout, not more: if no node above
+// A busy refusal buys one election timeout, not more: if no node above
 // answered and no Coordinator came, the next attempt counts Answers only
-// and wins on silence as the textbook bully does. Some live nodes never
-// answer: a node that resigned or handed its leadership over stays silent
-// by design, and a node whose loop is wedged still has its server take
-// messages. Trusting deliveries for good would leave the cluster without a
-// leader for as long as such a node lives.
-func (b *Bully) Delivered(_ election.Host, m election.Message) {
+// and wins on silence as the textbook bully does, since a node whose loop
+// is wedged (its inbox full for good) would otherwise keep the cluster
+// without a leader for as long as it lives.
+func (b *Bully) PeerBusy(h election.Host, m election.Message) {
 	if m.Type != election.MsgElection || b.phase != awaitAnswer || m.Term != b.term {
 		return
 	}
-	if !b.doubt {
-		b.phase, b.elapsed, b.deliveredOnly = awaitLeader, 0, true
+	if b.doubt {
+		b.SendFailed(h, m) // as before busy refusals counted: a failed send
+		return
 	}
+	b.phase, b.elapsed, b.busyOnly = awaitLeader, 0, true
 }
 
 // SendFailed implements election.Algorithm: when every Election of this

@@ -412,14 +412,6 @@ func (s *Sim) deliver() {
 			// design; anything else from a correct node is a bug.
 			s.Check.fail("node %d rejected a well-formed message: %v", n.id, err)
 		}
-		if e.msg.Type == election.MsgElection {
-			// The receiver's process took it, as a gRPC call returns once
-			// the message is in the receiver's inbox: the sender learns the
-			// receiver is alive whatever its loop made of the message.
-			if from := s.nodes[e.msg.From-1]; from.up {
-				from.sm.Observe(election.Event{Type: election.EventDelivered, Msg: e.msg})
-			}
-		}
 	}
 }
 
