@@ -1022,25 +1022,19 @@ func (c *core) Observe(ev Event) {
 		if c.role == RoleFollower {
 			c.suspect()
 		}
-	case EventSendFailed:
+	case EventSendFailed, EventPeerBusy:
 		// Only a message this node could have sent comes back: anything
 		// else is a caller's bug, and the algorithms would resend it.
 		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
 			c.rejected++
 			return
 		}
-		c.algo.SendFailed(c.host(), ev.Msg)
-	case EventPeerBusy:
-		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
-			c.rejected++
-			return
-		}
-		if b, ok := c.algo.(BusyObserver); ok {
+		if b, ok := c.algo.(BusyObserver); ok && ev.Type == EventPeerBusy {
 			b.PeerBusy(c.host(), ev.Msg)
 			return
 		}
-		// Not delivered, as far as an algorithm without the feature knows
-		// (the ring skips to the next successor).
+		// A busy refusal is a failed send to an algorithm without the
+		// feature (the ring skips to the next successor).
 		c.algo.SendFailed(c.host(), ev.Msg)
 	}
 }

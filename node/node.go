@@ -131,9 +131,7 @@ type Node struct {
 	log   *slog.Logger
 
 	inbox    chan transport.Inbound
-	failures chan election.Message
-	// busy carries Elections a node above refused as overloaded.
-	busy chan election.Message
+	failures chan failure
 	// peerDown carries sends that failed with transport.ErrPeerDown: the
 	// peer's process is gone (see peerGone).
 	peerDown chan election.Message
@@ -203,8 +201,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:          cfg,
 		log:          cfg.Logger.With("node", uint64(cfg.Self.ID)),
 		inbox:        make(chan transport.Inbound, cfg.InboxSize),
-		failures:     make(chan election.Message, cfg.InboxSize),
-		busy:         make(chan election.Message, cfg.InboxSize),
+		failures:     make(chan failure, cfg.InboxSize),
 		peerDown:     make(chan election.Message, 16),
 		cmds:         make(chan command, 16),
 		members:      map[election.NodeID]*memberRec{},
@@ -270,20 +267,21 @@ func (n *Node) Receive(in transport.Inbound) error {
 	}
 }
 
+// failure is a send the transport could not deliver; busy: an Election a
+// node above refused as overloaded (see Failed).
+type failure struct {
+	m    election.Message
+	busy bool
+}
+
 // Failed implements transport.Receiver; called by many goroutines.
 func (n *Node) Failed(m election.Message, err error) {
-	if m.Type == election.MsgElection && transport.PeerOverloaded(err) {
-		// The node above is alive and busy: its inbox was full. For the
-		// bully that is its Answer, not its death (EventPeerBusy); as a
-		// failure, a node whose Election to the highest survivor met its
-		// full inbox (128 processes after a crash) won while that node was
-		// announcing itself.
-		select {
-		case n.busy <- m:
-		default: // the answer wait decides, as for a failure it never heard of
-		}
-		return
-	}
+	// An Election refused by an overloaded node above (its inbox was full):
+	// that node is alive and busy. For the bully that is its Answer, not its
+	// death (EventPeerBusy); as a failure, a node whose Election to the
+	// highest survivor met its full inbox (128 processes after a crash) won
+	// while that node was announcing itself.
+	busy := m.Type == election.MsgElection && transport.PeerOverloaded(err)
 	if errors.Is(err, transport.ErrPeerDown) {
 		select {
 		case n.peerDown <- m:
@@ -291,7 +289,7 @@ func (n *Node) Failed(m election.Message, err error) {
 		}
 	}
 	select {
-	case n.failures <- m:
+	case n.failures <- failure{m, busy}:
 	default:
 		n.counters.FailuresLost.Add(1) // timeouts recover what this loses
 	}
@@ -334,15 +332,14 @@ func (n *Node) Run(ctx context.Context) error {
 				n.log.Warn("rejected a peer message", "err", err)
 			}
 			reply, replyTo = in.Reply, in.Msg.From
-		case m := <-n.busy:
-			n.cause = cause{kind: "peer busy", msg: m}
-			if !n.halted() {
-				n.sm.Observe(election.Event{Type: election.EventPeerBusy, Msg: m})
+		case f := <-n.failures:
+			m, kind, typ := f.m, "send failed", election.EventSendFailed
+			if f.busy {
+				kind, typ = "peer busy", election.EventPeerBusy
 			}
-		case m := <-n.failures:
-			n.cause = cause{kind: "send failed", msg: m}
+			n.cause = cause{kind: kind, msg: m}
 			if !n.halted() {
-				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: m})
+				n.sm.Observe(election.Event{Type: typ, Msg: m})
 			}
 			if m.Type == election.MsgTimeoutNow && m.To == n.handingTo && m.To != 0 {
 				n.handingTo = 0
