@@ -153,7 +153,7 @@ func TestEventQueueNeverBlocksAndKeepsOrder(t *testing.T) {
 func TestMemberlistLogLevels(t *testing.T) {
 	sink := &logSink{}
 	var closing atomic.Bool
-	l := memberlistLogger(slog.New(sink), &closing)
+	l := memberlistLogger(slog.New(sink), &closing, nil)
 	l.Printf("[ERR] memberlist: Conflicting address for 7")
 	l.Printf("[DEBUG] memberlist: Stream connection")
 	if !sink.find("ERROR", "Conflicting address for 7") || !sink.find("DEBUG", "Stream connection") {

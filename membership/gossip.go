@@ -50,7 +50,10 @@ type Membership struct {
 
 	// closing is set when Leave or Shutdown begins: memberlist's warnings
 	// and errors are debug from then on (see memberlistLogger).
-	closing  atomic.Bool
+	closing atomic.Bool
+	// refutes counts this node's refutations of reports that it is dead or
+	// suspect (see sync).
+	refutes  atomic.Uint64
 	life     sync.Mutex // serializes Join/Leave/Shutdown against Shutdown
 	left     bool
 	shutdown bool
@@ -136,7 +139,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	d := delegate{m}
 	mc.Delegate, mc.Events, mc.Conflict, mc.Alive, mc.Merge = d, d, d, d, d
-	mc.Logger, mc.LogOutput = memberlistLogger(logger, &m.closing), nil
+	mc.Logger, mc.LogOutput = memberlistLogger(logger, &m.closing, &m.refutes), nil
 
 	if cfg.wrapTransport != nil {
 		if err := wrapNetTransport(mc, cfg.wrapTransport); err != nil {
@@ -246,8 +249,7 @@ func (m *Membership) JoinContext(ctx context.Context, seeds []string) (int, erro
 	results := make(chan result, len(addrs))
 	for _, a := range addrs {
 		go func() {
-			_, err := m.list.Join([]string{a})
-			results <- result{a, err}
+			results <- result{a, m.sync(a)}
 		}()
 	}
 	joined := 0
@@ -273,6 +275,28 @@ func (m *Membership) JoinContext(ctx context.Context, seeds []string) (int, erro
 		return joined, nil
 	}
 	return 0, errors.Join(errs...)
+}
+
+// sync exchanges full state with the node at addr (memberlist's push/pull
+// over TCP), as a join does. If this node had to refute a report of its own
+// death while merging the answer (it restarted after a leave, or was on the
+// far side of a partition), addr still holds that report: it ignored this
+// node's state at the old incarnation, and the refutation spreads only by
+// gossip, which a node that dropped this one does not send to it (its
+// rejoin loop backs off, seconds). Meanwhile addr refuses this node's
+// messages as from a non-member. So sync then exchanges once more, carrying
+// the new incarnation at once.
+func (m *Membership) sync(addr string) error {
+	before := m.refutes.Load()
+	if _, err := m.list.Join([]string{addr}); err != nil {
+		return err
+	}
+	if m.refutes.Load() != before {
+		if _, err := m.list.Join([]string{addr}); err != nil {
+			m.log.Debug("second state sync after a refutation failed", "addr", addr, "err", err)
+		}
+	}
+	return nil
 }
 
 // resolveSeed turns one seed into ip:port strings.

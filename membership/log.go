@@ -13,15 +13,22 @@ import (
 // Shutdown began), warnings and errors are logged at debug: a node that is
 // going away hears its own sockets close ("use of closed network
 // connection") and its peers stop answering, which is no news for an
-// operator who stopped it.
-func memberlistLogger(l *slog.Logger, closing *atomic.Bool) *log.Logger {
-	return log.New(slogWriter{l.With("component", "memberlist"), closing}, "", 0)
+// operator who stopped it. refutes, if set, counts memberlist's refutations
+// of a report that this node is dead or suspect (see Membership.sync).
+func memberlistLogger(l *slog.Logger, closing *atomic.Bool, refutes *atomic.Uint64) *log.Logger {
+	return log.New(slogWriter{l.With("component", "memberlist"), closing, refutes}, "", 0)
 }
 
 type slogWriter struct {
 	l       *slog.Logger
 	closing *atomic.Bool
+	refutes *atomic.Uint64
 }
+
+// refuting starts memberlist's warning when it answers a report of this
+// node's death or suspicion with a higher incarnation ("Refuting a dead
+// message", "Refuting a suspect message"; TestRefutationIsCounted pins it).
+var refuting = []byte("memberlist: Refuting a ")
 
 var logLevels = []struct {
 	tag   []byte
@@ -42,6 +49,9 @@ func (w slogWriter) Write(p []byte) (int, error) {
 			level, line = l.level, bytes.TrimSpace(line[len(l.tag):])
 			break
 		}
+	}
+	if w.refutes != nil && bytes.HasPrefix(line, refuting) {
+		w.refutes.Add(1)
 	}
 	if level > slog.LevelInfo && w.closing != nil && w.closing.Load() {
 		level = slog.LevelDebug

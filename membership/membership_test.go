@@ -364,7 +364,7 @@ func TestUndecodableMetaIsAConflictNotAJoin(t *testing.T) {
 		mc.Name, mc.BindAddr, mc.BindPort = tc.name, "127.0.0.1", 0
 		mc.Delegate = rawDelegate{[]byte(tc.meta)}
 		mc.LogOutput = nil
-		mc.Logger = memberlistLogger(slog.New(slog.DiscardHandler), nil)
+		mc.Logger = memberlistLogger(slog.New(slog.DiscardHandler), nil, nil)
 		raw, err := memberlist.Create(mc)
 		if err != nil {
 			t.Fatal(err)
