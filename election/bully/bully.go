@@ -1,12 +1,13 @@
 // Package bully is the Garcia-Molina bully election as a pure
 // election.Algorithm.
 //
-// On suspecting the leader a node sends Election to every live member that
-// outranks it. If any answers within the answer wait (see answerWait), or
-// refuses the Election as overloaded (EventPeerBusy; see PeerBusy for the
-// limit), it waits for a Coordinator, and starts again if none comes within
-// the election timeout. If none answers (or every send failed) it wins and
-// announces itself. A node that gets an Election from a lower node answers,
+// On suspecting the leader a node sends Election to the two highest live
+// members that outrank it, and to every other one above if neither answers
+// (see firstWave). If any answers within the answer wait (see answerWait),
+// or refuses the Election as overloaded (EventPeerBusy; see PeerBusy for
+// the limit), it waits for a Coordinator, and starts again if none comes
+// within the election timeout. If none above answers (or every send
+// failed) it wins and announces itself. A node that gets an Election from a lower node answers,
 // then runs its own after a tick for each live member above it, unless a
 // Coordinator settles it first: the highest goes first, so an election
 // costs O(n) messages, not the textbook's O(n^2).
@@ -14,6 +15,7 @@ package bully
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/electord/electord/election"
 )
@@ -39,12 +41,14 @@ const (
 // MessageChecker. MsgAnswer and Config.AnswerTimeoutTicks are the bully's
 // alone.
 type Bully struct {
-	phase       phase
-	term        election.Term // the current attempt
-	elapsed     int
-	outstanding int // Elections sent and neither answered nor failed
-	wait        int // deferred: campaign once elapsed reaches it
-	answerWait  int // awaitAnswer: win once elapsed passes it (see answerWait)
+	phase      phase
+	term       election.Term // the current attempt
+	elapsed    int
+	asked      []election.NodeID // every node sent an Election in this attempt
+	wave       []election.NodeID // those of the last wave whose send has not failed
+	widened    bool              // the second wave was sent (see firstWave)
+	wait       int               // deferred: campaign once elapsed reaches it
+	answerWait int               // awaitAnswer: widen or win once elapsed passes it (see answerWait)
 	// busyOnly: this attempt waits for a Coordinator because a node above
 	// refused an Election as overloaded, and none has answered.
 	busyOnly bool
@@ -99,32 +103,68 @@ func (b *Bully) campaign(h election.Host, doubt bool) {
 		}
 		return
 	}
-	t := h.NewAttempt()
-	resigned := h.Standing().Resigned
-	b.term, b.elapsed, b.outstanding = t, 0, 0
+	b.term, b.asked, b.widened = h.NewAttempt(), b.asked[:0], false
+	b.phase = awaitAnswer
+	b.ask(h, firstWave)
+}
+
+// firstWave is how many of the live members above it a campaign asks
+// first: the highest two, since the first may be the leader just lost,
+// still listed until gossip declares it dead. Only if neither answers
+// (each failed, or the answer wait passed) are the others above asked.
+// Asking all at once, as the textbook does, had every node that campaigned
+// at 128 processes send an Election to each node above it, most over new
+// connections, while the highest survivor announced itself: after a crash
+// of the leader, the nodes below ran out of time on a host with a load
+// average of 260, and timeouts misfired everywhere. The highest live node
+// answers all the same, and the others above would only defer to it.
+const firstWave = 2
+
+// ask sends this attempt's Election to the highest n live members above
+// this node not asked yet (every one, if n < 0), as the next wave, and
+// wins if there was none.
+func (b *Bully) ask(h election.Host, n int) {
+	self, resigned := h.Self(), h.Standing().Resigned
+	b.elapsed, b.wave = 0, b.wave[:0]
 	ring := h.Ring()
-	for i := len(ring) - 1; i >= 0 && self.Less(ring[i]); i-- {
-		if ring[i].ID == resigned {
-			continue // it resigned and will not answer
+	for i := len(ring) - 1; i >= 0 && self.Less(ring[i]) && n != 0; i-- {
+		id := ring[i].ID
+		if id == resigned || slices.Contains(b.asked, id) {
+			continue // it resigned and will not answer, or it was asked
 		}
-		h.Send(election.Message{Type: election.MsgElection, To: ring[i].ID, Term: t, Initiator: self.ID, FromRank: self})
-		b.outstanding++
+		h.Send(election.Message{Type: election.MsgElection, To: id, Term: b.term, Initiator: self.ID, FromRank: self})
+		b.asked, b.wave = append(b.asked, id), append(b.wave, id)
+		n--
 	}
-	if b.outstanding == 0 {
+	if len(b.wave) == 0 {
 		b.win(h)
 		return
 	}
-	b.phase, b.answerWait = awaitAnswer, answerWait(h, b.outstanding)
+	b.answerWait = answerWait(h, election.RanksAbove(h))
 }
 
-// answerWait is how long a campaign that sent k Elections waits for an
-// Answer before it wins: Config.AnswerTimeoutTicks and one tick more for
-// every 8 Elections (each needs its receiver's turn, and often a new
-// connection: the lowest of 128 processes on 2 cores sends 127 at once, and
-// 3 ticks was far too short, so it won and announced itself while every
-// node above was alive); in a cluster's first election (no leadership ever
-// known, so none to replace in a hurry) a tick more for every Election, up
-// to the election timeout. An Election that fails (a refused connection:
+// silence ends a wave that no node answered: every send failed, or the
+// answer wait passed. The second wave asks the rest; after it, win.
+func (b *Bully) silence(h election.Host) {
+	if b.widened {
+		b.win(h)
+		return
+	}
+	b.widened = true
+	b.ask(h, -1)
+}
+
+// answerWait is how long each wave of a campaign by a node with k live
+// members above it waits for an Answer before it asks the rest, or wins:
+// Config.AnswerTimeoutTicks and one tick more for every 8 nodes above (each
+// Election needs its receiver's turn, and often a new connection: when the
+// lowest of 128 processes on 2 cores sent 127 at once, 3 ticks was far too
+// short, so it won and announced itself while every node above was alive);
+// in a cluster's first election (no leadership ever known, so none to
+// replace in a hurry) a tick more for every node above, up to the election
+// timeout. It depends on k, not on the wave's size: at 128 processes, a
+// first wave of two waited 5 ticks, not the 19 that asking all 16 nodes
+// above had waited, and the node won while they were alive. An Election that fails (a refused connection:
 // the node above is gone) counts at once, so a crash is won without
 // waiting; the wait only decides for a node above that neither answers nor
 // fails (paused, cut off, or slow).
@@ -237,7 +277,27 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 // sent an Election to every node above it, and the storm never settled;
 // a bully campaign costs a message per node above, so the lowest nodes
 // must wait longest. The ring keeps the cap: its campaign is one message.
-func (b *Bully) SuspicionDelay(h election.Host) int { return election.RanksAbove(h) }
+//
+// Below the highest survivor the wait is a tick more for each other member
+// (announceLead): the time the highest survivor's n-1 announcements take
+// to go out. Without it, at 128 processes the nodes just below the highest
+// campaigned 10, 20, 30 ms after a crash, while its announcements were
+// still going out over new connections; each of them that lost patience
+// with a loaded node above won and announced itself, and the load of those
+// announcements (18 leaders within a second) starved everything else.
+func (b *Bully) SuspicionDelay(h election.Host) int {
+	above := election.RanksAbove(h)
+	if above == 0 {
+		return 0
+	}
+	return above + announceLead(h)
+}
+
+// announceLead is the head start, in ticks, that the highest survivor of a
+// leader's loss gets before the nodes below it campaign: a tick for each
+// other member, the announcements it has to send. It delays a failover only
+// when the highest survivor does not announce itself (it is gone too).
+func announceLead(h election.Host) int { return len(h.Ring()) - 1 }
 
 // TicksUntilDue implements election.TickDuer: the answer wait, the election
 // timeout, or the end of the wait before answering a lower node's Election
@@ -264,7 +324,7 @@ func (b *Bully) Tick(h election.Host) {
 	cfg := h.Config()
 	switch {
 	case b.phase == awaitAnswer && b.elapsed > b.answerWait:
-		b.win(h)
+		b.silence(h)
 	case b.phase == awaitLeader && b.elapsed > cfg.ElectionTimeoutTicks:
 		b.phase = idle
 		b.campaign(h, b.busyOnly)
@@ -304,14 +364,19 @@ func (b *Bully) PeerBusy(h election.Host, m election.Message) {
 	b.phase, b.elapsed, b.busyOnly = awaitLeader, 0, true
 }
 
-// SendFailed implements election.Algorithm: when every Election of this
-// attempt failed, no one higher is alive, so win without waiting.
+// SendFailed implements election.Algorithm: when every Election of a wave
+// failed, no one it asked is alive, so ask the rest, or win, without
+// waiting.
 func (b *Bully) SendFailed(h election.Host, m election.Message) {
 	if m.Type != election.MsgElection || b.phase != awaitAnswer || m.Term != b.term {
 		return
 	}
-	b.outstanding--
-	if b.outstanding == 0 {
-		b.win(h)
+	i := slices.Index(b.wave, m.To)
+	if i < 0 {
+		return // of the first wave, after the second was sent
+	}
+	b.wave = slices.Delete(b.wave, i, i+1)
+	if len(b.wave) == 0 {
+		b.silence(h)
 	}
 }

@@ -77,15 +77,18 @@ func (s *Sim) inFlight(ignore ...election.MsgType) int {
 // implementation's terms (n live nodes, none leading):
 //
 //	bully, highest detects: n-1 Coordinators.
-//	bully, lowest detects:  it sends n-1 Elections; every node above answers
-//	                        and waits its rank delay (a tick for each node
-//	                        above it): node n campaigns at once and wins,
-//	                        node n-1's one-tick wait ends as n's Coordinator
-//	                        is in flight (one hop is one tick here), so it
+//	bully, lowest detects:  it sends Elections to the two nodes above it
+//	                        that rank highest (its first wave; the others
+//	                        are asked only if neither answers); both answer
+//	                        and wait their rank delay (a tick for each node
+//	                        above): node n campaigns at once and wins, node
+//	                        n-1's one-tick wait ends as n's Coordinator is
+//	                        in flight (one hop is one tick here), so it
 //	                        sends one Election to n and gets one Answer:
-//	                        n Elections, n Answers, n-1 Coordinators: 3n-1.
-//	                        (The textbook bully, where each node above
-//	                        campaigns at once, costs n²-1.)
+//	                        3 Elections, 3 Answers, n-1 Coordinators: n+5
+//	                        (3n-1 for n <= 3). Asking every node above at
+//	                        once cost 3n-1; the textbook bully, where each
+//	                        node above campaigns at once, costs n²-1.
 //	ring, one initiator:    n Election hops (round trip) + n-1 Coordinator hops: 2n-1.
 //	ring, all initiate:     each weaker round dies after one hop (n-1), the
 //	                        strongest goes round (n), n-1 Coordinators: 3n-2.
@@ -94,7 +97,10 @@ func Theory(algoCase string, n int) int {
 	case "bully/best":
 		return n - 1
 	case "bully/worst":
-		return 3*n - 1
+		if n <= 3 {
+			return 3*n - 1
+		}
+		return n + 5
 	case "ring/one":
 		return 2*n - 1
 	case "ring/all":
