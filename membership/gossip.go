@@ -249,7 +249,7 @@ func (m *Membership) JoinContext(ctx context.Context, seeds []string) (int, erro
 	results := make(chan result, len(addrs))
 	for _, a := range addrs {
 		go func() {
-			results <- result{a, m.sync(a)}
+			results <- result{a, m.sync(ctx, a)}
 		}()
 	}
 	joined := 0
@@ -285,13 +285,13 @@ func (m *Membership) JoinContext(ctx context.Context, seeds []string) (int, erro
 // gossip, which a node that dropped this one does not send to it (its
 // rejoin loop backs off, seconds). Meanwhile addr refuses this node's
 // messages as from a non-member. So sync then exchanges once more, carrying
-// the new incarnation at once.
-func (m *Membership) sync(addr string) error {
+// the new incarnation at once, unless ctx is done by then.
+func (m *Membership) sync(ctx context.Context, addr string) error {
 	before := m.refutes.Load()
 	if _, err := m.list.Join([]string{addr}); err != nil {
 		return err
 	}
-	if m.refutes.Load() != before {
+	if m.refutes.Load() != before && ctx.Err() == nil {
 		if _, err := m.list.Join([]string{addr}); err != nil {
 			m.log.Debug("second state sync after a refutation failed", "addr", addr, "err", err)
 		}

@@ -25,10 +25,11 @@ type slogWriter struct {
 	refutes *atomic.Uint64
 }
 
-// refuting starts memberlist's warning when it answers a report of this
-// node's death or suspicion with a higher incarnation ("Refuting a dead
-// message", "Refuting a suspect message"; TestRefutationIsCounted pins it).
-var refuting = []byte("memberlist: Refuting a ")
+// refuting starts memberlist's warning when it answers a report about this
+// node with a higher incarnation ("Refuting a dead message", "Refuting a
+// suspect message", "Refuting an alive message" with other metadata;
+// TestRestartAfterLeaveIsSeenAtOnce fails if the text changes).
+var refuting = []byte("memberlist: Refuting a")
 
 var logLevels = []struct {
 	tag   []byte

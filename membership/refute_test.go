@@ -64,7 +64,11 @@ func TestRestartAfterLeaveIsSeenAtOnce(t *testing.T) {
 	if again.refutes.Load() == 0 {
 		t.Fatalf("the restarted node refuted nothing (memberlist's refutation warning not recognized?); logs: %v", again.logs)
 	}
-	const within = 3 * time.Second
+	// The second sync is done when Join returns; the restarted node's own
+	// periodic sync, which would also carry the new incarnation, comes at
+	// a random moment within the first 30 s (the lan preset), so a short
+	// deadline keeps the test from passing by that chance (about 1%).
+	const within = 300 * time.Millisecond
 	for !slices.Contains(ids(seed.Members()), 3) {
 		if time.Since(began) > within {
 			t.Fatalf("the seed still does not list the restarted node %v after its join", within)

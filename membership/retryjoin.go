@@ -111,7 +111,7 @@ func (m *Membership) joinAddr(addr string) error {
 	if done {
 		return errors.New("membership: join after leave or shutdown")
 	}
-	err := m.sync(addr)
+	err := m.sync(context.Background(), addr)
 	if err == nil {
 		m.mu.Lock()
 		for _, k := range m.known {

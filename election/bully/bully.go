@@ -242,10 +242,10 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		if b.phase != idle || st.Proposing || h.Bootstrapping() {
 			return
 		}
-		// The sender sent its Election to every live node above it, and
-		// each of them answers. Campaigning at once, as the textbook bully
-		// does, has every one of them run its own election: n(n-1)/2
-		// Elections when the lowest node starts one. Instead each waits a
+		// Every node the sender asked answers (the two highest above it,
+		// then the rest if neither answered). Campaigning at once, as the
+		// textbook bully does, has every one of them run its own election:
+		// n(n-1)/2 Elections when the lowest node asks every node above. Instead each waits a
 		// tick for each live node above it: the highest campaigns at once,
 		// wins without a message to wait for, and its Coordinator reaches
 		// the others while they wait, which settles them (Reset). A node
@@ -274,9 +274,9 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 // instead of O(n^2). Capped at a leader timeout (600 ms), the 67 lowest of
 // 128 processes on 2 cores campaigned on one tick while the highest
 // survivor's announcement was still on its way over new connections, each
-// sent an Election to every node above it, and the storm never settled;
-// a bully campaign costs a message per node above, so the lowest nodes
-// must wait longest. The ring keeps the cap: its campaign is one message.
+// sent an Election to every node above it (before the two-node first
+// wave), and the storm never settled. The ring keeps the cap: its
+// campaign is one message.
 //
 // Below the highest survivor the wait is a tick more for each other member
 // (announceLead): the time the highest survivor's n-1 announcements take
@@ -295,8 +295,10 @@ func (b *Bully) SuspicionDelay(h election.Host) int {
 
 // announceLead is the head start, in ticks, that the highest survivor of a
 // leader's loss gets before the nodes below it campaign: a tick for each
-// other member, the announcements it has to send. It delays a failover only
-// when the highest survivor does not announce itself (it is gone too).
+// other member, the announcements it has to send. It delays a failover
+// when the highest survivor does not announce itself to a node: it is
+// gone too, cannot reach that node, or still has the leader (only some
+// followers lost it: a partial cut). Then that node waits n-1 ticks more.
 func announceLead(h election.Host) int { return len(h.Ring()) - 1 }
 
 // TicksUntilDue implements election.TickDuer: the answer wait, the election
