@@ -7,10 +7,10 @@
 // or refuses the Election as overloaded (EventPeerBusy; see PeerBusy for
 // the limit), it waits for a Coordinator, and starts again if none comes
 // within the election timeout. If none above answers (or every send
-// failed) it wins and announces itself. A node that gets an Election from a lower node answers,
-// then runs its own after a tick for each live member above it, unless a
-// Coordinator settles it first: the highest goes first, so an election
-// costs O(n) messages, not the textbook's O(n^2).
+// failed) it wins and announces itself. A node that gets an Election from
+// a lower node answers, then runs its own after a tick for each live
+// member above it, unless a Coordinator settles it first: the highest goes
+// first, so an election costs O(n) messages, not the textbook's O(n^2).
 package bully
 
 import (
@@ -164,10 +164,10 @@ func (b *Bully) silence(h election.Host) {
 // replace in a hurry) a tick more for every node above, up to the election
 // timeout. It depends on k, not on the wave's size: at 128 processes, a
 // first wave of two waited 5 ticks, not the 19 that asking all 16 nodes
-// above had waited, and the node won while they were alive. An Election that fails (a refused connection:
-// the node above is gone) counts at once, so a crash is won without
-// waiting; the wait only decides for a node above that neither answers nor
-// fails (paused, cut off, or slow).
+// above had waited, and the node won while they were alive. An Election
+// that fails (a refused connection: the node above is gone) counts at
+// once, so a crash is won without waiting; the wait only decides for a
+// node above that neither answers nor fails (paused, cut off, or slow).
 func answerWait(h election.Host, k int) int {
 	cfg := h.Config()
 	if h.Standing().LeaderTerm == 0 {
