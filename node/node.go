@@ -314,6 +314,7 @@ func (n *Node) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			n.serving.Store(false)
+			n.withdraw() // peers campaign when they hear of the leave
 			n.leaveGossip()
 			return nil
 		case <-n.clock.C():
@@ -383,6 +384,11 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		return
 	}
 	rd := n.sm.Ready()
+	if n.published.role == election.RoleLeader {
+		if st := n.sm.Status(); st.Role != election.RoleLeader || n.leaving {
+			n.withdraw() // before anything of the batch goes out, or a failed write returns
+		}
+	}
 	if rd.Term != 0 {
 		// A message may carry the new term: it must be durable first, or a
 		// restart could mint it again. Send nothing of this batch, stop
@@ -393,11 +399,6 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 				close(reply)
 			}
 			return
-		}
-	}
-	if n.published.role == election.RoleLeader {
-		if st := n.sm.Status(); st.Role != election.RoleLeader || n.leaving {
-			n.withdraw()
 		}
 	}
 	for _, m := range rd.Messages {
@@ -554,7 +555,9 @@ func keyOf(st election.Status) statusKey {
 // after the batch's sends and writes. A one-hour chaos run (ring, quorum
 // 5) saw both answer /leader/self 200 for 0.3 ms when the loop of a
 // leader handing over was descheduled between its TimeoutNow and its
-// publish. Called by the loop only.
+// publish. Kill and a stop without a handover withdraw too, before
+// leaving gossip (which can take seconds while the peers already campaign).
+// Called by the loop only.
 func (n *Node) withdraw() {
 	n.leaseUntil.Store(0)
 	n.mu.Lock()
@@ -878,6 +881,7 @@ func (n *Node) kill(leave bool) {
 	}
 	n.killed, n.dirty = true, true
 	n.serving.Store(false)
+	n.withdraw() // before the leave, which can take seconds
 	if leave {
 		n.leaveGossip()
 	} else if n.mem != nil {
