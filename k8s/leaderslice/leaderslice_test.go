@@ -150,8 +150,14 @@ func TestWriterClaimsRefusesAndReleases(t *testing.T) {
 	if len(es.OwnerReferences) != 0 {
 		t.Errorf("ownerReferences %+v: none wanted (they need delete under OwnerReferencesPermissionEnforcement)", es.OwnerReferences)
 	}
-	if !w.Snapshot().Named {
-		t.Error("Snapshot().Named is false while the slice names this pod")
+	// The writer records what it wrote when its create returns, which can
+	// be after the fake API server already shows the slice (CI saw the
+	// check lose that race once): wait for it, with a deadline.
+	for end := time.Now().Add(5 * time.Second); !w.Snapshot().Named; {
+		if time.Now().After(end) {
+			t.Fatal("Snapshot().Named is still false 5s after the slice named this pod")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
 	}
 
 	// Another pod wrote a higher term: this one, still leading in its
