@@ -701,7 +701,7 @@ func (n *Node) Status() StatusInfo {
 func (n *Node) Members() []MemberInfo { return n.Status().Members }
 
 // Subscribe streams leadership changes; the current state comes first.
-func (n *Node) Subscribe() *Subscription { return n.hub.add(n.Leader()) }
+func (n *Node) Subscribe() *Subscription { return n.hub.add(n.Leader) }
 
 // DroppedEvents counts leadership events lost by slow subscribers.
 func (n *Node) DroppedEvents() uint64 { return n.hub.dropped.Load() }

@@ -256,7 +256,7 @@ func TestNodeRestartNeverGoesBackInTerm(t *testing.T) {
 
 func TestSlowSubscriberNeverBlocksTheNode(t *testing.T) {
 	var h hub
-	s := h.add(LeaderInfo{})
+	s := h.add(func() LeaderInfo { return LeaderInfo{} })
 	for i := 1; i <= 3*subBuffer; i++ {
 		h.publish(LeaderInfo{ID: 1, Term: election.Term(i)})
 	}

@@ -25,18 +25,31 @@ func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 func (s *Subscription) Close() { s.hub.remove(s) }
 
 type hub struct {
-	mu   sync.Mutex
-	subs map[*Subscription]struct{}
+	mu     sync.Mutex
+	subs   map[*Subscription]struct{}
+	closed bool // the node stopped: no more events
 	// Dropped counts events dropped across all subscribers.
 	dropped atomic.Uint64
 }
 
 const subBuffer = 64
 
-func (h *hub) add(first LeaderInfo) *Subscription {
+// add registers a subscriber whose first event is current(). It reads the
+// current state under the hub's lock, so a change published meanwhile is
+// either in that first event or delivered after it, never lost between the
+// read and the registration. (The publisher updates the state before it
+// publishes, so the subscriber may see the newest state twice.)
+func (h *hub) add(current func() LeaderInfo) *Subscription {
 	s := &Subscription{ch: make(chan LeaderInfo, subBuffer), hub: h}
-	s.ch <- first
 	h.mu.Lock()
+	s.ch <- current()
+	if h.closed {
+		// The node has stopped: the subscriber gets the last state and
+		// the end of the stream, not a stream that never moves again.
+		h.mu.Unlock()
+		s.once.Do(func() { close(s.ch) })
+		return s
+	}
 	if h.subs == nil {
 		h.subs = map[*Subscription]struct{}{}
 	}
@@ -81,7 +94,7 @@ func (h *hub) publish(li LeaderInfo) {
 func (h *hub) closeAll() {
 	h.mu.Lock()
 	subs := h.subs
-	h.subs = nil
+	h.subs, h.closed = nil, true
 	h.mu.Unlock()
 	for s := range subs {
 		s.once.Do(func() { close(s.ch) })
