@@ -35,10 +35,13 @@ type hub struct {
 const subBuffer = 64
 
 // add registers a subscriber whose first event is current(). It reads the
-// current state under the hub's lock, so a change published meanwhile is
-// either in that first event or delivered after it, never lost between the
-// read and the registration. (The publisher updates the state before it
-// publishes, so the subscriber may see the newest state twice.)
+// current state under the hub's lock, so a change the loop publishes
+// meanwhile is either in that first event or delivered after it, never lost
+// between the read and the registration. (The loop updates the state before
+// it publishes, so the subscriber may see the newest state twice.) Only
+// published changes are events: in quorum mode the first event is filtered
+// by the lease (Node.Leader), and a lease that starts or lapses without a
+// role change publishes nothing.
 func (h *hub) add(current func() LeaderInfo) *Subscription {
 	s := &Subscription{ch: make(chan LeaderInfo, subBuffer), hub: h}
 	h.mu.Lock()

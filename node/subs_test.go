@@ -10,14 +10,59 @@ import (
 	"github.com/electord/electord/election"
 )
 
-// A subscriber that registers while the node publishes changes gets, after
-// its first event, every later change: reading the current state outside
-// the hub's lock lost the change published between that read and the
-// registration, and a watcher then showed a stale leader until the next
-// change. Each subscriber here reads a few events and checks that the terms
-// go up one at a time (the newest state may come twice).
+// The interleaving the old order lost, forced: the loop updates the state
+// and publishes it right after the new subscriber read the current state.
+// Read under the hub's lock, the publish waits for the registration and
+// then reaches the subscriber; read before the lock (the old order), the
+// publish went to nobody and the subscriber stayed at the older state.
+func TestSubscribeRacingOnePublishGetsIt(t *testing.T) {
+	var h hub
+	var mu sync.Mutex
+	cur := LeaderInfo{ID: 1, Term: 1, State: StateLeader}
+	published := make(chan struct{})
+	current := func() LeaderInfo {
+		mu.Lock()
+		li := cur
+		mu.Unlock()
+		go func() {
+			next := LeaderInfo{ID: 2, Term: 2, State: StateLeader}
+			mu.Lock()
+			cur = next
+			mu.Unlock()
+			h.publish(next)
+			close(published)
+		}()
+		select {
+		case <-published: // the old order: the publish is already over
+		case <-time.After(20 * time.Millisecond): // it waits for the hub's lock
+		}
+		return li
+	}
+	s := h.add(current)
+	defer s.Close()
+	if first := <-s.C(); first.Term != 1 {
+		t.Fatalf("first event at term %d, want the state read, term 1", first.Term)
+	}
+	select {
+	case li := <-s.C():
+		if li.Term != 2 {
+			t.Fatalf("second event at term %d, want the change to term 2", li.Term)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change published while the subscriber registered never reached it (5 s)")
+	}
+}
+
+// The same under load, as a stress test: subscribers register while the
+// node publishes changes; after its first event each must get every later
+// change, so the terms go up one at a time (the newest state may come
+// twice). On the old order this caught a few in 20,000 on this machine, by
+// chance; the test above forces the interleaving.
 func TestSubscribeDuringPublishMissesNoChange(t *testing.T) {
-	const subscribers = 20000
+	subscribers := 20000
+	if testing.Short() {
+		subscribers = 2000
+	}
 	var h hub
 	var mu sync.Mutex
 	var cur LeaderInfo
@@ -68,7 +113,7 @@ func TestSubscribeDuringPublishMissesNoChange(t *testing.T) {
 				}
 				prev = li
 			case <-deadline:
-				t.Fatal("no events for 2 minutes")
+				t.Fatal("the subscribers took over 2 minutes")
 			}
 		}
 		if s.Dropped() == 0 {
