@@ -10,6 +10,15 @@ import (
 	"github.com/electord/electord/election"
 )
 
+// loopState is the leader state the loop publishes, read by subscribers.
+type loopState struct {
+	mu sync.Mutex
+	li LeaderInfo
+}
+
+func (l *loopState) get() LeaderInfo   { l.mu.Lock(); defer l.mu.Unlock(); return l.li }
+func (l *loopState) set(li LeaderInfo) { l.mu.Lock(); l.li = li; l.mu.Unlock() }
+
 // The interleaving the old order lost, forced: the loop updates the state
 // and publishes it right after the new subscriber read the current state.
 // Read under the hub's lock, the publish waits for the registration and
@@ -17,18 +26,13 @@ import (
 // publish went to nobody and the subscriber stayed at the older state.
 func TestSubscribeRacingOnePublishGetsIt(t *testing.T) {
 	var h hub
-	var mu sync.Mutex
-	cur := LeaderInfo{ID: 1, Term: 1, State: StateLeader}
+	st := &loopState{li: LeaderInfo{ID: 1, Term: 1, State: StateLeader}}
 	published := make(chan struct{})
 	current := func() LeaderInfo {
-		mu.Lock()
-		li := cur
-		mu.Unlock()
+		li := st.get()
 		go func() {
 			next := LeaderInfo{ID: 2, Term: 2, State: StateLeader}
-			mu.Lock()
-			cur = next
-			mu.Unlock()
+			st.set(next)
 			h.publish(next)
 			close(published)
 		}()
@@ -64,9 +68,7 @@ func TestSubscribeDuringPublishMissesNoChange(t *testing.T) {
 		subscribers = 2000
 	}
 	var h hub
-	var mu sync.Mutex
-	var cur LeaderInfo
-	current := func() LeaderInfo { mu.Lock(); defer mu.Unlock(); return cur }
+	var st loopState
 
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -87,9 +89,7 @@ func TestSubscribeDuringPublishMissesNoChange(t *testing.T) {
 				}
 			}
 			li := LeaderInfo{ID: 1, Term: election.Term(i), State: StateLeader}
-			mu.Lock()
-			cur = li
-			mu.Unlock()
+			st.set(li)
 			h.publish(li)
 		}
 	}()
@@ -98,7 +98,7 @@ func TestSubscribeDuringPublishMissesNoChange(t *testing.T) {
 	gaps, checked := 0, 0
 	deadline := time.After(2 * time.Minute)
 	for range subscribers {
-		s := h.add(current)
+		s := h.add(st.get)
 		prev := <-s.C()
 		read.Add(1)
 		for range 3 {

@@ -3,6 +3,7 @@ package leaderslice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -109,19 +110,26 @@ func (l *leadership) current() node.LeaderInfo {
 	return li
 }
 
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, cond func() bool, failure func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal(failure())
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+}
+
 func waitSlice(t *testing.T, client *fake.Clientset, what string, ok func(*discoveryv1.EndpointSlice) bool) *discoveryv1.EndpointSlice {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		es, err := client.DiscoveryV1().EndpointSlices("ns").Get(context.Background(), "svc", metav1.GetOptions{})
-		if err == nil && ok(es) {
-			return es
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slice never %s: %+v %v", what, es, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var es *discoveryv1.EndpointSlice
+	var err error
+	waitFor(t, func() bool {
+		es, err = client.DiscoveryV1().EndpointSlices("ns").Get(context.Background(), "svc", metav1.GetOptions{})
+		return err == nil && ok(es)
+	}, func() string { return fmt.Sprintf("slice never %s: %+v %v", what, es, err) })
+	return es
 }
 
 func TestWriterClaimsRefusesAndReleases(t *testing.T) {
@@ -153,12 +161,8 @@ func TestWriterClaimsRefusesAndReleases(t *testing.T) {
 	// The writer records what it wrote when its create returns, which can
 	// be after the fake API server already shows the slice (CI saw the
 	// check lose that race once): wait for it, with a deadline.
-	for end := time.Now().Add(5 * time.Second); !w.Snapshot().Named; {
-		if time.Now().After(end) {
-			t.Fatal("Snapshot().Named is still false 5s after the slice named this pod")
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+	waitFor(t, func() bool { return w.Snapshot().Named },
+		func() string { return "Snapshot().Named is still false 10s after the slice named this pod" })
 
 	// Another pod wrote a higher term: this one, still leading in its
 	// lower term (a stale leader), does not overwrite it.
@@ -168,13 +172,8 @@ func TestWriterClaimsRefusesAndReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: term})
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Stats().Stale.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if w.Stats().Stale.Load() == 0 {
-		t.Fatal("the stale claim was not refused")
-	}
+	waitFor(t, func() bool { return w.Stats().Stale.Load() != 0 },
+		func() string { return "the stale claim was not refused" })
 	// Stepping down while the slice names another pod leaves it alone.
 	l.set(node.LeaderInfo{ID: 2, Term: 999999})
 	// Leading again in a higher term: it claims, and on stop empties the
@@ -207,11 +206,9 @@ func TestWriterRefusesASelectorService(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 5})
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Stats().Errors.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if w.Stats().Errors.Load() == 0 || w.Stats().Claims.Load() != 0 {
+	waitFor(t, func() bool { return w.Stats().Errors.Load() != 0 },
+		func() string { return "no error counted" })
+	if w.Stats().Claims.Load() != 0 {
 		t.Fatalf("errors %d claims %d", w.Stats().Errors.Load(), w.Stats().Claims.Load())
 	}
 	if err := w.Stop(context.Background()); err != nil {
