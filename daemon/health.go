@@ -21,7 +21,7 @@ import (
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
 
-// Health checks, served on health-addr (issue 13):
+// Health checks, served on health-addr:
 //
 //	GET /livez    the instance loop is alive: it answered a probe within LoopDeadline
 //	GET /readyz   loop, term and gossip: the node can take part in elections

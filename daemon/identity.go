@@ -7,7 +7,7 @@ import (
 	"github.com/electord/electord/transport/peerauth"
 )
 
-// proveFunc is membership.Config.Prove for this daemon (issue 12, item 7):
+// proveFunc is membership.Config.Prove for this daemon:
 // a claimant of an id or a term slot proves its id with a mutual TLS
 // handshake on the peer address it gossips, presenting a certificate of the
 // cluster's CA for that id (peerauth.Prover). nil when the peer port is

@@ -55,7 +55,7 @@ func (d *Daemon) countServers(peer, api, http net.Listener) (net.Listener, net.L
 	return peer, a.Listener("api", api), a.Listener("http", http)
 }
 
-// mountMetrics serves Prometheus /metrics (issue 13; docs/OPERATIONS.md).
+// mountMetrics serves Prometheus /metrics (docs/OPERATIONS.md).
 func (d *Daemon) mountMetrics(mux *http.ServeMux) {
 	s := metrics.Sources{Node: d.Node, Client: d.tr.Stats, API: d.ops.api,
 		GossipHealth: func() int {

@@ -8,7 +8,7 @@ import (
 	"github.com/electord/electord/status"
 )
 
-// mountStatus serves the status page (issue 14; package status, and
+// mountStatus serves the status page (package status, and
 // docs/STATUS.md): GET /status, its event stream and static files, and
 // GET / redirecting to it. The page asks the other members who they think
 // leads through their client API, dialled as the API's forwarding dials:

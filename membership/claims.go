@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Claims over an id or a term slot (issue 12, item 7). Gossip metadata is
+// Claims over an id or a term slot. Gossip metadata is
 // what a node says about itself: with the gossip key anyone can say any id
 // and any start time. So:
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // Settings are the properties of the cluster rather than of one node: every
-// member must run with the same ones (issue 12). A node gossips them in its
+// member must run with the same ones. A node gossips them in its
 // metadata, and a node whose settings differ is not let in: gossip ignores
 // its alive messages, and a join (push/pull) that would merge it fails.
 type Settings struct {

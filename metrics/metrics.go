@@ -1,5 +1,5 @@
-// Package metrics exports a node's state and counters to Prometheus
-// (issue 13). Almost everything is read at scrape time from counters and
+// Package metrics exports a node's state and counters to Prometheus.
+// Almost everything is read at scrape time from counters and
 // snapshots the node, the transport, the peer server and the API keep
 // anyway (Collector), so the node's loop does no extra work per message;
 // only durations are observed as they happen (Observer, a node.Observer).

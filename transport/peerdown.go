@@ -93,8 +93,8 @@ func probeAccepted(addr string, timeout time.Duration) bool {
 // is probed: a killed process's established connections are reset before
 // its listening socket is closed, so a probe at once may still connect (the
 // kernel completes the handshake on the dying listener's backlog). Without
-// the retries the leader's death was found by the next heartbeat instead,
-// one heartbeat interval later (the 200 ms mode of crash failover).
+// the retries the leader's death would be found only by the next
+// heartbeat, one heartbeat interval later.
 const (
 	dropProbes   = 5
 	dropProbeGap = 5 * time.Millisecond
@@ -141,10 +141,9 @@ func (l *grpcLink) watch(conn *grpc.ClientConn, id election.NodeID, addr string)
 		// from Ready, or, when this goroutine ran too late to see Ready (a
 		// loaded host: it started, or looked, only after the connection
 		// had come up and dropped), as an RPC that succeeded on it since
-		// (delivered). Without the second, the drop went unreported and the
-		// next heartbeat found it an interval later
-		// (TestGRPCDroppedConnectionReportsPeerDown: 2 failures in 120
-		// runs on a loaded host before, 0 in 240 after).
+		// (delivered). Without the second, such a drop would go unreported
+		// and only the next heartbeat would find it, an interval later
+		// (TestGRPCDroppedConnectionReportsPeerDown).
 		if s != connectivity.Ready && l.delivered.Swap(false) &&
 			probeDropped(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
 			t.peersDown.Add(1)

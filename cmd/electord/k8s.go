@@ -78,7 +78,7 @@ func k8sSettings(cfg config.Config, nsFile string) (k8sTarget, error) {
 	return t, nil
 }
 
-// k8sRouting is leader-only routing (issue 13, package k8s/leaderslice),
+// k8sRouting is leader-only routing (package k8s/leaderslice),
 // resolved from the config before the daemon starts, so that a bad k8s-*
 // key or kubeconfig exits 2 before any port is bound or gossip joined; the
 // writer starts after the daemon. Its counters are on /metrics

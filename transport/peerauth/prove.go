@@ -13,7 +13,7 @@ import (
 	"github.com/electord/electord/election"
 )
 
-// Proving an id (issue 12, item 7). Gossip tells who claims an id or a term
+// Proving an id. Gossip tells who claims an id or a term
 // slot, but anyone with the gossip key can gossip any id. With peer TLS an
 // id is bound to a certificate, so a claim is checked on the peer port: the
 // prover dials the claimant's peer address with the node's own client
