@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
@@ -33,11 +33,11 @@ func TestStatusError(t *testing.T) {
 		{node.ErrStopped, codes.Unavailable},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
 		{fmt.Errorf("x: %w", context.Canceled), codes.Canceled},
-		{status.Error(codes.Aborted, "kept"), codes.Aborted},
+		{grpcstatus.Error(codes.Aborted, "kept"), codes.Aborted},
 		{errors.New("disk on fire"), codes.Unknown},
 	} {
 		got := s.statusError(tc.err)
-		st := status.Convert(got)
+		st := grpcstatus.Convert(got)
 		if st.Code() != tc.code || st.Message() != tc.err.Error() && tc.code != codes.Aborted {
 			t.Errorf("%v → %v %q; want %v", tc.err, st.Code(), st.Message(), tc.code)
 		}

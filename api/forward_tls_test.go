@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/api/apitest"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
@@ -32,7 +32,7 @@ func TestSecureForwardChecksTheNodeID(t *testing.T) {
 	admin := sc.pki.material(t, security.RoleAdmin, "alice", 0, -1)
 	via2 := dialWith(t, sc.addr[2], admin.ClientCredentials(security.Expect{NodeID: 2}))
 	_, err = via2.Kill(ctx(t), &electordv1.KillRequest{Id: 1})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "spiffe://prod/node/2, not node 1") ||
+	if grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "spiffe://prod/node/2, not node 1") ||
 		!strings.Contains(err.Error(), imp.Addr) {
 		t.Fatalf("Kill(1) via node 2, node 2's certificate at node 1's address: %v; want Unavailable naming the address and both ids", err)
 	}
@@ -40,7 +40,7 @@ func TestSecureForwardChecksTheNodeID(t *testing.T) {
 		t.Fatal("node 1 was killed through a node that is not node 1")
 	}
 	_, err = via2.Transfer(ctx(t), &electordv1.TransferRequest{Id: 2})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not node 1") {
+	if grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not node 1") {
 		t.Fatalf("Transfer(2) via node 2 to a leader that is not node 1: %v; want Unavailable", err)
 	}
 	if li, err := via2.GetLeader(ctx(t), &electordv1.GetLeaderRequest{}); err != nil || li.GetId() != 1 {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/api"
 	"github.com/electord/electord/api/apitest"
@@ -55,7 +55,7 @@ func ctxT(t *testing.T) context.Context {
 
 func wantCode(t *testing.T, err error, code codes.Code, msgPart string) {
 	t.Helper()
-	st := status.Convert(err)
+	st := grpcstatus.Convert(err)
 	if err == nil || st.Code() != code || !strings.Contains(st.Message(), msgPart) {
 		t.Fatalf("error = %v; want code %v with %q", err, code, msgPart)
 	}
@@ -244,7 +244,7 @@ func TestWatchLeaderDroppedAndDedup(t *testing.T) {
 		t.Fatalf("after dedup: %v", ev)
 	}
 	cancel()
-	if err := <-done; status.Code(err) != codes.Canceled && !errors.Is(err, context.Canceled) {
+	if err := <-done; grpcstatus.Code(err) != codes.Canceled && !errors.Is(err, context.Canceled) {
 		t.Fatalf("WatchLeader ended with %v; want Canceled", err)
 	}
 	if n := c.Node(2).Subscribers(); n != 0 {
@@ -331,7 +331,7 @@ func TestResignTransferRouting(t *testing.T) {
 
 	_, err := cl[0].Resign(ctx, &electordv1.ResignRequest{})
 	wantCode(t, err, codes.Unavailable, "no leader is known")
-	if st := status.Convert(err); len(st.Details()) != 1 {
+	if st := grpcstatus.Convert(err); len(st.Details()) != 1 {
 		t.Fatalf("no-leader Unavailable has details %v; want the node's LeaderInfo", st.Details())
 	}
 	_, err = cl[0].Transfer(ctx, &electordv1.TransferRequest{Id: 2})
@@ -371,7 +371,7 @@ func TestResignTransferRouting(t *testing.T) {
 	srvs[0].Stop()
 	_, err = cl[2].Resign(ctx, &electordv1.ResignRequest{})
 	wantCode(t, err, codes.Unavailable, "resign: node 1 at "+srvs[0].Addr+" did not answer")
-	if st := status.Convert(err); len(st.Details()) != 1 {
+	if st := grpcstatus.Convert(err); len(st.Details()) != 1 {
 		t.Fatal("forward failure has no LeaderInfo detail")
 	}
 }
@@ -396,7 +396,7 @@ func TestCommandDeadline(t *testing.T) {
 	// Forwarded from 1 to the leader 2, whose loop is stuck: the caller's
 	// deadline ends both calls.
 	_, err := cl[0].Resign(ctx, &electordv1.ResignRequest{})
-	if status.Code(err) != codes.DeadlineExceeded {
+	if grpcstatus.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("err = %v; want DeadlineExceeded", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
@@ -13,7 +13,7 @@ import (
 // detail: what clients take for an endpoint that is down.
 func notAnswered(t *testing.T, what string, err error) {
 	t.Helper()
-	st := status.Convert(err)
+	st := grpcstatus.Convert(err)
 	if err == nil || st.Code() != codes.Unavailable || len(st.Details()) != 0 || st.Message() == "" {
 		t.Fatalf("%s on a killed node: %v (details %v); want Unavailable without details", what, err, st.Details())
 	}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/daemon"
@@ -41,18 +41,18 @@ func TestDaemonAPILimitsFromConfig(t *testing.T) {
 	defer cancel()
 	const method = "/electord.v1.Elector/GetLeader"
 	// The client learns the limit from the server's SETTINGS: make one call first.
-	if err := cc.Invoke(ctx, method, &wrapperspb.BytesValue{}, &wrapperspb.BytesValue{}); err != nil && status.Code(err) == codes.Unavailable {
+	if err := cc.Invoke(ctx, method, &wrapperspb.BytesValue{}, &wrapperspb.BytesValue{}); err != nil && grpcstatus.Code(err) == codes.Unavailable {
 		t.Fatalf("the API: %v", err)
 	}
 	big := metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("a", 3<<10), "x-pad-2", strings.Repeat("b", 3<<10))
 	err = cc.Invoke(big, method, &wrapperspb.BytesValue{}, &wrapperspb.BytesValue{})
-	if c := status.Code(err); c == codes.OK || c == codes.Unimplemented {
+	if c := grpcstatus.Code(err); c == codes.OK || c == codes.Unimplemented {
 		t.Errorf("a 6 KiB header list on the API with max-header-list-bytes 4096: %v, want refused", err)
 	} else {
 		t.Logf("a 6 KiB header list on the API: %v", err)
 	}
 	err = cc.Invoke(ctx, method, &wrapperspb.BytesValue{Value: make([]byte, 8<<10)}, &wrapperspb.BytesValue{})
-	if status.Code(err) != codes.ResourceExhausted {
+	if grpcstatus.Code(err) != codes.ResourceExhausted {
 		t.Errorf("an 8 KiB API request with max-message-bytes 4096: %v, want ResourceExhausted", err)
 	}
 

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
@@ -71,7 +71,7 @@ func (a *grpcAsker) ask(ctx context.Context, id election.NodeID, addr string) an
 	}
 	li, err := electordv1.NewElectorClient(c).GetLeader(ctx, &electordv1.GetLeaderRequest{})
 	if err != nil {
-		st := status.Convert(err)
+		st := grpcstatus.Convert(err)
 		return answer{err: errors.New(st.Code().String() + ": " + st.Message())}
 	}
 	return answer{leader: election.NodeID(li.GetId()), term: election.Term(li.GetTerm()), state: li.GetState()}
