@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/security"
@@ -25,7 +25,7 @@ import (
 // the node that acts on it.
 const ForwardedForKey = "electord-forwarded-for"
 
-// Security is the API's TLS and authorization (issue 12). A nil *Security
+// Security is the API's TLS and authorization. A nil *Security
 // serves plaintext and lets every caller do everything.
 //
 // The rules, checked by an interceptor on every call before the service
@@ -101,7 +101,7 @@ func (s *Security) authorize(ctx context.Context, fullMethod string) error {
 func (s *Security) deny(c codes.Code, method, who, why string) error {
 	s.denied.Add(1)
 	s.logger().Warn("api: call refused", "method", method, "caller", who, "reason", why)
-	return status.Errorf(c, "%s: %s", method, why)
+	return grpcstatus.Errorf(c, "%s: %s", method, why)
 }
 
 // callerIdentity is the identity of the verified client certificate of
@@ -144,8 +144,17 @@ func (s *Security) forwardCredentials(id uint64) credentials.TransportCredential
 
 // NewSecureGRPCServer is NewLimitedGRPCServer with TLS and the
 // authorization of sec (nil: plaintext, as NewLimitedGRPCServer).
-func NewSecureGRPCServer(b Backend, l Limits, sec *Security, opts ...grpc.ServerOption) *grpc.Server {
-	all := append(l.serverOptions(),
+func NewSecureGRPCServer(b Backend, l Limits, sec *Security, opts ...grpc.ServerOption) (*grpc.Server, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return newGRPCServer(b, l.serverOptions(), sec, opts), nil
+}
+
+// newGRPCServer is the API server with bounds (nil: grpc-go's own), TLS
+// and authorization of sec (nil: plaintext), and opts.
+func newGRPCServer(b Backend, bounds []grpc.ServerOption, sec *Security, opts []grpc.ServerOption) *grpc.Server {
+	all := append(bounds,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: serverMinClientPing, PermitWithoutStream: true}),
 	)
 	svc := &service{b: b}

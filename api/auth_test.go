@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/api"
 	"github.com/electord/electord/api/apitest"
@@ -81,7 +81,10 @@ func serveSecure(t *testing.T) *secureCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := api.NewSecureGRPCServer(sc.c.Node(id), api.Limits{}, sec)
+		srv, err := api.NewSecureGRPCServer(sc.c.Node(id), apitest.Limits(), sec)
+		if err != nil {
+			t.Fatal(err)
+		}
 		go srv.Serve(lis)
 		t.Cleanup(srv.Stop)
 		sc.addr[id], sc.sec[id], sc.node[id] = lis.Addr().String(), sec, m
@@ -121,7 +124,7 @@ func TestSecureKillWithoutCertificateRefused(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: kill accepted", name)
 		}
-		if status.Code(err) != codes.Unavailable {
+		if grpcstatus.Code(err) != codes.Unavailable {
 			t.Errorf("%s: err = %v, want Unavailable (the connection is refused)", name, err)
 		}
 	}
@@ -157,7 +160,7 @@ func TestSecureReaderMayReadNotCommand(t *testing.T) {
 	}
 	for name, call := range calls {
 		err := call()
-		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "admin role is required") {
+		if grpcstatus.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "admin role is required") {
 			t.Errorf("%s as a client: %v, want PermissionDenied naming the admin role", name, err)
 		}
 	}
@@ -198,7 +201,7 @@ func TestSecureNodeMayOnlyForward(t *testing.T) {
 	sc := serveSecure(t)
 	cl := dialWith(t, sc.addr[1], credentials.NewTLS(sc.node[2].ClientConfig()))
 	_, err := cl.Resign(ctx(t), &electordv1.ResignRequest{})
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "may only forward") {
+	if grpcstatus.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "may only forward") {
 		t.Fatalf("Resign by node 2 = %v, want PermissionDenied", err)
 	}
 	fctx := metadata.AppendToOutgoingContext(ctx(t), api.ForwardedKey, "2")

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
@@ -79,16 +79,18 @@ const (
 // NewGRPCServer returns a gRPC server with the Elector service for b
 // registered, and keep-alive settings that suit long WatchLeader streams
 // (clients of package client ping every 30 s; grpc-go's default policy
-// would close their connections). opts are appended.
+// would close their connections). opts are appended. It sets no bounds of
+// its own (grpc-go's apply): a node's API server is NewSecureGRPCServer
+// with the configured Limits.
 func NewGRPCServer(b Backend, opts ...grpc.ServerOption) *grpc.Server {
-	return NewLimitedGRPCServer(b, Limits{}, opts...)
+	return newGRPCServer(b, nil, nil, opts)
 }
 
-// NewLimitedGRPCServer is NewGRPCServer with the bounds of l (zero fields:
-// the defaults): streams per connection, request size, header list size,
-// handshake and idle timeouts. Watches are bounded by wrapping b with
-// LimitWatchers; connections, by serving a LimitListener.
-func NewLimitedGRPCServer(b Backend, l Limits, opts ...grpc.ServerOption) *grpc.Server {
+// NewLimitedGRPCServer is NewGRPCServer with the bounds of l, every one
+// required (Limits.Validate): streams per connection, request size, header
+// list size, handshake and idle timeouts. Watches are bounded by wrapping b
+// with LimitWatchers; connections, by serving a LimitListener.
+func NewLimitedGRPCServer(b Backend, l Limits, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	return NewSecureGRPCServer(b, l, nil, opts...)
 }
 
@@ -148,7 +150,7 @@ func (s *service) statusError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
+	if _, ok := grpcstatus.FromError(err); ok {
 		return err
 	}
 	var c codes.Code
@@ -167,13 +169,13 @@ func (s *service) statusError(err error) error {
 	default:
 		c = codes.Unknown
 	}
-	return status.Error(c, err.Error())
+	return grpcstatus.Error(c, err.Error())
 }
 
 // unavailable is an Unavailable status that says this node answered: it
 // carries the node's LeaderInfo as a detail.
 func (s *service) unavailable(msg string) error {
-	st := status.New(codes.Unavailable, msg)
+	st := grpcstatus.New(codes.Unavailable, msg)
 	if d, err := st.WithDetails(LeaderToProto(s.b.Leader())); err == nil {
 		st = d
 	}
@@ -186,7 +188,7 @@ func (s *service) killed() error {
 	if !s.b.Status().Killed {
 		return nil
 	}
-	return status.Errorf(codes.Unavailable, "node %d is killed (electctl kill): it serves only kill and revive until revived", s.b.Self())
+	return grpcstatus.Errorf(codes.Unavailable, "node %d is killed (electctl kill): it serves only kill and revive until revived", s.b.Self())
 }
 
 // ---- queries ----
@@ -243,7 +245,7 @@ func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.Se
 	}
 	sub, err := s.b.Subscribe()
 	if errors.Is(err, ErrTooManyWatchers) {
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return grpcstatus.Error(codes.ResourceExhausted, err.Error())
 	}
 	if err != nil {
 		return s.statusError(err)
@@ -275,7 +277,7 @@ func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.Se
 	for {
 		select {
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return grpcstatus.FromContextError(ctx.Err()).Err()
 		case li, ok := <-sub.C():
 			if !ok {
 				return s.unavailable("leader subscription ended (node stopping)")
@@ -309,7 +311,7 @@ func forwarded(ctx context.Context) bool {
 // member finds id in b.Members().
 func (s *service) member(id election.NodeID) (node.MemberInfo, error) {
 	if id == 0 {
-		return node.MemberInfo{}, status.Error(codes.InvalidArgument, "a node id is required")
+		return node.MemberInfo{}, grpcstatus.Error(codes.InvalidArgument, "a node id is required")
 	}
 	ms := s.b.Members()
 	for _, m := range ms {
@@ -321,7 +323,7 @@ func (s *service) member(id election.NodeID) (node.MemberInfo, error) {
 	for i, m := range ms {
 		ids[i] = fmt.Sprint(m.ID)
 	}
-	return node.MemberInfo{}, status.Errorf(codes.NotFound, "node %d is not a member (members: %s)", id, strings.Join(ids, ", "))
+	return node.MemberInfo{}, grpcstatus.Errorf(codes.NotFound, "node %d is not a member (members: %s)", id, strings.Join(ids, ", "))
 }
 
 // forward runs call against the Elector service at addr with the caller's
@@ -350,7 +352,7 @@ func (s *service) forward(ctx context.Context, what string, id election.NodeID, 
 	if err == nil {
 		return resp, nil
 	}
-	st := status.Convert(err)
+	st := grpcstatus.Convert(err)
 	if st.Code() == codes.Unavailable && !answered(st) {
 		return nil, s.unavailable(fmt.Sprintf("%s: node %d at %s did not answer: %s", what, id, addr, st.Message()))
 	}
@@ -359,7 +361,7 @@ func (s *service) forward(ctx context.Context, what string, id election.NodeID, 
 
 // answered reports whether an Unavailable status came from an Elector
 // service (which attaches its LeaderInfo) rather than from the transport.
-func answered(st *status.Status) bool {
+func answered(st *grpcstatus.Status) bool {
 	for _, d := range st.Details() {
 		if _, ok := d.(*electordv1.LeaderInfo); ok {
 			return true
@@ -372,7 +374,7 @@ func answered(st *status.Status) bool {
 func (s *service) leaderTarget(ctx context.Context, what string) (election.NodeID, string, error) {
 	li := s.b.Leader()
 	if forwarded(ctx) {
-		return 0, "", status.Errorf(codes.FailedPrecondition, "%s: node %d does not lead (it sees %s)", what, s.b.Self(), describeLeader(li))
+		return 0, "", grpcstatus.Errorf(codes.FailedPrecondition, "%s: node %d does not lead (it sees %s)", what, s.b.Self(), describeLeader(li))
 	}
 	if !li.HasLeader() {
 		return 0, "", s.unavailable(fmt.Sprintf("%s: no leader is known (node %d is %s, term %s); retry once one is elected",
@@ -421,7 +423,7 @@ func (s *service) Kill(ctx context.Context, req *electordv1.KillRequest) (*elect
 		return nil, err
 	}
 	if forwarded(ctx) {
-		return nil, status.Errorf(codes.FailedPrecondition, "kill: node %d got a command forwarded for node %d (api address of %d is wrong?)", self, id, id)
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "kill: node %d got a command forwarded for node %d (api address of %d is wrong?)", self, id, id)
 	}
 	return s.forward(ctx, "kill", id, m.APIAddr, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
 		return c.Kill(ctx, req)
@@ -446,7 +448,7 @@ func (s *service) Revive(ctx context.Context, req *electordv1.ReviveRequest) (*e
 		return nil, err
 	}
 	if forwarded(ctx) {
-		return nil, status.Errorf(codes.FailedPrecondition, "revive: node %d got a command forwarded for node %d (api address of %d is wrong?)", self, id, id)
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "revive: node %d got a command forwarded for node %d (api address of %d is wrong?)", self, id, id)
 	}
 	return s.forward(ctx, "revive", id, m.APIAddr, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
 		return c.Revive(ctx, req)
@@ -488,7 +490,7 @@ func (s *service) Transfer(ctx context.Context, req *electordv1.TransferRequest)
 			if errors.Is(err, node.ErrUnknownNode) {
 				// id is a member (checked above) that the election does
 				// not count as live: it cannot lead now, it is no stranger.
-				return nil, status.Errorf(codes.FailedPrecondition, "transfer: node %d is a member but not alive: it cannot lead now (%v)", id, err)
+				return nil, grpcstatus.Errorf(codes.FailedPrecondition, "transfer: node %d is a member but not alive: it cannot lead now (%v)", id, err)
 			}
 			return nil, s.statusError(err)
 		}

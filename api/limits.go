@@ -14,9 +14,10 @@ import (
 )
 
 // Limits bound what one client, or all of them, can make the API and the
-// sidecar hold (issue 11: 2,000 /watch streams cost 70 MB, and 2,000
-// WatchLeader streams on one connection were all accepted). Zero fields
-// take the defaults.
+// sidecar hold: without them every /watch and WatchLeader stream, and every
+// connection, costs memory without end. Each field is a config key's value
+// (config.Default has the defaults); every one is required, and Validate
+// names the one missing.
 type Limits struct {
 	// MaxWatchers bounds open watches, /watch and WatchLeader together.
 	// A watch beyond it is refused: /watch with 503, WatchLeader with
@@ -39,41 +40,27 @@ type Limits struct {
 	IdleTimeout time.Duration
 }
 
-// Defaults for Limits.
-const (
-	DefaultMaxWatchers        = 1024
-	DefaultMaxConns           = 1024
-	DefaultMaxStreams         = 100
-	DefaultMaxMessageBytes    = 64 << 10 // API requests are a few bytes
-	DefaultMaxHeaderListBytes = 16 << 10
-	DefaultHandshakeTimeout   = 5 * time.Second
-	DefaultIdleTimeout        = 5 * time.Minute
-)
-
-// WithDefaults fills the zero fields.
-func (l Limits) WithDefaults() Limits {
-	if l.MaxWatchers == 0 {
-		l.MaxWatchers = DefaultMaxWatchers
+// Validate reports every field that is not positive, naming it and the
+// config key it comes from.
+func (l Limits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		field, key string
+		v          int64
+	}{
+		{"MaxWatchers", "max-watchers", int64(l.MaxWatchers)},
+		{"MaxConns", "max-conns", int64(l.MaxConns)},
+		{"MaxStreams", "max-streams", int64(l.MaxStreams)},
+		{"MaxMessageBytes", "max-message-bytes", int64(l.MaxMessageBytes)},
+		{"MaxHeaderListBytes", "max-header-list-bytes", int64(l.MaxHeaderListBytes)},
+		{"HandshakeTimeout", "handshake-timeout", int64(l.HandshakeTimeout)},
+		{"IdleTimeout", "idle-timeout", int64(l.IdleTimeout)},
+	} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("api: Limits.%s (%s) must be positive, got %d", f.field, f.key, f.v))
+		}
 	}
-	if l.MaxConns == 0 {
-		l.MaxConns = DefaultMaxConns
-	}
-	if l.MaxStreams == 0 {
-		l.MaxStreams = DefaultMaxStreams
-	}
-	if l.MaxMessageBytes == 0 {
-		l.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if l.MaxHeaderListBytes == 0 {
-		l.MaxHeaderListBytes = DefaultMaxHeaderListBytes
-	}
-	if l.HandshakeTimeout == 0 {
-		l.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if l.IdleTimeout == 0 {
-		l.IdleTimeout = DefaultIdleTimeout
-	}
-	return l
+	return errors.Join(errs...)
 }
 
 // ErrTooManyWatchers refuses a watch beyond Limits.MaxWatchers.
@@ -126,9 +113,9 @@ func LimitListener(l net.Listener, max int) net.Listener {
 	return netutil.LimitListener(l, max)
 }
 
-// serverOptions are the API server's bounds from l.
+// serverOptions are the API server's bounds from l, which Validate
+// accepted.
 func (l Limits) serverOptions() []grpc.ServerOption {
-	l = l.WithDefaults()
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(l.MaxStreams),
 		grpc.MaxRecvMsgSize(l.MaxMessageBytes),

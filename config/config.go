@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,18 +49,20 @@ type Config struct {
 	LogLevel          string        `mapstructure:"log-level"`
 	LogFormat         string        `mapstructure:"log-format"`
 	// HealthAddr serves /healthz, /readyz, /livez, Prometheus /metrics and
-	// the status page (issues 13 and 14); empty: off.
+	// the status page; empty: off.
 	HealthAddr string `mapstructure:"health-addr"`
 
-	// Kubernetes leader-only routing (issue 13, package k8s/leaderslice):
-	// on when K8sLeaderService is set.
+	// Kubernetes leader-only routing (package k8s/leaderslice): on when
+	// K8sLeaderService is set.
 	K8sLeaderService string `mapstructure:"k8s-leader-service"`
 	K8sNamespace     string `mapstructure:"k8s-namespace"`
 	K8sPodName       string `mapstructure:"k8s-pod-name"`
 	K8sPodIP         string `mapstructure:"k8s-pod-ip"`
 	Kubeconfig       string `mapstructure:"kubeconfig"`
 
-	// Limits (issue 11); 0 takes the default.
+	// Limits: each bounds what clients or peers can make a node hold. A 0
+	// typed in a file, the environment or a flag takes the default (Load);
+	// a Config built in code starts from Default.
 	MaxConns         int           `mapstructure:"max-conns"`
 	MaxStreams       int           `mapstructure:"max-streams"`
 	PeerMaxStreams   int           `mapstructure:"peer-max-streams"`
@@ -77,7 +80,7 @@ type Config struct {
 	MaxHeaderListBytes int           `mapstructure:"max-header-list-bytes"`
 	PeerStreamTimeout  time.Duration `mapstructure:"peer-stream-timeout"`
 
-	// Security (issue 12); see docs/SECURITY.md.
+	// Security; see docs/SECURITY.md.
 	Cluster       string `mapstructure:"cluster"`
 	TLSCert       string `mapstructure:"tls-cert"`
 	TLSKey        string `mapstructure:"tls-key"`
@@ -123,48 +126,49 @@ func loopback(hostport string) bool {
 // a slot claimed by a forged or foreign member: membership/claims.go.)
 const MaxID = 1<<election.SlotBits - 1
 
-// Register defines every flag, with its default, on fs.
+// Register defines every flag, with its default from Default, on fs.
 func Register(fs *pflag.FlagSet) {
+	d := Default()
 	fs.String("config", "", "YAML config file (keys are the flag names)")
 	fs.Uint64("id", 0, "node id: unique, 1 to 65535 (a term names its leader by the id)")
 	fs.Bool("id-from-hostname", false, "take the id from a StatefulSet hostname: <name>-<ordinal> gives id ordinal+1")
 	fs.String("name", "", "node name shown to users (default node-<id>)")
 	fs.Int64("priority", 0, "election priority: the higher wins; ties go to the higher id")
-	fs.String("algorithm", algorithms.Default, "election algorithm: "+strings.Join(algorithms.Names(), " or "))
-	fs.String("peer-addr", "127.0.0.1:7071", "host:port for peer gRPC (election messages)")
-	fs.String("gossip-addr", "127.0.0.1:7946", "host:port for gossip (UDP and TCP)")
-	fs.String("api-addr", "127.0.0.1:7070", "host:port for the client gRPC API (electctl, client library)")
-	fs.String("http-addr", "127.0.0.1:4040", "host:port for the sidecar HTTP endpoint (localhost by default)")
+	fs.String("algorithm", d.Algorithm, "election algorithm: "+strings.Join(algorithms.Names(), " or "))
+	fs.String("peer-addr", d.PeerAddr, "host:port for peer gRPC (election messages)")
+	fs.String("gossip-addr", d.GossipAddr, "host:port for gossip (UDP and TCP)")
+	fs.String("api-addr", d.APIAddr, "host:port for the client gRPC API (electctl, client library)")
+	fs.String("http-addr", d.HTTPAddr, "host:port for the sidecar HTTP endpoint (localhost by default)")
 	fs.String("advertise-host", "", "host peers should dial when the bind host is 0.0.0.0 (default: the bind host)")
 	fs.StringSlice("join", nil, "gossip seeds: host:port or DNS names (a Kubernetes headless Service), comma-separated")
 	fs.String("data-dir", "", "directory where the term is persisted (empty: memory only)")
-	fs.Duration("heartbeat-interval", DefaultHeartbeatInterval, "how often followers heartbeat the leader")
-	fs.Duration("heartbeat-timeout", DefaultHeartbeatTimeout, "how long without an answer before a follower suspects the leader")
+	fs.Duration("heartbeat-interval", d.HeartbeatInterval, "how often followers heartbeat the leader")
+	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "how long without an answer before a follower suspects the leader")
 	fs.Int("quorum", 0, "cluster size for quorum mode (0 = off): only a majority side may have a leader")
 	fs.Int("bootstrap-expect", 0, "on a first start (no term in data-dir), wait to see this many members, itself included, before starting an election (0 = do not wait)")
 	fs.Bool("preempt", false, "let a higher-ranked node depose a healthy leader")
-	fs.String("gossip-preset", "lan", "gossip timings: lan or local")
-	fs.String("peer-server", DefaultPeerServer, "inbound peer server: lf (the Leader/Followers epoll pool, Linux) or grpc (stock grpc-go)")
-	fs.Int("peer-workers", 0, "goroutines in the lf pool (0 = 2×GOMAXPROCS)")
-	fs.Duration("tick", DefaultTick, "the instance loop's clock period")
-	fs.String("log-level", "info", "debug, info, warn or error")
-	fs.String("log-format", "text", "log format: text or json")
+	fs.String("gossip-preset", d.GossipPreset, "gossip timings: lan or local")
+	fs.String("peer-server", d.PeerServer, "inbound peer server: lf (the Leader/Followers epoll pool, Linux) or grpc (stock grpc-go)")
+	fs.Int("peer-workers", d.PeerWorkers, "goroutines in the lf pool (0 = 2×GOMAXPROCS)")
+	fs.Duration("tick", d.Tick, "the instance loop's clock period")
+	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
+	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.String("health-addr", "", "host:port for /healthz, /readyz, /livez, Prometheus /metrics and the status page (empty: off)")
 	fs.String("k8s-leader-service", "", "Kubernetes: the selector-less Service whose EndpointSlice the leader writes with its own pod address (empty: off)")
 	fs.String("k8s-namespace", "", "Kubernetes: the namespace of k8s-leader-service (default: the pod's, from the service account)")
 	fs.String("k8s-pod-name", "", "Kubernetes: this pod's name (default: the hostname)")
 	fs.String("k8s-pod-ip", "", "Kubernetes: this pod's IP, written to the EndpointSlice (default: advertise-host)")
 	fs.String("kubeconfig", "", "Kubernetes: a kubeconfig file (default: the in-cluster service account)")
-	fs.Int("max-conns", DefaultMaxConns, "open connections per listener (peer, api, http); more wait to be accepted")
-	fs.Int("max-streams", DefaultMaxStreams, "concurrent streams per API connection")
-	fs.Int("peer-max-streams", DefaultPeerMaxStreams, "concurrent streams per peer connection")
-	fs.Int64("peer-max-buffered-bytes", DefaultPeerMaxBufferedBytes, "request bytes the peer server buffers for all connections together (grpc: streams in flight = this / 1 MiB); a call beyond it gets ResourceExhausted")
-	fs.Int("max-message-bytes", DefaultMaxMessageBytes, "largest peer message (sent and received) and API request; peers must agree on it: a larger message is refused with ResourceExhausted")
-	fs.Int("max-header-list-bytes", DefaultMaxHeaderListBytes, "largest request header list on the peer, API and sidecar HTTP servers")
-	fs.Duration("peer-stream-timeout", DefaultPeerStreamTimeout, "grpc peer server: how long a stream may take to deliver its request and be answered (above the heartbeat handler's 10s wait)")
-	fs.Int("max-watchers", DefaultMaxWatchers, "open watches (/watch and WatchLeader together); one more is refused (503, ResourceExhausted)")
-	fs.Duration("handshake-timeout", DefaultHandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake in time")
-	fs.Duration("idle-timeout", DefaultIdleTimeout, "close a peer or API connection with no stream for this long")
+	fs.Int("max-conns", d.MaxConns, "open connections per listener (peer, api, http); more wait to be accepted")
+	fs.Int("max-streams", d.MaxStreams, "concurrent streams per API connection")
+	fs.Int("peer-max-streams", d.PeerMaxStreams, "concurrent streams per peer connection")
+	fs.Int64("peer-max-buffered-bytes", d.PeerMaxBufferedBytes, "request bytes the peer server buffers for all connections together (grpc: streams in flight = this / 1 MiB); a call beyond it gets ResourceExhausted")
+	fs.Int("max-message-bytes", d.MaxMessageBytes, "largest peer message (sent and received) and API request; peers must agree on it: a larger message is refused with ResourceExhausted")
+	fs.Int("max-header-list-bytes", d.MaxHeaderListBytes, "largest request header list on the peer, API and sidecar HTTP servers")
+	fs.Duration("peer-stream-timeout", d.PeerStreamTimeout, "grpc peer server: how long a stream may take to deliver its request and be answered (above the heartbeat handler's 10s wait)")
+	fs.Int("max-watchers", d.MaxWatchers, "open watches (/watch and WatchLeader together); one more is refused (503, ResourceExhausted)")
+	fs.Duration("handshake-timeout", d.HandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake in time")
+	fs.Duration("idle-timeout", d.IdleTimeout, "close a peer or API connection with no stream for this long")
 	fs.String("cluster", "", "cluster name: every certificate's spiffe://<cluster>/... identity must name it, and the default gossip-label (default: the cluster of tls-cert)")
 	fs.String("tls-cert", "", "this node's certificate (PEM, spiffe://<cluster>/node/<id>; electord certs node); reloaded when it changes")
 	fs.String("tls-key", "", "the key of tls-cert (PEM); reloaded when it changes")
@@ -241,5 +245,34 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 	if c.Name == "" && c.ID != 0 {
 		c.Name = "node-" + strconv.FormatUint(c.ID, 10)
 	}
+	c.zeroLimitsTakeDefault()
 	return c, nil
+}
+
+// limitKeys are the keys where a 0 the user typed takes the default.
+var limitKeys = []string{"max-conns", "max-streams", "peer-max-streams", "max-watchers", "handshake-timeout", "idle-timeout",
+	"peer-max-buffered-bytes", "max-message-bytes", "max-header-list-bytes", "peer-stream-timeout"}
+
+// limits returns the key and the field of every limit key of c.
+func (c *Config) limits() map[string]reflect.Value {
+	v := reflect.ValueOf(c).Elem()
+	out := map[string]reflect.Value{}
+	for i := range v.NumField() {
+		if key := v.Type().Field(i).Tag.Get("mapstructure"); slices.Contains(limitKeys, key) {
+			out[key] = v.Field(i)
+		}
+	}
+	return out
+}
+
+// zeroLimitsTakeDefault sets every limit key that is 0 to Default's value,
+// as the flags' help and Validate's errors promise.
+func (c *Config) zeroLimitsTakeDefault() {
+	d := Default()
+	defaults := d.limits()
+	for key, field := range c.limits() {
+		if field.IsZero() {
+			field.Set(defaults[key])
+		}
+	}
 }

@@ -1,33 +1,87 @@
 package config
 
 import (
+	"runtime"
 	"time"
-
-	"github.com/electord/electord/transport"
 )
+
+// Default returns a node's configuration with every default: what
+// `electord run` starts from before its file, environment and flags, and
+// what the dev cluster and the tests build on. Each value's reason is on its
+// constant below, or here where it has none. ID has no default: every node
+// needs its own.
+func Default() Config {
+	return Config{
+		Algorithm: DefaultAlgorithm,
+		// Loopback addresses: a node is reachable from other machines only
+		// when its operator says so (and then needs TLS, or insecure).
+		PeerAddr:   "127.0.0.1:7071",
+		GossipAddr: "127.0.0.1:7946",
+		APIAddr:    "127.0.0.1:7070",
+		HTTPAddr:   "127.0.0.1:4040",
+
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		HeartbeatTimeout:  DefaultHeartbeatTimeout,
+		Tick:              DefaultTick,
+		// lan restates memberlist's DefaultLANConfig, made for nodes on one
+		// network (membership.Presets).
+		GossipPreset: "lan",
+		PeerServer:   DefaultPeerServer,
+		// 0: two pool goroutines per GOMAXPROCS (PeerWorkerCount), so the
+		// pool follows the CPUs the process may use.
+		PeerWorkers: 0,
+		LogLevel:    "info",
+		LogFormat:   "text",
+
+		MaxConns:             DefaultMaxConns,
+		MaxStreams:           DefaultMaxStreams,
+		PeerMaxStreams:       DefaultPeerMaxStreams,
+		MaxWatchers:          DefaultMaxWatchers,
+		HandshakeTimeout:     DefaultHandshakeTimeout,
+		IdleTimeout:          DefaultIdleTimeout,
+		PeerMaxBufferedBytes: DefaultPeerMaxBufferedBytes,
+		MaxMessageBytes:      DefaultMaxMessageBytes,
+		MaxHeaderListBytes:   DefaultMaxHeaderListBytes,
+		PeerStreamTimeout:    DefaultPeerStreamTimeout,
+	}
+}
+
+// PeerWorkerCount is the lf pool's size: peer-workers, or two goroutines per
+// GOMAXPROCS when it is 0, so that one leads while others process events on
+// every CPU the process may use.
+func (c Config) PeerWorkerCount() int {
+	if c.PeerWorkers > 0 {
+		return c.PeerWorkers
+	}
+	return runtime.GOMAXPROCS(0) * 2
+}
 
 // Defaults, each with the reason for its value.
 const (
+	// DefaultAlgorithm is Bully (Garcia-Molina): the live node of the
+	// highest rank leads. Ring (Chang-Roberts) is the other choice;
+	// docs/ALGORITHMS.md compares them. Validate checks the name against
+	// election/algorithms.
+	DefaultAlgorithm = "bully"
 	// DefaultHeartbeatInterval: followers check the leader 5 times a second.
 	// An idle node's CPU is its wakeups, and a heartbeat round trip (a
-	// grpc-go unary call and the node's answer) is most of them: at 50ms a
-	// follower cost 1.1-2.2% of a core, at 200ms 0.4% (docs/BENCHMARKS.md,
-	// "Idle cost and scale"), which is what 128 nodes on 2 cores need. A
-	// crashed leader is not found by missed heartbeats any more but by its
-	// refused connection (transport.ErrPeerDown, tens of milliseconds), so
-	// the interval only bounds how soon a silent leader is noticed.
+	// grpc-go unary call and the node's answer) is most of them: at 200ms a
+	// follower costs 0.4% of a core, against 1.1-2.2% at 50ms
+	// (docs/BENCHMARKS.md, "Idle cost and scale"), which is what 128 nodes
+	// on 2 cores need. A crashed leader is found by its refused connection
+	// (transport.ErrPeerDown, tens of milliseconds), not by missed
+	// heartbeats, so the interval only bounds how soon a silent leader is
+	// noticed.
 	DefaultHeartbeatInterval = 200 * time.Millisecond
 	// DefaultHeartbeatTimeout: three missed heartbeats before suspecting a
 	// silent leader (host down, paused, cut off), the least quorum mode
 	// allows (lease = timeout - interval = 400ms, two heartbeats). The
 	// trade-off: a silent leader is suspected after 0.6-0.75s (timeout plus a
-	// jitter of up to a quarter of it) instead of 0.25-0.31s; with the
-	// election, 5 nodes measured 0.6-0.7s for bully and 1.1-1.7s for ring
-	// (0.8-1.2s and 6-7s at 50ms/250ms, when messages waited behind the
-	// silent leader's queued heartbeats). A CPU-starved node has 600ms of
-	// slack instead of 250ms before it raises a false alarm.
-	// Kept at 600ms, not more, so that timeout plus jitter stays under a
-	// second: how long a cut-off follower may still name its old leader.
+	// jitter of up to a quarter of it); with the election, 5 nodes replace
+	// it in 0.6-0.7s with bully and 1.1-1.7s with ring. A CPU-starved node
+	// has 600ms of slack before it raises a false alarm. Not more than
+	// 600ms, so that timeout plus jitter stays under a second: how long a
+	// cut-off follower may still name its old leader.
 	DefaultHeartbeatTimeout = 600 * time.Millisecond
 	// DefaultPeerServer is the inbound peer server; see docs/BENCHMARKS.md
 	// ("Peer servers") for the measurements behind the choice.
@@ -53,11 +107,13 @@ const (
 	// a time each, and most are answered within a millisecond.
 	DefaultPeerMaxBufferedBytes = 32 << 20
 	// MinPeerMaxBufferedBytes is the least peer-max-buffered-bytes: one
-	// peer message of the largest size (transport.DefaultMaxMessageBytes).
+	// peer message of the largest size (DefaultMaxMessageBytes).
 	MinPeerMaxBufferedBytes = 1 << 20
 	// DefaultMaxMessageBytes bounds a peer message, sent or received, and an
-	// API request (transport.DefaultMaxMessageBytes).
-	DefaultMaxMessageBytes = transport.DefaultMaxMessageBytes
+	// API request. An election message is a few hundred bytes; 1 MiB leaves
+	// room for any member list a cluster gossips, and a grpc peer stream's
+	// flow-control window is one such message.
+	DefaultMaxMessageBytes = 1 << 20
 	// MinMaxMessageBytes: election messages and API requests are a few
 	// hundred bytes; 4 KiB leaves them room.
 	MinMaxMessageBytes = 4 << 10
@@ -74,16 +130,36 @@ const (
 	MinMaxHeaderListBytes = 1 << 10
 	MaxMaxHeaderListBytes = 1 << 20
 	// DefaultPeerStreamTimeout bounds how long a stream of the grpc peer
-	// server may hold its slot (transport.PeerStreamDeadline); it must be
-	// above transport.MaxHeartbeatWait, the longest a Heartbeat handler
-	// legitimately waits.
-	DefaultPeerStreamTimeout = transport.PeerStreamDeadline
+	// server may hold its slot in the buffer budget: it must be above
+	// MaxHeartbeatWait, the longest a Heartbeat handler legitimately waits,
+	// and 5 s more gives a heartbeat's answer time to leave.
+	DefaultPeerStreamTimeout = MaxHeartbeatWait + 5*time.Second
+	// MaxHeartbeatWait is the longest the peer server's Heartbeat handler
+	// waits for the node's answer (transport.MaxHeartbeatWait; a test keeps
+	// the two equal). It is no setting: peer-stream-timeout is checked
+	// against it.
+	MaxHeartbeatWait = 10 * time.Second
 	// DefaultMaxWatchers bounds open watches (/watch and WatchLeader).
 	DefaultMaxWatchers = 1024
 	// DefaultHandshakeTimeout closes a peer or API connection that has not
 	// finished its HTTP/2 handshake (a client that connects and says
-	// nothing).
+	// nothing): ample for a TLS and HTTP/2 handshake across a loaded
+	// network, short enough that silent connections do not pile up.
 	DefaultHandshakeTimeout = 10 * time.Second
-	// DefaultIdleTimeout closes a peer or API connection with no stream.
+	// DefaultIdleTimeout closes a peer or API connection with no stream. A
+	// peer connection carries a heartbeat every heartbeat-interval, so only
+	// a connection nobody uses goes idle.
 	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Lifetimes of the certificates `electord certs` and `electord dev --tls`
+// create (the certs command's --lifetime overrides them).
+const (
+	// DefaultCALifetime: the CA signs every node and client; replacing it
+	// means re-issuing them all, so it lasts ten years.
+	DefaultCALifetime = 10 * 365 * 24 * time.Hour
+	// DefaultLeafLifetime: node and client certificates are re-issued in
+	// place (nodes reload them without a restart), so a year bounds what a
+	// stolen key is good for without making renewal frequent.
+	DefaultLeafLifetime = 365 * 24 * time.Hour
 )

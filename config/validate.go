@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/algorithms"
-	"github.com/electord/electord/transport"
+	"github.com/electord/electord/membership"
 )
 
 // Validate checks every field and the fields against each other.
@@ -27,15 +26,15 @@ func (c Config) Validate() error {
 		bad("id", "must be at most %d, got %d: a term names its leader by the id's low %d bits (its term slot), so a larger "+
 			"id would share a slot with another node's and, cut off from it, mint the same terms", MaxID, c.ID, election.SlotBits)
 	}
-	for _, l := range []struct {
-		key string
-		v   int64
-	}{{"max-conns", int64(c.MaxConns)}, {"max-streams", int64(c.MaxStreams)}, {"peer-max-streams", int64(c.PeerMaxStreams)},
-		{"max-watchers", int64(c.MaxWatchers)}, {"handshake-timeout", int64(c.HandshakeTimeout)}, {"idle-timeout", int64(c.IdleTimeout)},
-		{"peer-max-buffered-bytes", c.PeerMaxBufferedBytes}, {"max-message-bytes", int64(c.MaxMessageBytes)},
-		{"max-header-list-bytes", int64(c.MaxHeaderListBytes)}, {"peer-stream-timeout", int64(c.PeerStreamTimeout)}} {
-		if l.v < 0 {
-			bad(l.key, "must not be negative (0 takes the default)")
+	limits := c.limits()
+	for _, key := range limitKeys {
+		switch v := limits[key].Int(); {
+		case v < 0:
+			bad(key, "must not be negative (0 takes the default)")
+		case v == 0:
+			// Load turns a typed 0 into the default; a Config built in code
+			// with a 0 here did not start from Default.
+			bad(key, "is 0: build the configuration from config.Default() (a 0 typed in a file, the environment or a flag takes the default)")
 		}
 	}
 	if c.PeerMaxBufferedBytes > 0 && c.PeerMaxBufferedBytes < MinPeerMaxBufferedBytes {
@@ -46,17 +45,17 @@ func (c Config) Validate() error {
 			"(a grpc peer stream's window is one message, and peer-max-buffered-bytes is counted in windows), got %d",
 			MinMaxMessageBytes, MaxMaxMessageBytes, c.MaxMessageBytes)
 	}
-	if msg, buf := int64(cmp.Or(c.MaxMessageBytes, DefaultMaxMessageBytes)), cmp.Or(c.PeerMaxBufferedBytes, DefaultPeerMaxBufferedBytes); c.MaxMessageBytes <= MaxMaxMessageBytes && buf < msg {
+	if msg, buf := int64(c.MaxMessageBytes), c.PeerMaxBufferedBytes; msg > 0 && buf > 0 && c.MaxMessageBytes <= MaxMaxMessageBytes && buf < msg {
 		bad("peer-max-buffered-bytes", "must be at least max-message-bytes (%d: one whole message), got %d", msg, buf)
 	}
 	if c.MaxHeaderListBytes > 0 && (c.MaxHeaderListBytes < MinMaxHeaderListBytes || c.MaxHeaderListBytes > MaxMaxHeaderListBytes) {
 		bad("max-header-list-bytes", "must be 0 (the default) or from %d (gRPC's own headers) to %d, got %d",
 			MinMaxHeaderListBytes, MaxMaxHeaderListBytes, c.MaxHeaderListBytes)
 	}
-	if c.PeerStreamTimeout > 0 && c.PeerStreamTimeout <= transport.MaxHeartbeatWait {
+	if c.PeerStreamTimeout > 0 && c.PeerStreamTimeout <= MaxHeartbeatWait {
 		bad("peer-stream-timeout", "must be 0 (the default) or above %v, the longest a Heartbeat handler waits for the node "+
 			"(transport.MaxHeartbeatWait): a shorter one would end heartbeats that are being answered, got %v",
-			transport.MaxHeartbeatWait, c.PeerStreamTimeout)
+			MaxHeartbeatWait, c.PeerStreamTimeout)
 	}
 	if err := algorithms.Check(c.Algorithm); err != nil {
 		bad("algorithm", "%v", err)
@@ -95,8 +94,8 @@ func (c Config) Validate() error {
 	if c.Quorum > 0 && c.HeartbeatTimeout < 3*c.HeartbeatInterval {
 		bad("heartbeat-timeout", "must be at least 3x heartbeat-interval in quorum mode, so the lease (three quarters of the timeout) outlasts a missed heartbeat")
 	}
-	if c.GossipPreset != "lan" && c.GossipPreset != "local" {
-		bad("gossip-preset", "must be lan or local, got %q", c.GossipPreset)
+	if _, err := membership.PresetNamed(c.GossipPreset); err != nil {
+		bad("gossip-preset", "%v", err)
 	}
 	if c.PeerServer != "grpc" && c.PeerServer != "lf" {
 		bad("peer-server", "must be grpc or lf, got %q", c.PeerServer)

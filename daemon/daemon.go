@@ -205,13 +205,11 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	// The node joins (its seeds, then every member it knows) only when its
-	// loop takes the membership, as it starts serving peers: a node that
-	// joined at once was in every member's view, counted toward
-	// bootstrap-expect and sent Elections, for the seconds a loaded host
-	// took to open its term store and start its loop, and its silence
-	// there made the nodes below it win their first election (128
-	// processes on 2 cores: the highest ids, started last, were in gossip
-	// 5 s before they ran).
+	// loop takes the membership, as it starts serving peers: a member in
+	// every view counts toward bootstrap-expect and is sent Elections, so
+	// it must be able to answer them; one that joined before its loop ran
+	// would stay silent for as long as a loaded host takes to start it, and
+	// the nodes below it would win elections it should have won.
 	fresh := func() (node.Membership, error) {
 		m := first
 		if m != nil {
@@ -274,17 +272,23 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		d.peerSrv = newPeerServer(cfg, svc, log)
 	}
 	// One watch budget for the API and the sidecar together; connections
-	// are capped per listener (issue 11).
+	// are capped per listener.
 	limits := api.Limits{MaxWatchers: cfg.MaxWatchers, MaxConns: cfg.MaxConns, MaxStreams: uint32(cfg.MaxStreams),
 		HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
-		MaxMessageBytes:    cmp.Or(cfg.MaxMessageBytes, config.DefaultMaxMessageBytes),
-		MaxHeaderListBytes: cmp.Or(cfg.MaxHeaderListBytes, config.DefaultMaxHeaderListBytes)}.WithDefaults()
+		MaxMessageBytes: cfg.MaxMessageBytes, MaxHeaderListBytes: cfg.MaxHeaderListBytes}
 	b := api.LimitWatchers(backend{nd}, limits.MaxWatchers)
 	if d.Security != nil {
 		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), Forward: d.Security.ForwardCredentials,
 			Cluster: d.cluster(), Logger: log}
 	}
-	d.apiSrv = api.NewSecureGRPCServer(b, limits, d.APISecurity, d.apiOptions()...)
+	if d.apiSrv, err = api.NewSecureGRPCServer(b, limits, d.APISecurity, d.apiOptions()...); err != nil {
+		// Validate checked every limit; this is a field Start forgot.
+		tr.Close()
+		first.Shutdown()
+		closeAll()
+		d.closeSecurity()
+		return nil, err
+	}
 	d.registerGRPCHealth(d.apiSrv)
 	d.httpSrv = api.NewHTTPServer(b)
 	d.httpSrv.MaxHeaderBytes = limits.MaxHeaderListBytes

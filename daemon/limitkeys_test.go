@@ -24,7 +24,9 @@ func TestPeerServerTakesConfiguredLimits(t *testing.T) {
 	for _, kind := range []string{"grpc", "lf"} {
 		t.Run(kind, func(t *testing.T) {
 			srvIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
-			cfg := config.Config{PeerServer: kind, MaxMessageBytes: 4096, MaxHeaderListBytes: 4096, PeerStreamTimeout: 300 * time.Millisecond}
+			cfg := nodeConfig(func(c *config.Config) {
+				c.PeerServer, c.MaxMessageBytes, c.MaxHeaderListBytes, c.PeerStreamTimeout = kind, 4096, 4096, 300*time.Millisecond
+			})
 			addr := servePeerServer(t, cfg, transport.NewPeerService(2, srvIn))
 			p := dialRawPeer(t, addr)
 			if v, ok := p.settings[http2.SettingMaxHeaderListSize]; !ok || v != 4096 {

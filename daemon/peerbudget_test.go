@@ -15,22 +15,32 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/transport"
-	"github.com/electord/electord/transport/lf"
-	"github.com/electord/electord/transport/lf/engine"
 )
 
-// peer-max-buffered-bytes defaults to the lf pool's own default, and its
-// least value is one peer message of the largest size.
+// nodeConfig is config.Default() with set applied: what the peer servers of
+// these tests are built from.
+func nodeConfig(set func(*config.Config)) config.Config {
+	c := config.Default()
+	if set != nil {
+		set(&c)
+	}
+	return c
+}
+
+// maxMsg is the default max-message-bytes.
+var maxMsg = config.Default().MaxMessageBytes
+
+// The least peer-max-buffered-bytes is one peer message of the default
+// largest size.
 func TestPeerBufferedBytesDefaults(t *testing.T) {
-	if config.DefaultPeerMaxBufferedBytes != lf.DefaultMaxBufferedBytes || config.MinPeerMaxBufferedBytes != transport.DefaultMaxMessageBytes {
-		t.Fatalf("config %d and %d, lf %d, transport %d", config.DefaultPeerMaxBufferedBytes, config.MinPeerMaxBufferedBytes,
-			lf.DefaultMaxBufferedBytes, transport.DefaultMaxMessageBytes)
+	if config.MinPeerMaxBufferedBytes != maxMsg {
+		t.Fatalf("config.MinPeerMaxBufferedBytes %d, max-message-bytes %d", config.MinPeerMaxBufferedBytes, maxMsg)
 	}
 }
 
@@ -111,7 +121,7 @@ func (p *rawPeer) claim(id uint32) {
 	p.t.Helper()
 	p.open(id)
 	b := make([]byte, 5+1<<10)
-	binary.BigEndian.PutUint32(b[1:5], transport.DefaultMaxMessageBytes)
+	binary.BigEndian.PutUint32(b[1:5], uint32(maxMsg))
 	if err := p.fr.WriteData(id, false, b); err != nil {
 		p.t.Fatal(err)
 	}
@@ -210,7 +220,7 @@ func servePeerServer(t *testing.T, cfg config.Config, svc *transport.PeerService
 func grpcPeerClient(t *testing.T, addr string) (*transport.GRPC, inbox) {
 	t.Helper()
 	cliIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
-	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: 1, Receiver: cliIn, SendTimeout: 5 * time.Second})
+	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: 1, Receiver: cliIn, SendTimeout: 5 * time.Second, MaxMessageBytes: maxMsg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +259,7 @@ func waitInFlight(t *testing.T, svc *transport.PeerService, n int64, what string
 func TestGRPCPeerServerBufferBudget(t *testing.T) {
 	srvIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
 	svc := transport.NewPeerService(2, srvIn)
-	addr := grpcPeerServer(t, config.Config{PeerMaxBufferedBytes: 2 << 20}, svc)
+	addr := grpcPeerServer(t, nodeConfig(func(c *config.Config) { c.PeerMaxBufferedBytes = 2 << 20 }), svc)
 
 	tr, cliIn := grpcPeerClient(t, addr)
 	msg := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 5}
@@ -300,7 +310,7 @@ func TestGRPCPeerServerBufferBudget(t *testing.T) {
 	tr.Send(msg)
 	select {
 	case err := <-cliIn.failed:
-		if status.Code(err) != codes.ResourceExhausted || errors.Is(err, transport.ErrPeerDown) {
+		if grpcstatus.Code(err) != codes.ResourceExhausted || errors.Is(err, transport.ErrPeerDown) {
 			t.Fatalf("send while the budget is taken: %v, want ResourceExhausted and not ErrPeerDown", err)
 		}
 	case in := <-srvIn.got:
@@ -347,7 +357,7 @@ func TestGRPCPeerServerBufferBudget(t *testing.T) {
 func TestGRPCPeerServerHeadersOnlyStreams(t *testing.T) {
 	srvIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
 	svc := transport.NewPeerService(2, srvIn)
-	addr := grpcPeerServer(t, config.Config{}, svc) // the defaults
+	addr := grpcPeerServer(t, config.Default(), svc)
 	var conns []*rawPeer
 	for range 2 {
 		p := dialRawPeer(t, addr)
@@ -361,9 +371,9 @@ func TestGRPCPeerServerHeadersOnlyStreams(t *testing.T) {
 		st := svc.Stats()
 		if st.StreamsInFlight+int64(st.RejectedBudget) == 2*config.DefaultPeerMaxStreams {
 			t.Logf("stats %+v", st)
-			if st.StreamsInFlight > 2*config.DefaultPeerMaxBufferedBytes/transport.DefaultMaxMessageBytes/4 {
+			if st.StreamsInFlight > 2*config.DefaultPeerMaxBufferedBytes/int64(maxMsg)/4 {
 				t.Errorf("two connections hold %d of the budget's %d streams, more than a quarter each",
-					st.StreamsInFlight, config.DefaultPeerMaxBufferedBytes/transport.DefaultMaxMessageBytes)
+					st.StreamsInFlight, config.DefaultPeerMaxBufferedBytes/maxMsg)
 			}
 			break
 		}
@@ -393,15 +403,15 @@ func TestGRPCPeerServerHeadersOnlyStreams(t *testing.T) {
 	}
 }
 
-// The grpc peer server refuses a header list over the lf engine's limit
-// (16 KiB) and says so in its SETTINGS, as the lf pool does; grpc-go's own
+// The grpc peer server refuses a header list over max-header-list-bytes
+// (16 KiB by default) and says so in its SETTINGS, as the lf pool does; grpc-go's own
 // default is 16 MiB. A header list under the limit is served.
 func TestGRPCPeerServerHeaderListLimit(t *testing.T) {
 	srvIn := inbox{got: make(chan transport.Inbound, 16), failed: make(chan error, 16)}
-	addr := grpcPeerServer(t, config.Config{}, transport.NewPeerService(2, srvIn))
+	addr := grpcPeerServer(t, config.Default(), transport.NewPeerService(2, srvIn))
 	p := dialRawPeer(t, addr)
-	if v, ok := p.settings[http2.SettingMaxHeaderListSize]; !ok || v != engine.DefaultMaxHeaderListBytes {
-		t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE: %d (sent: %v), want %d", v, ok, engine.DefaultMaxHeaderListBytes)
+	if v, ok := p.settings[http2.SettingMaxHeaderListSize]; !ok || v != uint32(config.DefaultMaxHeaderListBytes) {
+		t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE: %d (sent: %v), want %d", v, ok, config.DefaultMaxHeaderListBytes)
 	}
 	m := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 5}
 	// Two fields of 10 KiB: a list over the limit of fields under it (a

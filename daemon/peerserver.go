@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -75,17 +74,14 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 // back to grpc and logs so.
 func buildPeerServer(in peerServerInputs) peerServer {
 	cfg, svc, log := in.Config, in.Service, in.Log
-	buffered := cmp.Or(cfg.PeerMaxBufferedBytes, config.DefaultPeerMaxBufferedBytes)
-	maxMsg := cmp.Or(cfg.MaxMessageBytes, config.DefaultMaxMessageBytes)
-	maxHeaders := cmp.Or(cfg.MaxHeaderListBytes, config.DefaultMaxHeaderListBytes)
 	if cfg.PeerServer == "lf" {
 		reg := engine.NewRegistry()
 		pb.RegisterPeerServer(reg, svc)
-		s, err := lf.New(reg, lf.Config{Workers: cfg.PeerWorkers,
-			MaxConns: cmp.Or(cfg.MaxConns, config.DefaultMaxConns), HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
-			MaxBufferedBytes: buffered, TLS: in.PeerTLS,
-			Limits: engine.Limits{MaxRecvMsgBytes: maxMsg, MaxHeaderListBytes: uint32(maxHeaders),
-				MaxConcurrentStreams: uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))}})
+		s, err := lf.New(reg, lf.Config{Workers: cfg.PeerWorkerCount(),
+			MaxConns: cfg.MaxConns, HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
+			MaxBufferedBytes: cfg.PeerMaxBufferedBytes, TLS: in.PeerTLS,
+			Limits: engine.Limits{MaxRecvMsgBytes: cfg.MaxMessageBytes, MaxHeaderListBytes: uint32(cfg.MaxHeaderListBytes),
+				MaxConcurrentStreams: uint32(cfg.PeerMaxStreams)}})
 		if err == nil {
 			return s
 		}
@@ -95,18 +91,18 @@ func buildPeerServer(in peerServerInputs) peerServer {
 			log.Warn("peer-server lf is not supported on this system; falling back to grpc", "err", err)
 		}
 	}
-	opts := append(transport.MessageSizeOptions(maxMsg),
-		grpc.MaxConcurrentStreams(uint32(cmp.Or(cfg.PeerMaxStreams, config.DefaultPeerMaxStreams))),
-		grpc.ConnectionTimeout(cmp.Or(cfg.HandshakeTimeout, config.DefaultHandshakeTimeout)),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout)}),
+	opts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(cfg.PeerMaxStreams)),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.IdleTimeout}),
 		// The lf engine's limit; grpc-go's own is 16 MiB.
-		grpc.MaxHeaderListSize(uint32(maxHeaders)),
-		svc.BufferBudget(buffered, maxMsg, cfg.PeerStreamTimeout),
-	)
+		grpc.MaxHeaderListSize(uint32(cfg.MaxHeaderListBytes)),
+		svc.BufferBudget(cfg.PeerMaxBufferedBytes, cfg.MaxMessageBytes, cfg.PeerStreamTimeout),
+	}
 	if in.PeerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(in.PeerTLS)))
 	}
-	return limitedGRPC{transport.NewGRPCServer(svc, opts...), cmp.Or(cfg.MaxConns, config.DefaultMaxConns)}
+	return limitedGRPC{transport.NewGRPCServer(svc, cfg.MaxMessageBytes, opts...), cfg.MaxConns}
 }
 
 // limitedGRPC serves a grpc.Server on a listener capped at max connections

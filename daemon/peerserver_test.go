@@ -48,7 +48,7 @@ func TestPeerTLSHook(t *testing.T) {
 			srvIn := inbox{got: make(chan transport.Inbound, 8), failed: make(chan error, 8)}
 			var stc transport.GRPCConfig
 			svc := transport.NewPeerService(2, srvIn)
-			srv := peerTLSHook(material(2), config.Config{PeerServer: kind}, &stc, svc, log)
+			srv := peerTLSHook(material(2), nodeConfig(func(c *config.Config) { c.PeerServer = kind }), &stc, svc, log)
 			if srv == nil || stc.TLS == nil || stc.Cluster != cluster {
 				t.Fatalf("hook: server %v, transport TLS %v, cluster %q", srv, stc.TLS != nil, stc.Cluster)
 			}
@@ -61,8 +61,8 @@ func TestPeerTLSHook(t *testing.T) {
 			defer func() { srv.Stop(); <-done }()
 
 			cliIn := inbox{got: make(chan transport.Inbound, 8), failed: make(chan error, 8)}
-			ctc := transport.GRPCConfig{Self: 1, Receiver: cliIn, SendTimeout: 5 * time.Second}
-			peerTLSHook(material(1), config.Config{PeerServer: kind}, &ctc, transport.NewPeerService(1, cliIn), log)
+			ctc := transport.GRPCConfig{Self: 1, Receiver: cliIn, SendTimeout: 5 * time.Second, MaxMessageBytes: maxMsg}
+			peerTLSHook(material(1), nodeConfig(func(c *config.Config) { c.PeerServer = kind }), &ctc, transport.NewPeerService(1, cliIn), log)
 			tr, err := transport.NewGRPC(ctc)
 			if err != nil {
 				t.Fatal(err)

@@ -40,8 +40,8 @@ type Config struct {
 	// DefaultGossipPort). A name is resolved to every address it has (a
 	// Kubernetes headless Service has one per pod) and every one is tried.
 	Join []string
-	// Preset names the timings: "lan" (the default when empty) or "local".
-	// See Presets.
+	// Preset names the timings (config key gossip-preset): "lan" or
+	// "local"; see Presets. Required: New refuses a name that is no preset.
 	Preset string
 	// Logger receives this package's and memberlist's logs; nil discards.
 	Logger *slog.Logger
@@ -98,9 +98,6 @@ func (c Config) Validate() error {
 		if _, _, err := splitSeed(j); err != nil {
 			bad("join", "%v", err)
 		}
-	}
-	if _, ok := presetByName(c.Preset); !ok {
-		bad("gossip-preset", "must be lan or local, got %q", c.Preset)
 	}
 	if len(c.Label) > 255 {
 		bad("gossip-label", "at most 255 bytes, got %d", len(c.Label))
@@ -296,16 +293,18 @@ func Presets() []Preset {
 	return out
 }
 
-func presetByName(name string) (Preset, bool) {
-	if name == "" {
-		name = "lan"
-	}
-	for _, p := range presets {
+// PresetNamed returns the preset called name, or an error listing the
+// presets. It is the one check of the gossip-preset key: config.Validate
+// calls it for the user's value, and New for the Preset it is given.
+func PresetNamed(name string) (Preset, error) {
+	names := make([]string, len(presets))
+	for i, p := range presets {
 		if p.Name == name {
-			return p, true
+			return p, nil
 		}
+		names[i] = p.Name
 	}
-	return Preset{}, false
+	return Preset{}, fmt.Errorf("must be %s, got %q", strings.Join(names, " or "), name)
 }
 
 // apply sets the preset's fields on c.

@@ -34,7 +34,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"join", func(c *Config) { c.Join = []string{"seed:notaport"} }},
 		{"join", func(c *Config) { c.Join = []string{"a/b"} }},
 		{"join", func(c *Config) { c.Join = []string{"-bad-.example"} }},
-		{"gossip-preset", func(c *Config) { c.Preset = "wan" }},
 		{"name", func(c *Config) { c.Self.Name = strings.Repeat("x", memberlist.MetaMaxSize) }},
 	} {
 		c := goodConfig()
@@ -49,6 +48,21 @@ func TestValidateNamesTheKey(t *testing.T) {
 	c.Join = []string{"electord", "electord:7000", "10.0.0.1", "[::1]:7946", "::1", "[fe80::1]"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid forms rejected: %v", err)
+	}
+}
+
+// New refuses a Preset that names no preset, naming the key; an empty one
+// is no preset either (the default, lan, is config's).
+func TestNewRejectsUnknownPreset(t *testing.T) {
+	for _, name := range []string{"wan", ""} {
+		c := goodConfig()
+		c.Preset = name
+		if m, err := New(c); err == nil || !strings.HasPrefix(err.Error(), "gossip-preset: must be lan or local") {
+			if m != nil {
+				m.Shutdown()
+			}
+			t.Errorf("New with preset %q: %v, want a gossip-preset error", name, err)
+		}
 	}
 }
 

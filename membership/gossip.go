@@ -77,7 +77,10 @@ func New(cfg Config) (*Membership, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	preset, _ := presetByName(cfg.Preset)
+	preset, err := PresetNamed(cfg.Preset)
+	if err != nil {
+		return nil, fmt.Errorf("gossip-preset: %w", err)
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -62,7 +62,7 @@ func TestReadKeyFileErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want one naming gossip-key-file", name, err)
 		}
 	}
-	if _, err := New(Config{Self: metaFor(1, "a"), BindAddr: "127.0.0.1:0", KeyFile: filepath.Join(dir, "missing")}); err == nil {
+	if _, err := New(Config{Self: metaFor(1, "a"), BindAddr: "127.0.0.1:0", Preset: "local", KeyFile: filepath.Join(dir, "missing")}); err == nil {
 		t.Error("New with a missing key file succeeded")
 	}
 }

@@ -48,7 +48,7 @@ const (
 // balancer in front of the nodes) is joined every round. It stops at
 // Shutdown. Call it at most once.
 func (m *Membership) RetryJoin() {
-	preset, _ := presetByName(m.cfg.Preset)
+	preset, _ := PresetNamed(m.cfg.Preset) // New checked it
 	retryJoin{m: m, seeds: m.cfg.Join, log: m.log, retry: RetryJoinEvery,
 		rejoin: preset.RejoinEvery, maxBackoff: preset.RejoinMaxBackoff, perRound: RejoinPerRound}.start(m.stopRetry)
 }

@@ -38,12 +38,6 @@ func ClientFiles(dir, name string) (cert, key string) {
 	return base + ".crt", base + ".key"
 }
 
-// Default lifetimes.
-const (
-	DefaultCALifetime   = 10 * 365 * 24 * time.Hour
-	DefaultLeafLifetime = 365 * 24 * time.Hour
-)
-
 // CA is a loaded cluster CA.
 type CA struct {
 	Cluster string

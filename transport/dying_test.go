@@ -48,7 +48,7 @@ func dyingListener(t *testing.T) string {
 // accepted must not make the transport wait for the peer to come back.
 func TestGRPCHeartbeatToADyingListenerIsPeerDown(t *testing.T) {
 	cli := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, SendTimeout: 2 * time.Second})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli, SendTimeout: 2 * time.Second})
 	tr.SetPeer(2, dyingListener(t))
 	start := time.Now()
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})

@@ -55,8 +55,8 @@ type GRPCConfig struct {
 	// SendTimeout is each RPC's deadline (default DefaultSendTimeout).
 	SendTimeout time.Duration
 	// MaxMessageBytes limits what this side sends and accepts as a reply
-	// (default DefaultMaxMessageBytes). A larger message fails locally with
-	// ResourceExhausted.
+	// (the max-message-bytes key; required). A larger message fails locally
+	// with ResourceExhausted.
 	MaxMessageBytes int
 	// QueueLen is the per-peer send queue length (default DefaultQueueLen).
 	QueueLen int
@@ -133,14 +133,14 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Receiver == nil {
 		return nil, errors.New("transport: GRPCConfig.Receiver is nil")
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		return nil, fmt.Errorf("transport: GRPCConfig.MaxMessageBytes (max-message-bytes) must be positive, got %d", cfg.MaxMessageBytes)
+	}
 	if cfg.TLS != nil && cfg.Cluster == "" {
 		return nil, errors.New("transport: GRPCConfig.TLS is set without a Cluster to check peers against")
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = DefaultSendTimeout
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = DefaultQueueLen

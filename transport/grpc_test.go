@@ -30,7 +30,7 @@ func wantCode(t *testing.T, f failure, code codes.Code) {
 
 func TestGRPCEveryTypeThroughRealServer(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
+	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: maxMsg})
 
 	for _, m := range sampleMessages(1, 2) {
 		tr.Send(m)
@@ -79,7 +79,7 @@ func TestGRPCEveryTypeThroughRealServer(t *testing.T) {
 
 func TestGRPCKeepsPerPeerOrder(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	_, _, _, tr := pairGRPC(t, srvRecv, GRPCConfig{})
+	_, _, _, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: maxMsg})
 	const n = 200
 	for i := 1; i <= n; i++ {
 		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: election.Term(i)})
@@ -96,7 +96,7 @@ func TestGRPCClosedPortFailsFast(t *testing.T) {
 	// The send deadline is far beyond the wait: a failure reported within
 	// the wait, as Unavailable rather than DeadlineExceeded, comes from the
 	// refused connection and not from waiting for the deadline.
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: time.Hour})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv, SendTimeout: time.Hour})
 	tr.SetPeer(2, deadAddr(t))
 	for i := 0; i < 3; i++ { // first dial, then in transient failure
 		tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
@@ -109,7 +109,7 @@ func TestGRPCClosedPortFailsFast(t *testing.T) {
 
 func TestGRPCReceiverRefusals(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
+	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: maxMsg})
 	m := election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: 1, Leader: 1}
 
 	srvRecv.setErr(ErrNotServing)
@@ -146,7 +146,7 @@ func TestGRPCReceiverRefusals(t *testing.T) {
 
 func TestGRPCMalformedRejected(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
-	addr, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
+	addr, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: maxMsg})
 	tr.SetPeer(9, addr) // node 2 listens where 9 is believed to be
 	var logs strings.Builder
 	var logMu sync.Mutex
@@ -224,7 +224,7 @@ func TestGRPCOversizedRefused(t *testing.T) {
 	})
 	t.Run("by the sender's limit", func(t *testing.T) {
 		cliRecv := newFakeReceiver(1)
-		tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: 20 * time.Second})
+		tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv, SendTimeout: 20 * time.Second})
 		tr.SetPeer(2, addr)
 		tr.Send(big)
 		wantCode(t, cliRecv.nextFailure(t), codes.ResourceExhausted)
@@ -255,7 +255,7 @@ func TestGRPCServerSizeLimitConfigurable(t *testing.T) {
 func TestGRPCHeartbeatUnanswered(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
 	srvRecv.autoReply = false
-	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{SendTimeout: 100 * time.Millisecond})
+	_, svc, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: maxMsg, SendTimeout: 100 * time.Millisecond})
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	in := srvRecv.next(t)
 	wantCode(t, cliRecv.nextFailure(t), codes.DeadlineExceeded)
@@ -269,7 +269,7 @@ func TestGRPCHeartbeatUnanswered(t *testing.T) {
 func TestGRPCHeartbeatReplyClosed(t *testing.T) {
 	srvRecv := newFakeReceiver(2)
 	srvRecv.autoReply = false
-	_, _, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{})
+	_, _, cliRecv, tr := pairGRPC(t, srvRecv, GRPCConfig{MaxMessageBytes: maxMsg})
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	close(srvRecv.next(t).Reply)
 	wantCode(t, cliRecv.nextFailure(t), codes.Aborted)
@@ -301,7 +301,7 @@ func TestGRPCUnknownPeerQueueFullRemove(t *testing.T) {
 	addr, _ := startServer(t, 2, srvRecv)
 	defer close(block)
 	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, QueueLen: 1, SendTimeout: 5 * time.Second})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv, QueueLen: 1, SendTimeout: 5 * time.Second})
 	m := func(term election.Term) election.Message {
 		return election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: term}
 	}
@@ -349,7 +349,7 @@ func TestGRPCUnknownPeerQueueFullRemove(t *testing.T) {
 
 func TestGRPCAddressChange(t *testing.T) {
 	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv})
 	tr.SetPeer(2, deadAddr(t))
 	m := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 1}
 	tr.Send(m)
@@ -373,8 +373,8 @@ func TestGRPCTwoNodes(t *testing.T) {
 	r1, r2 := newFakeReceiver(1), newFakeReceiver(2)
 	a1, _ := startServer(t, 1, r1)
 	a2, _ := startServer(t, 2, r2)
-	t1 := newGRPC(t, GRPCConfig{Self: 1, Receiver: r1})
-	t2 := newGRPC(t, GRPCConfig{Self: 2, Receiver: r2})
+	t1 := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: r1})
+	t2 := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 2, Receiver: r2})
 	t1.SetPeer(2, a2)
 	t2.SetPeer(1, a1)
 	t1.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 7, Leader: 2})
@@ -393,7 +393,7 @@ func TestGRPCInvalidReplyDropped(t *testing.T) {
 	lisAddr, stop := startRawServer(t, &badReplyServer{})
 	defer stop()
 	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv})
 	tr.SetPeer(2, lisAddr)
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	eventually(t, "invalid reply dropped", func() bool { return tr.Stats().RepliesDropped == 1 })
@@ -434,7 +434,7 @@ func TestGRPCCloseLeavesNoGoroutines(t *testing.T) {
 		defer stop()
 
 		cliRecv := newFakeReceiver(1)
-		tr, err := NewGRPC(GRPCConfig{Self: 1, Receiver: cliRecv, SendTimeout: waitFor})
+		tr, err := NewGRPC(GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv, SendTimeout: waitFor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -460,16 +460,20 @@ func TestGRPCDialOptionsAndTargets(t *testing.T) {
 	addr, _ := startServer(t, 2, srvRecv)
 	cliRecv := newFakeReceiver(1)
 	// An explicit scheme is used as is; extra dial options are applied.
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv,
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}})
 	tr.SetPeer(2, "passthrough:///"+addr)
 	tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 1})
 	srvRecv.next(t)
-	if _, err := NewGRPC(GRPCConfig{Receiver: cliRecv}); err == nil {
+	if _, err := NewGRPC(GRPCConfig{MaxMessageBytes: maxMsg, Receiver: cliRecv}); err == nil {
 		t.Error("NewGRPC accepted Self 0")
 	}
-	if _, err := NewGRPC(GRPCConfig{Self: 1}); err == nil {
+	if _, err := NewGRPC(GRPCConfig{MaxMessageBytes: maxMsg, Self: 1}); err == nil {
 		t.Error("NewGRPC accepted a nil Receiver")
+	}
+	// The transport takes max-message-bytes as configured: no default of its own.
+	if _, err := NewGRPC(GRPCConfig{Self: 1, Receiver: newFakeReceiver(1)}); err == nil || !strings.Contains(err.Error(), "MaxMessageBytes") {
+		t.Errorf("NewGRPC without MaxMessageBytes: %v, want an error naming the field", err)
 	}
 }
 
@@ -492,7 +496,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // failover between network namespaces).
 func TestGRPCRestartedPeerIsReachedAtOnce(t *testing.T) {
 	cliRecv := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cliRecv, ReconnectBackoff: time.Hour})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cliRecv, ReconnectBackoff: time.Hour})
 	srv := newFakeReceiver(2)
 	addr, stop := serveStoppable(t, 2, srv)
 	tr.SetPeer(2, addr)
@@ -526,7 +530,7 @@ func TestGRPCRestartedPeerIsReachedAtOnce(t *testing.T) {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
 	srv2 := newFakeReceiver(2)
-	s2 := NewGRPCServer(NewPeerService(2, srv2))
+	s2 := NewGRPCServer(NewPeerService(2, srv2), maxMsg)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s2.Serve(lis) }()
 	t.Cleanup(func() { s2.Stop(); <-done })

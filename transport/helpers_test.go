@@ -7,10 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electord/electord/config"
+
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/election"
 )
+
+// maxMsg is the max-message-bytes a node runs with.
+var maxMsg = config.Default().MaxMessageBytes
 
 const waitFor = 5 * time.Second
 
@@ -107,7 +112,7 @@ func startServer(t *testing.T, id election.NodeID, r Receiver, opts ...grpc.Serv
 		t.Fatal(err)
 	}
 	svc := NewPeerService(id, r)
-	srv := NewGRPCServer(svc, opts...)
+	srv := NewGRPCServer(svc, maxMsg, opts...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -130,7 +135,7 @@ func serveStoppable(t *testing.T, id election.NodeID, r Receiver) (addr string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewGRPCServer(NewPeerService(id, r))
+	srv := NewGRPCServer(NewPeerService(id, r), maxMsg)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	return lis.Addr().String(), func() { srv.Stop(); <-done }

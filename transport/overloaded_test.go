@@ -13,7 +13,7 @@ import (
 // not serve is not "overloaded".
 func TestGRPCReportsAnOverloadedPeer(t *testing.T) {
 	srv := newFakeReceiver(2)
-	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{})
+	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg})
 	srv.setErr(ErrOverloaded)
 	tr.Send(election.Message{Type: election.MsgElection, From: 1, To: 2, Term: election.NextTerm(0, 1), Initiator: 1})
 	f := cli.nextFailure(t)

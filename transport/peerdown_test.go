@@ -81,7 +81,7 @@ func TestProbeRefused(t *testing.T) {
 // message to it fails as before, and so does a heartbeat with probing off.
 func TestGRPCHeartbeatToClosedPortIsPeerDown(t *testing.T) {
 	cli := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, SendTimeout: time.Hour})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli, SendTimeout: time.Hour})
 	tr.SetPeer(2, deadAddr(t))
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	if f := cli.nextFailure(t); !errors.Is(f.err, ErrPeerDown) {
@@ -96,7 +96,7 @@ func TestGRPCHeartbeatToClosedPortIsPeerDown(t *testing.T) {
 	}
 
 	off := newFakeReceiver(1)
-	tr2 := newGRPC(t, GRPCConfig{Self: 1, Receiver: off, SendTimeout: time.Hour, ProbeTimeout: -1})
+	tr2 := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: off, SendTimeout: time.Hour, ProbeTimeout: -1})
 	tr2.SetPeer(2, deadAddr(t))
 	tr2.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	if f := off.nextFailure(t); errors.Is(f.err, ErrPeerDown) || status.Code(f.err) != codes.Unavailable {
@@ -109,14 +109,14 @@ func TestGRPCHeartbeatToClosedPortIsPeerDown(t *testing.T) {
 func TestGRPCLivePeerIsNotDown(t *testing.T) {
 	srv := newFakeReceiver(2)
 	srv.setErr(ErrNotServing)
-	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{})
+	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg})
 	tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	if f := cli.nextFailure(t); errors.Is(f.err, ErrPeerDown) {
 		t.Errorf("a live peer not serving failed with %v", f.err)
 	}
 	srv.setErr(nil)
 	srv.autoReply = false
-	_, _, cli2, tr2 := pairGRPC(t, srv, GRPCConfig{SendTimeout: 50 * time.Millisecond})
+	_, _, cli2, tr2 := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg, SendTimeout: 50 * time.Millisecond})
 	tr2.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 1, Leader: 2})
 	if f := cli2.nextFailure(t); errors.Is(f.err, ErrPeerDown) || status.Code(f.err) != codes.DeadlineExceeded {
 		t.Errorf("an unanswered heartbeat failed with %v, want DeadlineExceeded", f.err)
@@ -129,7 +129,7 @@ func stoppablePeer(t *testing.T) (srvRecv *fakeReceiver, stop func(), cli *fakeR
 	srvRecv = newFakeReceiver(2)
 	addr, stop := serveStoppable(t, 2, srvRecv)
 	cli = newFakeReceiver(1)
-	tr = newGRPC(t, GRPCConfig{Self: 1, Receiver: cli})
+	tr = newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli})
 	tr.SetPeer(2, addr)
 	return srvRecv, stop, cli, tr
 }
@@ -155,7 +155,7 @@ func TestGRPCGoAwayFromLivePeerIsNotDown(t *testing.T) {
 	addr, _ := startServer(t, 2, srvRecv, grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: 10 * time.Millisecond}))
 	cli := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli})
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli})
 	tr.SetPeer(2, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()

@@ -20,7 +20,7 @@ func TestGRPCResendToARestartedPeerIsOneCall(t *testing.T) {
 	for _, typ := range []election.MsgType{election.MsgAnswer, election.MsgHeartbeat} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cli := newFakeReceiver(1)
-			tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, ReconnectBackoff: time.Hour})
+			tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli, ReconnectBackoff: time.Hour})
 			addr, stop := serveStoppable(t, 2, newFakeReceiver(2))
 			tr.SetPeer(2, addr)
 			m := election.Message{Type: typ, From: 1, To: 2, Term: 1, Leader: 2}
@@ -48,7 +48,7 @@ func TestGRPCResendToARestartedPeerIsOneCall(t *testing.T) {
 					close(srv.block)
 				}
 			}
-			s2 := NewGRPCServer(NewPeerService(2, srv))
+			s2 := NewGRPCServer(NewPeerService(2, srv), maxMsg)
 			done := make(chan struct{})
 			go func() { defer close(done); _ = s2.Serve(lis) }()
 			t.Cleanup(func() { release(); s2.Stop(); <-done })

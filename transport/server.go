@@ -17,10 +17,6 @@ import (
 	"github.com/electord/electord/transport/peerauth"
 )
 
-// DefaultMaxMessageBytes is the default largest peer message, in bytes, a
-// server accepts and a GRPC transport sends or accepts as a reply.
-const DefaultMaxMessageBytes = 1 << 20
-
 // MaxHeartbeatWait bounds how long the server waits for the node to answer a
 // Heartbeat when the caller set no earlier deadline.
 const MaxHeartbeatWait = 10 * time.Second
@@ -273,11 +269,11 @@ func MessageSizeOptions(maxMessageBytes int) []grpc.ServerOption {
 }
 
 // NewGRPCServer returns a grpc.Server with svc registered and the receive
-// size limit set to DefaultMaxMessageBytes, so a larger message is refused
-// with ResourceExhausted before it is decoded. opts are applied after the
-// default: pass MessageSizeOptions(n) to change the limit.
-func NewGRPCServer(svc *PeerService, opts ...grpc.ServerOption) *grpc.Server {
-	all := append(MessageSizeOptions(DefaultMaxMessageBytes), opts...)
+// size limit set to maxMessageBytes (the max-message-bytes key, required:
+// see MessageSizeOptions), so a larger message is refused with
+// ResourceExhausted before it is decoded. opts are applied after it.
+func NewGRPCServer(svc *PeerService, maxMessageBytes int, opts ...grpc.ServerOption) *grpc.Server {
+	all := append(MessageSizeOptions(maxMessageBytes), opts...)
 	srv := grpc.NewServer(all...)
 	pb.RegisterPeerServer(srv, svc)
 	return srv

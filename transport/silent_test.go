@@ -20,7 +20,7 @@ func TestSilentPeerFailsQueuedMessages(t *testing.T) {
 	block := make(chan struct{})
 	srv.block = block // the server takes every call and never answers
 	const timeout = 200 * time.Millisecond
-	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{SendTimeout: timeout})
+	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg, SendTimeout: timeout})
 	term := election.NextTerm(0, 1)
 	start := time.Now()
 	for range 4 {

@@ -12,16 +12,6 @@ import (
 	"google.golang.org/grpc/tap"
 )
 
-// PeerStreamDeadline bounds how long an inbound stream of a grpc-go peer
-// server with a BufferBudget may hold its slot: its request must arrive
-// whole, and its handler answer, within it, or the stream ends with
-// DeadlineExceeded (an earlier grpc-timeout from the caller still applies).
-// It is above the longest legitimate wait, a Heartbeat waiting
-// MaxHeartbeatWait for the node, so only a stream that does not send its
-// request (HEADERS and nothing else) or sends it slower than about 70 KB/s
-// for a 1 MiB message meets it.
-const PeerStreamDeadline = MaxHeartbeatWait + 5*time.Second
-
 // connShareDivisor: one connection may hold at most 1/connShareDivisor of
 // a BufferBudget's streams, at least one.
 const connShareDivisor = 4
@@ -32,7 +22,7 @@ const connShareDivisor = 4
 type streamBudget struct {
 	max      int64         // streams in flight, all connections together
 	perConn  int64         // streams in flight on one connection
-	deadline time.Duration // PeerStreamDeadline
+	deadline time.Duration // the peer-stream-timeout key; 0: none
 	svc      *PeerService  // counts the streams in flight, and the refusals
 	err      error         // the refusal when max are in flight
 	connErr  error         // the refusal when a connection holds perConn
@@ -55,25 +45,24 @@ type streamBudget struct {
 // The option is grpc.InTapHandle, of which a server takes one.
 //
 // So that no client can hold slots it does not use, a stream holds its
-// slot for at most PeerStreamDeadline (its context gets that deadline, which
-// grpc-go's reads of the request honour), and one connection may hold at
-// most a quarter of the slots (at least one): a stream beyond its
-// connection's share is refused the same way, naming the share. A client
-// that opens streams and sends only their HEADERS thus takes at most a
-// quarter of the budget per connection, each stream for at most
-// PeerStreamDeadline; it takes the whole budget only with four connections
-// or more that keep opening streams (see docs/SECURITY.md).
+// slot for at most streamDeadline (its context gets that deadline, which
+// grpc-go's reads of the request honour: its request must arrive whole, and
+// its handler answer, within it, or the stream ends with DeadlineExceeded),
+// and one connection may hold at most a quarter of the slots (at least
+// one): a stream beyond its connection's share is refused the same way,
+// naming the share. A client that opens streams and sends only their
+// HEADERS thus takes at most a quarter of the budget per connection, each
+// stream for at most streamDeadline; it takes the whole budget only with
+// four connections or more that keep opening streams (see
+// docs/SECURITY.md).
 //
-// streamDeadline is the peer-stream-timeout key (0 takes
-// PeerStreamDeadline); it must be above MaxHeartbeatWait, or heartbeats
-// being answered end with DeadlineExceeded.
+// streamDeadline is the peer-stream-timeout key; it must be above
+// MaxHeartbeatWait, or heartbeats being answered end with
+// DeadlineExceeded. 0 means none: a stream holds its slot until it ends.
 //
 // Without it, the bound was max-conns x peer-max-streams windows (1024 x
 // 16 x 1 MiB, 16 GiB) plus the messages being assembled.
 func (s *PeerService) BufferBudget(maxBufferedBytes int64, maxMessageBytes int, streamDeadline time.Duration) grpc.ServerOption {
-	if streamDeadline <= 0 {
-		streamDeadline = PeerStreamDeadline
-	}
 	return grpc.InTapHandle(s.newStreamBudget(maxBufferedBytes, maxMessageBytes, streamDeadline).tap)
 }
 
@@ -104,7 +93,7 @@ func connKey(ctx context.Context) string {
 // free or its connection holds its share. grpc-go calls it with the
 // stream's context, which ends when the stream does, on every path after a
 // stream was let in; the slot is given back then. The stream goes on with
-// a context that ends PeerStreamDeadline later at the latest.
+// a context that ends the budget's deadline later at the latest (none: 0).
 func (b *streamBudget) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	conn := connKey(ctx)
 	open := &b.svc.budgetInFlight
@@ -125,7 +114,13 @@ func (b *streamBudget) tap(ctx context.Context, _ *tap.Info) (context.Context, e
 		b.svc.logRefusal("no room in peer-max-buffered-bytes", err)
 		return ctx, err
 	}
-	limited, cancel := context.WithTimeout(ctx, b.deadline)
+	var limited context.Context
+	var cancel context.CancelFunc
+	if b.deadline > 0 {
+		limited, cancel = context.WithTimeout(ctx, b.deadline)
+	} else {
+		limited, cancel = context.WithCancel(ctx)
+	}
 	context.AfterFunc(ctx, func() {
 		cancel()
 		b.mu.Lock()

@@ -31,7 +31,7 @@ func TestStreamBudget(t *testing.T) {
 		bytes         int64
 		msg           int
 		want, perConn int64
-	}{{32 << 20, DefaultMaxMessageBytes, 32, 8}, {3<<20 + 1, DefaultMaxMessageBytes, 3, 1}, {1000, DefaultMaxMessageBytes, 1, 1}, {1 << 20, 1000, 16, 4}} {
+	}{{32 << 20, 1 << 20, 32, 8}, {3<<20 + 1, 1 << 20, 3, 1}, {1000, 1 << 20, 1, 1}, {1 << 20, 1000, 16, 4}} {
 		b := NewPeerService(1, nil).newStreamBudget(c.bytes, c.msg, time.Minute)
 		if b.max != c.want || b.perConn != c.perConn {
 			t.Errorf("%d bytes, %d-byte messages: %d streams, %d a connection, want %d and %d", c.bytes, c.msg, b.max, b.perConn, c.want, c.perConn)
@@ -39,7 +39,7 @@ func TestStreamBudget(t *testing.T) {
 	}
 
 	svc := NewPeerService(1, nil)
-	b := svc.newStreamBudget(8<<20, DefaultMaxMessageBytes, time.Minute) // 8 streams, 2 a connection
+	b := svc.newStreamBudget(8<<20, 1<<20, time.Minute) // 8 streams, 2 a connection
 	var cancels []context.CancelFunc
 	open := func(port int) error {
 		ctx, cancel := onConn(port)
@@ -93,15 +93,12 @@ func TestStreamBudget(t *testing.T) {
 // A stream holds its slot for at most the budget's deadline: the tap's
 // context carries it, and a real grpc-go server ends a call whose request
 // never comes (HEADERS only, no grpc-timeout) with DeadlineExceeded at
-// that deadline, giving the slot back. PeerStreamDeadline is above the
-// longest legitimate wait of a handler.
+// that deadline, giving the slot back. The default peer-stream-timeout is above the
+// longest legitimate wait of a handler (config's TestMaxHeartbeatWaitIsTheTransports).
 func TestStreamBudgetDeadline(t *testing.T) {
-	if PeerStreamDeadline <= MaxHeartbeatWait {
-		t.Fatalf("PeerStreamDeadline %v is not above MaxHeartbeatWait %v", PeerStreamDeadline, MaxHeartbeatWait)
-	}
 	const deadline = 300 * time.Millisecond
 	svc := NewPeerService(2, newFakeReceiver(2))
-	b := svc.newStreamBudget(DefaultMaxMessageBytes, DefaultMaxMessageBytes, deadline) // one stream
+	b := svc.newStreamBudget(1<<20, 1<<20, deadline) // one stream
 	ctx, cancel := onConn(1)
 	defer cancel()
 	got, err := b.tap(ctx, nil)
@@ -118,7 +115,7 @@ func TestStreamBudgetDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewGRPCServer(svc, grpc.InTapHandle(b.tap))
+	srv := NewGRPCServer(svc, maxMsg, grpc.InTapHandle(b.tap))
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	defer func() { srv.Stop(); <-done }()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
 	pb "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/transport/lf"
@@ -38,13 +39,17 @@ func startTLSServer(t *testing.T, kind string, svc *PeerService, serverTLS *tls.
 	done := make(chan struct{})
 	switch kind {
 	case "grpc":
-		gs := NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(serverTLS)))
+		gs := NewGRPCServer(svc, maxMsg, grpc.Creds(credentials.NewTLS(serverTLS)))
 		go func() { defer close(done); _ = gs.Serve(lis) }()
 		t.Cleanup(func() { gs.Stop(); <-done })
 	case "lf":
 		reg := engine.NewRegistry()
 		pb.RegisterPeerServer(reg, svc)
-		ls, err := lf.New(reg, lf.Config{Workers: 2, TLS: serverTLS})
+		d := config.Default()
+		ls, err := lf.New(reg, lf.Config{Workers: 2, TLS: serverTLS, MaxConns: d.MaxConns, HandshakeTimeout: d.HandshakeTimeout,
+			IdleTimeout: d.IdleTimeout, MaxBufferedBytes: d.PeerMaxBufferedBytes,
+			Limits: engine.Limits{MaxRecvMsgBytes: d.MaxMessageBytes, MaxConcurrentStreams: uint32(d.PeerMaxStreams),
+				MaxHeaderListBytes: uint32(d.MaxHeaderListBytes)}})
 		if errors.Is(err, lf.ErrUnsupported) {
 			lis.Close()
 			t.Skip(err)
@@ -96,7 +101,7 @@ func TestTLSBothServers(t *testing.T) {
 			addr := startTLSServer(t, kind, svc, nodes[2].server)
 
 			cli := newFakeReceiver(1)
-			tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, TLS: nodes[1].base, Cluster: tlsCluster})
+			tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli, TLS: nodes[1].base, Cluster: tlsCluster})
 			tr.SetPeer(2, addr)
 			for _, m := range sampleMessages(1, 2) {
 				tr.Send(m)
@@ -165,7 +170,7 @@ func TestTLSUnboundServiceFailsClosed(t *testing.T) {
 			svc := NewPeerService(2, newFakeReceiver(2))
 			addr := startTLSServer(t, kind, svc, nodes[2].server)
 			cli := newFakeReceiver(1)
-			tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, TLS: nodes[1].base, Cluster: tlsCluster})
+			tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli, TLS: nodes[1].base, Cluster: tlsCluster})
 			tr.SetPeer(2, addr)
 			tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 9})
 			wantCode(t, cli.nextFailure(t), codes.PermissionDenied)
@@ -174,7 +179,7 @@ func TestTLSUnboundServiceFailsClosed(t *testing.T) {
 }
 
 func TestGRPCConfigTLSNeedsCluster(t *testing.T) {
-	_, err := NewGRPC(GRPCConfig{Self: 1, Receiver: newFakeReceiver(1), TLS: &tls.Config{}})
+	_, err := NewGRPC(GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: newFakeReceiver(1), TLS: &tls.Config{}})
 	if err == nil {
 		t.Fatal("TLS without Cluster accepted")
 	}

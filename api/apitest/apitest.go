@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/api"
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
 	"google.golang.org/grpc"
@@ -421,13 +422,27 @@ func Serve(b api.Backend) (*Server, error) {
 	return ServeAt("127.0.0.1:0", b)
 }
 
-// ServeAt serves the Elector service of b on addr.
+// Limits are the API's bounds at config.Default(), as a node serves it.
+func Limits() api.Limits {
+	d := config.Default()
+	return api.Limits{MaxWatchers: d.MaxWatchers, MaxConns: d.MaxConns, MaxStreams: uint32(d.MaxStreams),
+		MaxMessageBytes: d.MaxMessageBytes, MaxHeaderListBytes: d.MaxHeaderListBytes,
+		HandshakeTimeout: d.HandshakeTimeout, IdleTimeout: d.IdleTimeout}
+}
+
+// ServeAt serves the Elector service of b on addr with the bounds of
+// Limits.
 func ServeAt(addr string, b api.Backend) (*Server, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: lis.Addr().String(), srv: api.NewGRPCServer(b), done: make(chan struct{})}
+	srv, err := api.NewLimitedGRPCServer(b, Limits())
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	s := &Server{Addr: lis.Addr().String(), srv: srv, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(lis)

@@ -27,7 +27,12 @@ func ServeSecure(b api.Backend, m *security.Material, cluster string) (*Server, 
 		return nil, err
 	}
 	sec := &api.Security{ServerTLS: m.ServerConfig(), Forward: m.ForwardCredentials, Cluster: cluster}
-	s := &Server{Addr: lis.Addr().String(), srv: api.NewSecureGRPCServer(b, api.Limits{}, sec), done: make(chan struct{})}
+	srv, err := api.NewSecureGRPCServer(b, Limits(), sec)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	s := &Server{Addr: lis.Addr().String(), srv: srv, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(lis)

@@ -13,11 +13,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/electord/electord/client"
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/internal/version"
 )
-
-// DefaultEndpoint is electord's default api-addr (config: api-addr).
-const DefaultEndpoint = "127.0.0.1:7070"
 
 // maxDialTimeout bounds the wait for one endpoint, so that a hung first
 // endpoint leaves time for the next within --timeout.
@@ -89,7 +87,7 @@ token, "term_epoch_slot" the other).
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringSliceVar(&g.endpoints, "endpoints", []string{DefaultEndpoint}, "comma-separated api addresses (host:port), tried in order")
+	pf.StringSliceVar(&g.endpoints, "endpoints", []string{config.Default().APIAddr}, "comma-separated api addresses (host:port), tried in order")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call (watch runs until Ctrl-C or --count)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.StringVar(&g.cacert, "cacert", "", "cluster CA certificate (PEM): connect over TLS and check the nodes against it")

@@ -48,7 +48,10 @@ func newSecureFixture(t *testing.T) *secureFixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := api.NewSecureGRPCServer(f.c.Node(election.NodeID(id)), api.Limits{}, sec)
+		srv, err := api.NewSecureGRPCServer(f.c.Node(election.NodeID(id)), apitest.Limits(), sec)
+		if err != nil {
+			t.Fatal(err)
+		}
 		go srv.Serve(lis)
 		t.Cleanup(srv.Stop)
 		f.c.SetAPIAddr(election.NodeID(id), lis.Addr().String())

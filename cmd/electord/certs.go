@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/security"
 )
 
@@ -42,7 +43,7 @@ their identity is a URI SAN, spiffe://<cluster>/node/<id>, /client/<name> or
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", "certs", "directory of the CA and the files created")
 	lifetime := cmd.PersistentFlags().Duration("lifetime", 0, "validity (default 10 years for the CA, 1 year for others)")
-	orDefault := func(d time.Duration) time.Duration {
+	lifetimeOr := func(d time.Duration) time.Duration { // --lifetime, or d when it is not set
 		if *lifetime > 0 {
 			return *lifetime
 		}
@@ -53,7 +54,7 @@ their identity is a URI SAN, spiffe://<cluster>/node/<id>, /client/<name> or
 	ca := &cobra.Command{
 		Use: "ca", Short: "Create the cluster CA (ca.crt, ca.key)", Args: cobra.NoArgs, SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := security.CreateCA(dir, cluster, orDefault(security.DefaultCALifetime))
+			c, err := security.CreateCA(dir, cluster, lifetimeOr(config.DefaultCALifetime))
 			if err != nil {
 				return configError{err}
 			}
@@ -76,7 +77,7 @@ their identity is a URI SAN, spiffe://<cluster>/node/<id>, /client/<name> or
 			if len(hosts) == 0 {
 				return configError{fmt.Errorf("--host: the node's IP addresses and DNS names are required (what electctl and peers dial)")}
 			}
-			crt, key, err := c.IssueNode(dir, id, hosts, orDefault(security.DefaultLeafLifetime))
+			crt, key, err := c.IssueNode(dir, id, hosts, lifetimeOr(config.DefaultLeafLifetime))
 			if err != nil {
 				return configError{err}
 			}
@@ -97,7 +98,7 @@ their identity is a URI SAN, spiffe://<cluster>/node/<id>, /client/<name> or
 			if err != nil {
 				return configError{err}
 			}
-			crt, key, err := c.IssueClient(dir, name, admin, orDefault(security.DefaultLeafLifetime))
+			crt, key, err := c.IssueClient(dir, name, admin, lifetimeOr(config.DefaultLeafLifetime))
 			if err != nil {
 				return configError{err}
 			}

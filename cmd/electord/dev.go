@@ -74,7 +74,7 @@ flags to use are printed.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&opts.Nodes, "nodes", 5, "how many nodes")
-	f.StringVar(&opts.Algorithm, "algorithm", algorithms.Default, strings.Join(algorithms.Names(), " or "))
+	f.StringVar(&opts.Algorithm, "algorithm", config.Default().Algorithm, strings.Join(algorithms.Names(), " or "))
 	f.IntVar(&opts.Quorum, "quorum", 0, "quorum mode with this cluster size (0 = off)")
 	f.BoolVar(&opts.Preempt, "preempt", false, "let a higher-ranked node depose a healthy leader")
 	f.IntVar(&opts.BasePort, "base-port", 7070, "node i gets api port base+10(i-1), peer +1, gossip +2, http +3, health and status page +4 (0: any free ports)")
@@ -91,16 +91,16 @@ const DevCluster = "dev"
 // certificate and a gossip key in dir, sets the nodes' config to use them,
 // and returns the electctl flags.
 func devTLS(dir string, opts *devcluster.Options) (string, error) {
-	ca, err := security.CreateCA(dir, DevCluster, security.DefaultCALifetime)
+	ca, err := security.CreateCA(dir, DevCluster, config.DefaultCALifetime)
 	if err != nil {
 		return "", err
 	}
 	for i := 1; i <= opts.Nodes; i++ {
-		if _, _, err := ca.IssueNode(dir, uint64(i), []string{"127.0.0.1", "localhost"}, security.DefaultLeafLifetime); err != nil {
+		if _, _, err := ca.IssueNode(dir, uint64(i), []string{"127.0.0.1", "localhost"}, config.DefaultLeafLifetime); err != nil {
 			return "", err
 		}
 	}
-	crt, key, err := ca.IssueClient(dir, "admin", true, security.DefaultLeafLifetime)
+	crt, key, err := ca.IssueClient(dir, "admin", true, config.DefaultLeafLifetime)
 	if err != nil {
 		return "", err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/electord/electord/daemon/daemontest"
 	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/algorithms"
 	"github.com/electord/electord/security"
 )
 
@@ -80,7 +79,7 @@ func TestDevTLS(t *testing.T) {
 // A node whose certificate names another node id refuses to start.
 func TestStartRefusesAnotherNodesCertificate(t *testing.T) {
 	dir := t.TempDir()
-	opts := devcluster.Options{Nodes: 1, Algorithm: algorithms.Default}
+	opts := devcluster.Options{Nodes: 1, Algorithm: config.Default().Algorithm}
 	if _, err := devTLS(dir, &opts); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestStartRefusesAnotherNodesCertificate(t *testing.T) {
 // client certificate asked.
 func TestSidecarTLS(t *testing.T) {
 	dir := t.TempDir()
-	opts := devcluster.Options{Nodes: 1, Algorithm: algorithms.Default, Tune: func(c *config.Config) { c.HTTPTLS = true }}
+	opts := devcluster.Options{Nodes: 1, Algorithm: config.Default().Algorithm, Tune: func(c *config.Config) { c.HTTPTLS = true }}
 	if _, err := devTLS(dir, &opts); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/daemon/daemontest"
 	"github.com/electord/electord/daemon/devcluster"
@@ -61,7 +62,7 @@ func TestBlockRefusesInboundPeerMessages(t *testing.T) {
 	t.Cleanup(func() { d.Stop() })
 
 	p := newPeer()
-	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: 2, Receiver: p})
+	tr, err := transport.NewGRPC(transport.GRPCConfig{Self: 2, Receiver: p, MaxMessageBytes: config.Default().MaxMessageBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestBlockRefusesInboundPeerMessages(t *testing.T) {
 				}
 				return
 			}
-			if status.Code(err) == codes.Aborted {
+			if grpcstatus.Code(err) == codes.Aborted {
 				return // it reached node 1's loop, which refused a non-member
 			}
 			if time.Now().After(deadline) {
@@ -100,7 +101,7 @@ func TestBlockRefusesInboundPeerMessages(t *testing.T) {
 		if err == nil {
 			t.Fatal("node 1 answered a heartbeat from node 2, which it blocks")
 		}
-		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), transport.ErrNotServing.Error()) {
+		if grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), transport.ErrNotServing.Error()) {
 			t.Fatalf("a message from a blocked peer failed with %v, want Unavailable: %v", err, transport.ErrNotServing)
 		}
 	}

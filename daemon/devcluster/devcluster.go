@@ -22,7 +22,6 @@ import (
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/daemon"
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/algorithms"
 	"github.com/electord/electord/node"
 )
 
@@ -36,7 +35,7 @@ type Options struct {
 	// dev cluster knows its size), -1 turns it off.
 	BootstrapExpect int
 	// PeerServer is every node's inbound peer server (grpc or lf); empty
-	// means config.DefaultPeerServer.
+	// keeps config.Default's.
 	PeerServer string
 	// BasePort: node i (1-based) uses api base+10(i-1), peer +1, gossip +2,
 	// http +3, health (the status page) +4. 0 picks free ports.
@@ -74,7 +73,10 @@ type Cluster struct {
 	watchWG       sync.WaitGroup
 }
 
-// Config is the configuration of node i (1-based) of a dev cluster.
+// Config is the configuration of node i (1-based) of a dev cluster:
+// config.Default() with the dev cluster's addresses, data directory,
+// seeds and options, the local gossip preset (every node is on this
+// machine) and warn logs unless opts say otherwise.
 func Config(i int, opts Options, dataDir string, join []string) config.Config {
 	port := func(off int) string {
 		if opts.BasePort == 0 {
@@ -82,23 +84,23 @@ func Config(i int, opts Options, dataDir string, join []string) config.Config {
 		}
 		return "127.0.0.1:" + strconv.Itoa(opts.BasePort+10*(i-1)+off)
 	}
-	c := config.Config{
-		ID: uint64(i), Name: "node-" + strconv.Itoa(i), Algorithm: opts.Algorithm,
-		APIAddr: port(0), PeerAddr: port(1), GossipAddr: port(2), HTTPAddr: port(3), HealthAddr: port(4),
-		Join: join, DataDir: filepath.Join(dataDir, "node-"+strconv.Itoa(i)),
-		HeartbeatInterval: config.DefaultHeartbeatInterval, HeartbeatTimeout: config.DefaultHeartbeatTimeout,
-		Tick: config.DefaultTick, Quorum: opts.Quorum, Preempt: opts.Preempt,
-		GossipPreset: "local", PeerServer: opts.PeerServer, LogLevel: opts.LogLevel,
-		BootstrapExpect: opts.Nodes,
+	c := config.Default()
+	c.ID, c.Name = uint64(i), "node-"+strconv.Itoa(i)
+	c.APIAddr, c.PeerAddr, c.GossipAddr, c.HTTPAddr, c.HealthAddr = port(0), port(1), port(2), port(3), port(4)
+	c.Join, c.DataDir = join, filepath.Join(dataDir, "node-"+strconv.Itoa(i))
+	c.Quorum, c.Preempt, c.BootstrapExpect = opts.Quorum, opts.Preempt, opts.Nodes
+	c.GossipPreset, c.LogLevel = "local", "warn"
+	if opts.Algorithm != "" {
+		c.Algorithm = opts.Algorithm
+	}
+	if opts.PeerServer != "" {
+		c.PeerServer = opts.PeerServer
+	}
+	if opts.LogLevel != "" {
+		c.LogLevel = opts.LogLevel
 	}
 	if opts.BootstrapExpect != 0 {
 		c.BootstrapExpect = max(0, opts.BootstrapExpect)
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "warn"
-	}
-	if c.PeerServer == "" {
-		c.PeerServer = config.DefaultPeerServer
 	}
 	if opts.Tune != nil {
 		opts.Tune(&c)
@@ -112,7 +114,7 @@ func Config(i int, opts Options, dataDir string, join []string) config.Config {
 // `electctl kill N; electctl revive N` or a partition.
 func Start(opts Options) (*Cluster, error) {
 	if opts.Algorithm == "" {
-		opts.Algorithm = algorithms.Default
+		opts.Algorithm = config.Default().Algorithm // for the banner
 	}
 	c := &Cluster{out: opts.Out, start: time.Now(), views: map[uint64]node.LeaderInfo{}, stopped: map[uint64]bool{}}
 	if c.out == nil {

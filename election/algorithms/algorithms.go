@@ -16,7 +16,7 @@ import (
 // Factory builds one node's state machine.
 type Factory func(election.Config) (election.StateMachine, error)
 
-// registered is in the order users see the names; the first is the default.
+// registered is in the order users see the names (the default, config.DefaultAlgorithm, first).
 var registered = []struct {
 	name string
 	new  Factory
@@ -25,10 +25,7 @@ var registered = []struct {
 	{ring.Name, ring.New},
 }
 
-// Default is the algorithm used when none is configured.
-var Default = registered[0].name
-
-// Names lists the registered algorithms, the default first.
+// Names lists the registered algorithms in the order users see them.
 func Names() []string {
 	out := make([]string, len(registered))
 	for i, r := range registered {

@@ -4,10 +4,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
@@ -20,31 +20,26 @@ var ErrUnsupported = errors.New("lf: the Leader/Followers pool needs Linux epoll
 // GracefulStop, or a second time.
 var ErrServerStopped = errors.New("lf: the server was stopped")
 
-// Defaults for Config.
 const (
+	// DefaultReadBudget is the ReadBudget when none is given (it is no
+	// config key): a busy connection gets 256 KiB a turn, so it makes
+	// progress without starving the others.
 	DefaultReadBudget = 256 << 10
-	MinWorkers        = 2
-	// DefaultMaxConns is the most connections served at once; more are
-	// closed as soon as they are accepted.
-	DefaultMaxConns = 4096
-	// DefaultHandshakeTimeout is how long a new connection has to send the
-	// HTTP/2 preface and its SETTINGS.
-	DefaultHandshakeTimeout = 10 * time.Second
-	// DefaultIdleTimeout is how long a connection may go without a frame
-	// while it has no open stream; then it gets GOAWAY and is closed.
-	DefaultIdleTimeout = 5 * time.Minute
-	// DefaultMaxBufferedBytes bounds the request bytes all connections
-	// together may have buffered.
-	DefaultMaxBufferedBytes = 32 << 20
+	// MinWorkers is the smallest pool: one goroutine polls while another
+	// handles an event.
+	MinWorkers = 2
 )
 
-// Config tunes a Server. The zero value is usable. The comparison variants
-// of the pool (FIFO promotion, LockOSThread, a blocking wait, more events
-// per wait) are not settings: they are reached through
-// internal/lfvariant, for peerbench and the tests.
+// Config tunes a Server. The fields that are configuration (peer-workers,
+// max-conns, handshake-timeout, idle-timeout, peer-max-buffered-bytes and
+// the Limits) are required: New names the one missing; config.Default has
+// their values. The comparison variants of the pool (FIFO promotion,
+// LockOSThread, a blocking wait, more events per wait) are not settings:
+// they are reached through internal/lfvariant, for peerbench and the tests.
 type Config struct {
-	// Workers is the pool size; 0 means runtime.GOMAXPROCS(0)*2. Values
-	// below MinWorkers are raised to MinWorkers.
+	// Workers is the pool size (peer-workers, resolved by
+	// config.Config.PeerWorkerCount). Values below MinWorkers are raised to
+	// MinWorkers.
 	Workers int
 	// Limits bound what one connection may ask (see engine.Limits).
 	Limits engine.Limits
@@ -54,22 +49,21 @@ type Config struct {
 	ReadBudget int
 
 	// MaxConns is the most connections open at once; a connection accepted
-	// beyond it is closed at once. 0 means DefaultMaxConns.
+	// beyond it is closed at once.
 	MaxConns int
 	// HandshakeTimeout closes a connection that has not sent the HTTP/2
 	// client preface and its first SETTINGS frame within it after it was
-	// accepted. 0 means DefaultHandshakeTimeout.
+	// accepted.
 	HandshakeTimeout time.Duration
 	// IdleTimeout sends GOAWAY to a connection that has had no open stream
 	// and sent no frame for it, and closes it. The pool checks at most once
 	// per IdleTimeout/8 (between 10 ms and 1 s), so a connection goes
-	// after between 1 and 2 IdleTimeouts of silence. 0 means
-	// DefaultIdleTimeout; negative means never.
+	// after between 1 and 2 IdleTimeouts of silence. Negative means never.
 	IdleTimeout time.Duration
 	// MaxBufferedBytes bounds the request bytes that all connections
 	// together may hold (engine.Limits.Shared): a call whose data would go
-	// beyond it ends with ResourceExhausted. 0 means
-	// DefaultMaxBufferedBytes; ignored when Limits.Shared is set.
+	// beyond it ends with ResourceExhausted. Ignored (and not required)
+	// when Limits.Shared is set.
 	MaxBufferedBytes int64
 
 	// TLS, if not nil, serves TLS with it (the peer port uses
@@ -82,29 +76,42 @@ type Config struct {
 	TLS *tls.Config
 }
 
-func (c Config) withDefaults() (Config, error) {
-	if c.Workers < 0 {
-		return c, errors.New("lf: negative Workers")
+// checked returns c ready to serve, or an error naming every required
+// field that is missing or out of range. It raises Workers to MinWorkers
+// and sets a zero ReadBudget (no config key) to DefaultReadBudget.
+func (c Config) checked() (Config, error) {
+	var errs []error
+	for _, f := range []struct {
+		field, key string
+		v          int64
+	}{
+		{"Workers", "peer-workers", int64(c.Workers)},
+		{"MaxConns", "max-conns", int64(c.MaxConns)},
+		{"HandshakeTimeout", "handshake-timeout", int64(c.HandshakeTimeout)},
+	} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("lf: Config.%s (%s) must be positive, got %d", f.field, f.key, f.v))
+		}
+	}
+	if c.IdleTimeout == 0 {
+		errs = append(errs, errors.New("lf: Config.IdleTimeout (idle-timeout) must be set (negative: never)"))
+	}
+	if c.Limits.Shared == nil && c.MaxBufferedBytes <= 0 {
+		errs = append(errs, fmt.Errorf("lf: Config.MaxBufferedBytes (peer-max-buffered-bytes) must be positive, got %d", c.MaxBufferedBytes))
 	}
 	if c.ReadBudget < 0 {
-		return c, errors.New("lf: negative ReadBudget")
+		errs = append(errs, errors.New("lf: negative ReadBudget"))
 	}
-	if c.Workers == 0 {
-		c.Workers = runtime.GOMAXPROCS(0) * 2
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if c.Workers < MinWorkers {
-		c.Workers = MinWorkers
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
 	}
+	c.Workers = max(c.Workers, MinWorkers)
 	if c.ReadBudget == 0 {
 		c.ReadBudget = DefaultReadBudget
 	}
-	if c.MaxConns < 0 || c.HandshakeTimeout < 0 || c.MaxBufferedBytes < 0 {
-		return c, errors.New("lf: negative MaxConns, HandshakeTimeout or MaxBufferedBytes")
-	}
-	c.MaxConns = orDefault(c.MaxConns, DefaultMaxConns)
-	c.HandshakeTimeout = orDefault(c.HandshakeTimeout, DefaultHandshakeTimeout)
-	c.IdleTimeout = orDefault(c.IdleTimeout, DefaultIdleTimeout)
-	c.MaxBufferedBytes = orDefault(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	if c.TLS != nil && !slices.Contains(c.TLS.NextProtos, "h2") {
 		c.TLS = c.TLS.Clone()
 		c.TLS.NextProtos = append(c.TLS.NextProtos, "h2")
@@ -121,10 +128,17 @@ func New(reg *engine.Registry, cfg Config) (*Server, error) {
 	return newServer(reg, cfg, lfvariant.Variant{})
 }
 
-// The comparison variants reach newServer through lfvariant.New.
+// The comparison variants reach newServer through lfvariant.New. They run
+// with a node's settings (config.Default) but for the pool size (workers;
+// 0: a node's) and the Limits, which the benchmark chooses.
 func init() {
 	lfvariant.New = func(reg *engine.Registry, workers int, lim engine.Limits, v lfvariant.Variant) (lfvariant.Server, error) {
-		s, err := newServer(reg, Config{Workers: workers, Limits: lim}, v)
+		d := config.Default()
+		if workers == 0 {
+			workers = d.PeerWorkerCount()
+		}
+		s, err := newServer(reg, Config{Workers: workers, Limits: lim, MaxConns: d.MaxConns, HandshakeTimeout: d.HandshakeTimeout,
+			IdleTimeout: d.IdleTimeout, MaxBufferedBytes: d.PeerMaxBufferedBytes}, v)
 		if err != nil {
 			return nil, err
 		}
@@ -186,12 +200,4 @@ type Stats struct {
 	// Panics counts panics the pool recovered while processing a
 	// connection; each closed that connection.
 	Panics uint64
-}
-
-// orDefault returns d for a zero v.
-func orDefault[T int | int64 | time.Duration](v, d T) T {
-	if v == 0 {
-		return d
-	}
-	return v
 }

@@ -49,7 +49,7 @@ func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 func startVariant(t *testing.T, cfg Config, v lfvariant.Variant, hook func(s *Server)) *testServer {
 	t.Helper()
 	sv := echo.New()
-	s, err := newServer(ctltest.Registry(sv), cfg, v)
+	s, err := newServer(ctltest.Registry(sv), nodeConfig(cfg), v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +554,7 @@ func TestProcessingPanicClosesConn(t *testing.T) {
 func TestUnixListener(t *testing.T) {
 	reg := engine.NewRegistry()
 	reg.RegisterService(&echo.Desc, echo.New())
-	s, err := New(reg, Config{Workers: 2})
+	s, err := New(reg, nodeConfig(Config{Workers: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +586,7 @@ func TestUnixListener(t *testing.T) {
 }
 
 func TestServeAfterStop(t *testing.T) {
-	s, err := New(engine.NewRegistry(), Config{})
+	s, err := New(engine.NewRegistry(), nodeConfig(Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,15 +604,7 @@ func TestServeAfterStop(t *testing.T) {
 	}
 }
 
-func TestConfigDefaults(t *testing.T) {
-	c, err := Config{Workers: 1}.withDefaults()
-	if err != nil || c.Workers != MinWorkers || c.ReadBudget != DefaultReadBudget {
-		t.Fatalf("%+v %v", c, err)
-	}
-	c, _ = Config{}.withDefaults()
-	if want := max(runtime.GOMAXPROCS(0)*2, MinWorkers); c.Workers != want {
-		t.Fatalf("default workers %d, want %d", c.Workers, want)
-	}
+func TestVariantDefaults(t *testing.T) {
 	v, err := variantDefaults(lfvariant.Variant{})
 	if err != nil || v != (lfvariant.Variant{EventsPerWait: 1}) {
 		t.Fatalf("default variant %+v, %v; want LIFO, one event per wait", v, err)
@@ -620,7 +612,7 @@ func TestConfigDefaults(t *testing.T) {
 	if _, err := variantDefaults(lfvariant.Variant{EventsPerWait: lfvariant.MaxEventsPerWait + 1}); err == nil {
 		t.Fatal("EventsPerWait over the maximum accepted")
 	}
-	if _, err := newServer(engine.NewRegistry(), Config{}, lfvariant.Variant{EventsPerWait: -1}); err == nil {
+	if _, err := newServer(engine.NewRegistry(), nodeConfig(Config{}), lfvariant.Variant{EventsPerWait: -1}); err == nil {
 		t.Fatal("negative EventsPerWait accepted")
 	}
 }

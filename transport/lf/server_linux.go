@@ -176,7 +176,7 @@ func newServer(reg *engine.Registry, cfg Config, v lfvariant.Variant) (*Server, 
 	if reg == nil {
 		return nil, errors.New("lf: nil registry")
 	}
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.checked()
 	if err != nil {
 		return nil, err
 	}

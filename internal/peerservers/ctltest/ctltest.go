@@ -29,6 +29,13 @@ import (
 // WaitFor bounds every wait of these tests.
 const WaitFor = 10 * time.Second
 
+// Limits are the engine limits these tests were written for: a 4 MiB
+// message (grpc-go's server default), 100 streams a connection and a 16 KiB
+// header list. The engine has no defaults of its own.
+func Limits() engine.Limits {
+	return engine.Limits{MaxRecvMsgBytes: 4 << 20, MaxConcurrentStreams: 100, MaxHeaderListBytes: 16 << 10}
+}
+
 // Registry returns a registry that serves svc.
 func Registry(svc *echo.Server) *engine.Registry {
 	reg := engine.NewRegistry()

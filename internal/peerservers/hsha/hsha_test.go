@@ -28,6 +28,9 @@ func start(t *testing.T, ctl *echo.Server) (*Server, string, <-chan error) {
 
 func startWith(t *testing.T, ctl *echo.Server, cfg Config, opts ...func(*Server)) (*Server, string, <-chan error) {
 	t.Helper()
+	if cfg.Limits == (engine.Limits{}) {
+		cfg.Limits = ctltest.Limits()
+	}
 	srv := New(ctltest.Registry(ctl), cfg)
 	for _, o := range opts {
 		o(srv)
@@ -161,7 +164,7 @@ func TestDefaultsAndUnixListener(t *testing.T) {
 	before := runtime.NumGoroutine()
 	reg := engine.NewRegistry()
 	reg.RegisterService(&echo.Desc, echo.New())
-	srv = New(reg, Config{Workers: 2, QueueCap: 8})
+	srv = New(reg, Config{Workers: 2, QueueCap: 8, Limits: ctltest.Limits()})
 	lis, err := net.Listen("unix", t.TempDir()+"/hsha.sock")
 	if err != nil {
 		t.Fatal(err)

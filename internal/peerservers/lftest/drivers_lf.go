@@ -3,6 +3,7 @@ package lftest
 import (
 	"google.golang.org/grpc"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf"
 	"github.com/electord/electord/transport/lf/engine"
@@ -19,8 +20,16 @@ func init() {
 			reg := engine.NewRegistry()
 			register(reg)
 			if v == (lfvariant.Variant{}) {
-				// The pool as the product builds it.
-				s, err := lf.New(reg, lf.Config{Workers: opts.Workers, Limits: opts.limits(), TLS: opts.TLS})
+				// The pool as the product builds it, with a node's settings
+				// (config.Default) but for the pool size (0: a node's)
+				// and the limits.
+				d := config.Default()
+				workers := opts.Workers
+				if workers == 0 {
+					workers = d.PeerWorkerCount()
+				}
+				s, err := lf.New(reg, lf.Config{Workers: workers, Limits: opts.limits(), TLS: opts.TLS, MaxConns: d.MaxConns,
+					HandshakeTimeout: d.HandshakeTimeout, IdleTimeout: d.IdleTimeout, MaxBufferedBytes: d.PeerMaxBufferedBytes})
 				if err != nil {
 					return nil, err
 				}

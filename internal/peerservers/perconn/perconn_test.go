@@ -6,13 +6,12 @@ import (
 
 	"github.com/electord/electord/internal/peerservers/ctltest"
 	"github.com/electord/electord/internal/peerservers/echo"
-	"github.com/electord/electord/transport/lf/engine"
 )
 
 // start serves a fresh Server on a loopback port.
 func start(t *testing.T, ctl *echo.Server) (*Server, string, <-chan error) {
 	t.Helper()
-	srv := New(ctltest.Registry(ctl), engine.Limits{})
+	srv := New(ctltest.Registry(ctl), ctltest.Limits())
 	addr, served := ctltest.Serve(t, srv)
 	return srv, addr, served
 }

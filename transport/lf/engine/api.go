@@ -13,26 +13,31 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
 )
 
-// Defaults for Limits.
+// The flow-control windows the engine advertises unless Limits set others.
+// They are no configuration key: they size the engine's buffers, which
+// ConnBufferBytes and Shared bound.
 const (
-	DefaultMaxRecvMsgBytes      = 4 << 20
-	DefaultMaxConcurrentStreams = 100
-	DefaultMaxHeaderListBytes   = 16 << 10
 	// DefaultStreamWindow is the SETTINGS_INITIAL_WINDOW_SIZE advertised:
 	// what a client may send on a new stream before the engine grants more.
+	// 64 KiB holds any election message whole.
 	DefaultStreamWindow = 64 << 10
 	// DefaultConnWindow is the connection receive window granted at the
-	// start (credit is returned as DATA is read).
+	// start (credit is returned as DATA is read), 4 MiB so that a client's
+	// streams are bounded by their own windows, not by this one.
 	DefaultConnWindow = 4 << 20
 )
 
-// Limits bound what one connection may ask of the server. Zero fields take
-// the defaults above.
+// Limits bound what one connection may ask of the server. MaxRecvMsgBytes,
+// MaxConcurrentStreams and MaxHeaderListBytes are configuration (the
+// max-message-bytes, peer-max-streams and max-header-list-bytes keys) and
+// required: see Validate. The windows' zero values take the constants
+// above, and ConnBufferBytes' is derived from the others.
 //
 // Memory: what one connection can make the engine buffer is bounded by
 // ConnBufferBytes, and, with Shared set, what all the connections that
@@ -73,29 +78,41 @@ type Limits struct {
 	Shared *Budget
 }
 
-// withDefaults fills in the zero fields.
-func (lim Limits) withDefaults() Limits {
-	if lim.MaxRecvMsgBytes <= 0 {
-		lim.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
+// Validate reports every configured limit that is not positive, naming the
+// field and its config key. A Session given Limits that fail it refuses
+// what the zero limit allows: nothing.
+func (lim Limits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		field, key string
+		v          int64
+	}{
+		{"MaxRecvMsgBytes", "max-message-bytes", int64(lim.MaxRecvMsgBytes)},
+		{"MaxConcurrentStreams", "peer-max-streams", int64(lim.MaxConcurrentStreams)},
+		{"MaxHeaderListBytes", "max-header-list-bytes", int64(lim.MaxHeaderListBytes)},
+	} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("engine: Limits.%s (%s) must be positive, got %d", f.field, f.key, f.v))
+		}
 	}
-	lim.MaxConcurrentStreams = orDefault(lim.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
-	lim.MaxHeaderListBytes = orDefault(lim.MaxHeaderListBytes, DefaultMaxHeaderListBytes)
-	lim.StreamWindow = orDefault(lim.StreamWindow, DefaultStreamWindow)
+	return errors.Join(errs...)
+}
+
+// sized returns lim with its windows within what HTTP/2 allows (a zero
+// window: the constant above) and ConnBufferBytes derived when zero.
+func (lim Limits) sized() Limits {
+	if lim.StreamWindow == 0 {
+		lim.StreamWindow = DefaultStreamWindow
+	}
 	lim.StreamWindow = min(max(lim.StreamWindow, 5), maxWindow)
-	lim.ConnWindow = orDefault(lim.ConnWindow, DefaultConnWindow)
+	if lim.ConnWindow == 0 {
+		lim.ConnWindow = DefaultConnWindow
+	}
 	lim.ConnWindow = min(max(lim.ConnWindow, initialPeerWindow), maxWindow)
 	if lim.ConnBufferBytes <= 0 {
 		lim.ConnBufferBytes = int(lim.MaxConcurrentStreams)*int(lim.StreamWindow) + lim.MaxRecvMsgBytes + 5
 	}
 	return lim
-}
-
-// orDefault returns d for a zero v.
-func orDefault(v, d uint32) uint32 {
-	if v == 0 {
-		return d
-	}
-	return v
 }
 
 // Budget bounds the request bytes buffered by all the Sessions that share

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -124,7 +125,7 @@ func (a *attacker) send(id uint32, n int) int {
 // allow). What the Session buffers stays within ConnBufferBytes; streams
 // beyond MaxConcurrentStreams are refused.
 func TestWindowsBoundMemory(t *testing.T) {
-	lim := Limits{MaxRecvMsgBytes: 1 << 20, Shared: NewBudget(64 << 20)}
+	lim := full(Limits{MaxRecvMsgBytes: 1 << 20, Shared: NewBudget(64 << 20)})
 	s := NewSession(fuzzRegistry(), lim, nil)
 	a := newAttacker(t, s)
 	full := NewSession(fuzzRegistry(), lim, nil).lim
@@ -179,7 +180,7 @@ func TestWindowsBoundMemory(t *testing.T) {
 // with FLOW_CONTROL_ERROR; beyond the connection window it ends the
 // connection with GOAWAY(FLOW_CONTROL_ERROR).
 func TestFlowControlErrors(t *testing.T) {
-	a := newAttacker(t, NewSession(fuzzRegistry(), Limits{}, nil))
+	a := newAttacker(t, NewSession(fuzzRegistry(), full(Limits{}), nil))
 	a.open(1, 1<<20)
 	a.win[1] = 1 << 30 // the client ignores its window
 	a.send(1, 2<<20)
@@ -187,7 +188,7 @@ func TestFlowControlErrors(t *testing.T) {
 		t.Fatalf("stream window overrun: RST %v, connection gone %v", a.refs[1], a.gone)
 	}
 
-	a = newAttacker(t, NewSession(fuzzRegistry(), Limits{ConnWindow: initialPeerWindow}, nil))
+	a = newAttacker(t, NewSession(fuzzRegistry(), full(Limits{ConnWindow: initialPeerWindow}), nil))
 	a.conn = 1 << 30
 	a.open(1, 60000)
 	a.open(3, 60000)
@@ -208,7 +209,7 @@ func TestFlowControlErrors(t *testing.T) {
 // comes back when streams end.
 func TestSharedBudget(t *testing.T) {
 	shared := NewBudget(300 << 10)
-	lim := Limits{Shared: shared}
+	lim := full(Limits{Shared: shared})
 	a := newAttacker(t, NewSession(fuzzRegistry(), lim, nil))
 	b := newAttacker(t, NewSession(fuzzRegistry(), lim, nil))
 	a.open(1, 200<<10)
@@ -226,5 +227,18 @@ func TestSharedBudget(t *testing.T) {
 	_ = a.feed(buf.Bytes())
 	if shared.Used() != 0 {
 		t.Fatalf("budget after the streams ended: %d", shared.Used())
+	}
+}
+
+// The configured limits have no default in the engine: zero ones are named.
+func TestLimitsValidateNamesZeroFields(t *testing.T) {
+	err := Limits{}.Validate()
+	for _, want := range []string{"MaxRecvMsgBytes (max-message-bytes)", "MaxConcurrentStreams (peer-max-streams)", "MaxHeaderListBytes (max-header-list-bytes)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Limits{}.Validate() = %v, want it to name %s", err, want)
+		}
+	}
+	if err := full(Limits{}).Validate(); err != nil {
+		t.Errorf("complete limits: %v", err)
 	}
 }

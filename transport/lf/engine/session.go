@@ -168,9 +168,9 @@ type stream struct {
 // NewSession returns the Session of a newly accepted connection. Its output
 // already holds the server preface (SETTINGS and a connection WINDOW_UPDATE);
 // write it at once. remote is the peer's address, for peer.FromContext; it
-// may be nil.
+// may be nil. lim should pass Validate (see there for what a zero limit does).
 func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
-	lim = lim.withDefaults()
+	lim = lim.sized()
 	s := &Session{
 		reg: reg, lim: lim,
 		peerInitWindow: initialPeerWindow,
