@@ -184,7 +184,7 @@ func (n *Node) kill(leave bool) {
 		return
 	}
 	n.killed, n.dirty = true, true
-	n.serving.Store(false)
+	n.in.serving.Store(false)
 	n.withdraw() // before the leave, which can take seconds
 	if leave {
 		n.leaveGossip()
@@ -194,7 +194,7 @@ func (n *Node) kill(leave bool) {
 		}
 		n.mem, n.events = nil, nil
 	}
-	n.drainInbox()
+	n.in.drain()
 }
 
 // Revive undoes Kill: the state machine restarts from the persisted term
@@ -214,7 +214,7 @@ func (n *Node) Revive(ctx context.Context) error {
 			return err
 		}
 		n.killed, n.dirty = false, true
-		n.serving.Store(!n.halted())
+		n.in.serving.Store(!n.halted())
 		return nil
 	})
 }

@@ -1,9 +1,10 @@
 package node
 
 import (
-	"github.com/electord/electord/transport"
 	"log/slog"
 	"time"
+
+	"github.com/electord/electord/transport"
 )
 
 // Config configures a node's loop. Durations are turned into ticks.
@@ -25,13 +26,14 @@ type Config struct {
 	Store *TermStore
 	// NewMembership starts gossip; called at start and on Revive.
 	NewMembership func() (Membership, error)
-	// Transport sends peer messages; the node is its Receiver (see Receiver).
+	// Transport sends peer messages. It was built with Inbox as its
+	// transport.Receiver.
 	Transport transport.Transport
+	// Inbox is what the node receives: messages from peers and failed sends.
+	Inbox *Inbox
 	// Exit terminates the process (electctl kill --exit). nil: Exit does nothing.
 	Exit   func()
 	Logger *slog.Logger
-	// InboxSize bounds queued inbound messages. Default 4096.
-	InboxSize int
 }
 
 func (c *Config) defaults() {
@@ -44,13 +46,18 @@ func (c *Config) defaults() {
 	if c.HeartbeatTimeout == 0 {
 		c.HeartbeatTimeout = 250 * time.Millisecond
 	}
-	if c.InboxSize == 0 {
-		c.InboxSize = 4096
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Store == nil {
 		c.Store, _ = OpenTermStore("")
 	}
+}
+
+// inboxSize bounds an inbox's queued inbound messages. Default 4096.
+func inboxSize(size int) int {
+	if size == 0 {
+		return 4096
+	}
+	return size
 }

@@ -37,10 +37,10 @@ func (n *Node) storeFailed(err error, want Persisted) {
 		n.retryDelay = min(2*n.retryDelay, saveRetryMax)
 	}
 	n.storeErr, n.dirty = err, true
-	n.serving.Store(false)
+	n.in.serving.Store(false)
 	n.leading.Store(false)
 	n.leaseUntil.Store(0)
-	n.drainInbox()
+	n.in.drain()
 	n.retryC = time.After(n.retryDelay)
 }
 
@@ -72,7 +72,7 @@ func (n *Node) retrySave() {
 		}
 	}
 	if !n.killed {
-		n.serving.Store(true)
+		n.in.serving.Store(true)
 	}
 }
 

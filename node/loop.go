@@ -15,7 +15,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.joinGossip(); err != nil {
 		return err
 	}
-	n.serving.Store(true)
+	n.in.serving.Store(true)
 	n.clock.start()
 	defer n.clock.stop()
 	for {
@@ -24,7 +24,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.cause = cause{}
 		select {
 		case <-ctx.Done():
-			n.serving.Store(false)
+			n.in.serving.Store(false)
 			n.withdraw() // peers campaign when they hear of the leave
 			n.leaveGossip()
 			return nil
@@ -32,7 +32,7 @@ func (n *Node) Run(ctx context.Context) error {
 			if !n.halted() {
 				n.clock.fire()
 			}
-		case in := <-n.inbox:
+		case in := <-n.in.msgs:
 			if n.halted() {
 				continue
 			}
@@ -44,7 +44,7 @@ func (n *Node) Run(ctx context.Context) error {
 				n.log.Warn("rejected a peer message", "err", err)
 			}
 			reply, replyTo = in.Reply, in.Msg.From
-		case f := <-n.failures:
+		case f := <-n.in.failures:
 			m, kind, typ := f.m, "send failed", election.EventSendFailed
 			if f.busy {
 				kind, typ = "peer busy", election.EventPeerBusy
@@ -60,7 +60,7 @@ func (n *Node) Run(ctx context.Context) error {
 				default:
 				}
 			}
-		case m := <-n.peerDown:
+		case m := <-n.in.peerDown:
 			n.cause = cause{kind: "peer down", msg: m}
 			n.peerGone(m)
 		case ev, ok := <-n.events:

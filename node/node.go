@@ -10,7 +10,6 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/algorithms"
-	"github.com/electord/electord/transport"
 )
 
 type memberRec struct {
@@ -27,14 +26,9 @@ type Node struct {
 	cause cause
 	log   *slog.Logger
 
-	inbox    chan transport.Inbound
-	failures chan failure
-	// peerDown carries sends that failed with transport.ErrPeerDown: the
-	// peer's process is gone (see peerGone).
-	peerDown chan election.Message
-	cmds     chan command
-	clock    *tickClock  // drives sm.Tick; owned by the loop
-	serving  atomic.Bool // answers peers (false while killed)
+	in    *Inbox // what peers sent and which sends failed
+	cmds  chan command
+	clock *tickClock // drives sm.Tick; owned by the loop
 
 	// Owned by the loop goroutine.
 	sm      election.StateMachine
@@ -65,8 +59,8 @@ type Node struct {
 	status   StatusInfo
 	hub      hub
 	stopped  chan struct{}
-	counters Counters
-	obs      observe // observe.go
+	counters *Counters // shared with the inbox
+	obs      observe   // observe.go
 	// leaseUntil (quorum mode): until when, by the wall clock in Unix
 	// nanoseconds, this node may claim leadership; 0 when it may not.
 	leaseUntil atomic.Int64
@@ -91,15 +85,14 @@ func New(cfg Config) (*Node, error) {
 	if err := algorithms.Check(cfg.Algorithm); err != nil {
 		return nil, fmt.Errorf("algorithm: %w", err)
 	}
-	if cfg.NewMembership == nil || cfg.Transport == nil {
-		return nil, errors.New("node: NewMembership and Transport are required")
+	if cfg.NewMembership == nil || cfg.Transport == nil || cfg.Inbox == nil {
+		return nil, errors.New("node: NewMembership, Transport and Inbox are required")
 	}
 	n := &Node{
 		cfg:          cfg,
 		log:          cfg.Logger.With("node", uint64(cfg.Self.ID)),
-		inbox:        make(chan transport.Inbound, cfg.InboxSize),
-		failures:     make(chan failure, cfg.InboxSize),
-		peerDown:     make(chan election.Message, 16),
+		in:           cfg.Inbox,
+		counters:     cfg.Inbox.counters,
 		cmds:         make(chan command, 16),
 		members:      map[election.NodeID]*memberRec{},
 		stopped:      make(chan struct{}),
@@ -117,7 +110,7 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Counters exposes the node's counters.
-func (n *Node) Counters() *Counters { return &n.counters }
+func (n *Node) Counters() *Counters { return n.counters }
 
 func (n *Node) startMachine() error {
 	saved, err := n.cfg.Store.Load()
