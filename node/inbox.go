@@ -71,9 +71,8 @@ type failure struct {
 func (b *Inbox) Failed(m election.Message, err error) {
 	// An Election refused by an overloaded node above (its inbox was full):
 	// that node is alive and busy. For the bully that is its Answer, not its
-	// death (EventPeerBusy); as a failure, a node whose Election to the
-	// highest survivor met its full inbox (128 processes after a crash) won
-	// while that node was announcing itself.
+	// death (EventPeerBusy): taken as a failure, it would let this node, a
+	// lower one, win while the node above is announcing itself.
 	busy := m.Type == election.MsgElection && transport.PeerOverloaded(err)
 	if errors.Is(err, transport.ErrPeerDown) {
 		select {

@@ -144,9 +144,8 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		if ch := rd.Change; ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
 			// A leader taken up on its Coordinator came over its own
 			// connection: open ours now, so its crash is seen as a dropped
-			// connection at once, not by the next heartbeat a heartbeat
-			// interval later (issue 10: the first kill after a leadership
-			// change took about 200 ms).
+			// connection at once (ErrPeerDown), not by the next heartbeat
+			// up to a heartbeat interval later.
 			if c, ok := n.cfg.Transport.(transport.Connector); ok {
 				c.Connect(ch.Leader)
 			}

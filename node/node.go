@@ -123,9 +123,9 @@ func (n *Node) startMachine() error {
 	// 60-250 ms on a loaded disk) before its first message goes out: on the
 	// critical path of a failover the restarted node takes part in. Reserve
 	// the next terms now, before the node takes part.
-	// If the disk refuses, the first election meets the same refusal and
-	// the node stops taking part until a save succeeds (storeFailed), as
-	// before this reserve was taken at start.
+	// A refusal here is only logged: the first election meets the same
+	// refusal and the node stops taking part until a save succeeds
+	// (storeFailed).
 	if next := election.NextTerm(saved.Term, n.cfg.Self.ID); next.InRange() {
 		if err := n.cfg.Store.Save(next, 0); err != nil {
 			n.log.Warn("cannot reserve the next terms at start; the first election will try again", "err", err)

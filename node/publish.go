@@ -26,12 +26,11 @@ func keyOf(st election.Status) statusKey {
 // before a batch's messages go out when the machine no longer leads: a
 // TimeoutNow (handover), or an acknowledgement of a rival, can make
 // another node leader within milliseconds, and the full publish comes only
-// after the batch's sends and writes. A one-hour chaos run (ring, quorum
-// 5) saw both answer /leader/self 200 for 0.3 ms when the loop of a
-// leader handing over was descheduled between its TimeoutNow and its
-// publish. Kill and a stop without a handover withdraw too, before
-// leaving gossip (which can take seconds while the peers already campaign).
-// Called by the loop only.
+// after the batch's sends and writes: a loop descheduled in between would
+// otherwise let two nodes claim leadership (/leader/self 200) at once.
+// Kill and a stop without a handover withdraw too, before leaving gossip
+// (which can take seconds while the peers already campaign). Called by the
+// loop only.
 func (n *Node) withdraw() {
 	n.leaseUntil.Store(0)
 	n.mu.Lock()

@@ -28,11 +28,12 @@ func (c *Config) electionConfig(term election.Term) election.Config {
 		// + 2, ends before its own timeout fires; at timeouts of 30 ticks or
 		// less it ends with it), and heartbeats go six times per timeout:
 		// at the defaults (timeout 600 ms) a 100 ms interval, a 450 ms
-		// lease and 250 ms of slack. At four per timeout (150 ms) the slack
-		// was 150 ms, and with one follower cut off, two of the other three
-		// late by that much on a loaded host lapsed a healthy leader's lease
-		// (the one-hour chaos runs' quorum follower-faults; a simulator
-		// test, TestQuorumLeaseSlack, pins the slack at these timings).
+		// lease and 250 ms of slack. The slack must outlast two followers
+		// of a majority being late together on a loaded host while another
+		// is cut off, or a healthy leader's lease lapses; four heartbeats
+		// per timeout would leave only 150 ms. The simulator test
+		// TestQuorumLeaseSlack (election/sim) pins the slack at these
+		// timings.
 		hb = min(hb, max(1, lt/6))
 		lease = max(hb+1, lt-max(1, lt/4))
 	}
@@ -42,10 +43,10 @@ func (c *Config) electionConfig(term election.Term) election.Config {
 		LeaderTimeoutTicks: lt,
 		JitterTicks:        max(1, lt/4),
 		// An Answer comes back in one round trip. Allow AnswerTimeout, or a
-		// heartbeat interval if shorter: not the interval itself, which
-		// idle cost pushed to 200ms, since a bully node waits this long
-		// when an Election to a dead higher node is neither answered nor
-		// reported failed (its connection half torn down).
+		// heartbeat interval if shorter: not the interval itself, which is
+		// set long to keep the idle cost low, since a bully node waits this
+		// long when an Election to a dead higher node is neither answered
+		// nor reported failed (its connection half torn down).
 		AnswerTimeoutTicks: min(hb, ticks(AnswerTimeout, c.Tick)),
 		// A Coordinator (or quorum acks) should follow within a timeout.
 		ElectionTimeoutTicks: lt,
