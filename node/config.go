@@ -26,8 +26,8 @@ type Config struct {
 	Store *TermStore
 	// NewMembership starts gossip; called at start and on Revive.
 	NewMembership func() (Membership, error)
-	// Transport sends peer messages. It was built with Inbox as its
-	// transport.Receiver.
+	// Transport sends peer messages; it reports the sends it could not
+	// deliver to Inbox, its transport.Receiver.
 	Transport transport.Transport
 	// Inbox is what the node receives: messages from peers and failed sends.
 	Inbox *Inbox
