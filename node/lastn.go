@@ -2,26 +2,26 @@ package node
 
 import "sync"
 
-// sized is a value kept in a ring: it says how many the ring keeps.
-type sized interface{ ringSize() int }
+// capped is a value kept in a lastN: it says how many a lastN keeps.
+type capped interface{ keepLast() int }
 
-func (LeaderChange) ringSize() int   { return TimelineSize }
-func (ElectionRecord) ringSize() int { return ElectionsKept }
+func (LeaderChange) keepLast() int   { return TimelineSize }
+func (ElectionRecord) keepLast() int { return ElectionsKept }
 
-// ring keeps the last T.ringSize() values added: the node's timeline and
+// lastN keeps the last T.keepLast() values added: the node's timeline and
 // its last elections. One goroutine (the loop) adds and updates, any reads.
 // The zero value is empty and ready to use.
-type ring[T sized] struct {
+type lastN[T capped] struct {
 	mu   sync.Mutex
-	buf  []T // grows to ringSize, then wraps
+	buf  []T // grows to keepLast(), then wraps
 	next int // once full: the oldest value, the next add's place
 }
 
 // add appends v, dropping the oldest value when full.
-func (r *ring[T]) add(v T) {
+func (r *lastN[T]) add(v T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.buf) < v.ringSize() {
+	if len(r.buf) < v.keepLast() {
 		r.buf = append(r.buf, v)
 		return
 	}
@@ -29,9 +29,9 @@ func (r *ring[T]) add(v T) {
 	r.next = (r.next + 1) % len(r.buf)
 }
 
-// updateLast calls f with the newest value, under the ring's lock; not
-// when the ring is empty.
-func (r *ring[T]) updateLast(f func(*T)) {
+// updateLast calls f with the newest value, under the lastN's lock; not
+// when it is empty.
+func (r *lastN[T]) updateLast(f func(*T)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.buf) > 0 {
@@ -40,7 +40,7 @@ func (r *ring[T]) updateLast(f func(*T)) {
 }
 
 // list returns the values, oldest first.
-func (r *ring[T]) list() []T {
+func (r *lastN[T]) list() []T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]T, 0, len(r.buf))

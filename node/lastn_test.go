@@ -6,12 +6,12 @@ import (
 	"github.com/electord/electord/election"
 )
 
-// TestRingKeepsTheLastAndUpdatesTheNewest: before and after it wraps, the
-// ring lists the last values oldest first, and updateLast changes the
+// TestLastNKeepsTheLastAndUpdatesTheNewest: before and after it wraps, the
+// lastN lists the last values oldest first, and updateLast changes the
 // newest one.
-func TestRingKeepsTheLastAndUpdatesTheNewest(t *testing.T) {
-	var r ring[ElectionRecord]
-	r.updateLast(func(*ElectionRecord) { t.Fatal("updateLast called f on an empty ring") })
+func TestLastNKeepsTheLastAndUpdatesTheNewest(t *testing.T) {
+	var r lastN[ElectionRecord]
+	r.updateLast(func(*ElectionRecord) { t.Fatal("updateLast called f on an empty lastN") })
 	for i := 1; i <= ElectionsKept+5; i++ {
 		r.add(ElectionRecord{Term: election.Term(i)})
 		r.updateLast(func(e *ElectionRecord) { e.Messages = uint64(i) })
