@@ -37,16 +37,18 @@ proto-check:
 .PHONY: test
 
 ## test: every test, as CI runs it (.ci/run): the product module with the
-## race detector, then each test-only module under e2e/ (a real Kubernetes
-## API server, kustomize, a headless browser), which keep their heavy
-## dependencies out of the product's go.mod. Each e2e module installs what
-## it needs from Debian's packages if it is missing, and says so.
-## -timeout 30m: integration and integration/chaos take turns on the
-## machine (internal/testlock), so one package's clock includes its wait for
-## the other (about 7 minutes), past go test's default 10 minutes when the
-## build cache is cold.
+## race detector; then the tools module (tools/: the processes-and-network
+## integration tests, the chaos schedule, the benchmark commands' own tests),
+## which keeps the etcd client and the harnesses out of the product's go.mod;
+## then each test-only module under e2e/ (a real Kubernetes API server,
+## kustomize, a headless browser). Each e2e module installs what it needs
+## from Debian's packages if it is missing, and says so.
+## -timeout 30m: tools/integration and tools/integration/chaos take turns on
+## the machine (tools/internal/testlock), so one package's clock includes its
+## wait for the other.
 test:
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@echo "== tools"; cd tools && $(GO) test -race -count=1 -timeout 30m ./...
 	@set -e; for m in e2e/*/go.mod; do \
 		[ -f "$$m" ] || continue; d=$$(dirname "$$m"); \
 		echo "== $$d"; (cd "$$d" && $(GO) test -count=1 -timeout 40m ./...); \

@@ -224,13 +224,12 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		return adaptGossip(m), nil
 	}
 
-	// The transport exists before the node it feeds. Every message from a
-	// peer (served requests, heartbeat replies) reaches the node through
-	// recv, and so does every send failure.
-	late := &transport.LateReceiver{}
-	var recv transport.Receiver = late
+	// Every message from a peer (served requests, heartbeat replies)
+	// reaches the node's inbox through recv, and so does every send failure.
+	inbox := node.NewInbox(0)
+	var recv transport.Receiver = inbox
 	if opts.Peers != nil {
-		recv = opts.Peers.Receiver(late)
+		recv = opts.Peers.Receiver(inbox)
 	}
 	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv, MaxMessageBytes: cfg.MaxMessageBytes}
 	svc := transport.NewPeerService(self.ID, recv)
@@ -252,12 +251,12 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	var send transport.Transport = tr
 	if opts.Peers != nil {
-		send = opts.Peers.Transport(tr, late)
+		send = opts.Peers.Transport(tr, inbox)
 	}
 	nd, err := node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Quorum: cfg.Quorum, Preempt: cfg.Preempt, BootstrapExpect: cfg.BootstrapExpect, Store: store, NewMembership: fresh,
-		Transport: send, Exit: opts.Exit, Logger: log})
+		Transport: send, Inbox: inbox, Exit: opts.Exit, Logger: log})
 	if err != nil {
 		tr.Close()
 		first.Shutdown()
@@ -265,7 +264,6 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		d.closeSecurity()
 		return nil, err
 	}
-	late.Set(nd)
 	d.Node, d.tr = nd, tr
 
 	if d.peerSrv == nil {

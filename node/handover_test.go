@@ -45,7 +45,7 @@ func TestNodePeerDownLeaderCampaigns(t *testing.T) {
 		t.Cleanup(func() { stop3(); <-n3.Done() })
 		t0 := time.Now()
 		for _, id := range []election.NodeID{1, 2} {
-			c.nodes[id].Failed(peerDown(id, 3))
+			c.nodes[id].in.Failed(peerDown(id, 3))
 		}
 		li := c.agree(5*time.Second, 2)
 		if took := time.Since(t0); took >= 200*time.Millisecond {
@@ -61,10 +61,10 @@ func TestNodePeerDownLeaderCampaigns(t *testing.T) {
 // nothing: not at a follower (about another follower), not at the leader.
 func TestNodePeerDownOfNonLeaderIgnored(t *testing.T) {
 	withLeader3(t, func(t *testing.T, c *cluster, old LeaderInfo) {
-		c.nodes[2].Failed(peerDown(2, 1))
-		c.nodes[3].Failed(peerDown(3, 1))
-		c.nodes[3].Failed(peerDown(3, 2))
-		c.nodes[1].Failed(peerDown(1, 2))
+		c.nodes[2].in.Failed(peerDown(2, 1))
+		c.nodes[3].in.Failed(peerDown(3, 1))
+		c.nodes[3].in.Failed(peerDown(3, 2))
+		c.nodes[1].in.Failed(peerDown(1, 2))
 		time.Sleep(300 * time.Millisecond) // the window in which a campaign would show
 		if li := c.agree(5*time.Second, 3); li.Term != old.Term {
 			t.Errorf("the leadership changed: term %v -> %v", old.Term, li.Term)

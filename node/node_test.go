@@ -99,17 +99,16 @@ func (c *cluster) start(id election.NodeID) *Node {
 		c.t.Fatal(err)
 	}
 	self := Meta{ID: id, Name: fmt.Sprintf("n%d", id), PeerAddr: fmt.Sprintf("mem:%d", id), APIAddr: fmt.Sprintf("api:%d", id)}
-	l := &transport.LateReceiver{}
-	var tr transport.Transport = c.net.Join(id, l)
+	in := NewInbox(0)
+	var tr transport.Transport = c.net.Join(id, in)
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Quorum: c.quorum,
+	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum,
 		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	l.Set(nd)
 	ctx, cancel := context.WithCancel(context.Background())
 	go nd.Run(ctx)
 	c.nodes[id], c.cancel[id] = nd, cancel
@@ -168,7 +167,7 @@ func TestNodeElectsAndFailsOver(t *testing.T) {
 			if err := c.nodes[3].Kill(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.nodes[3].Receive(transport.Inbound{Msg: election.Message{Type: election.MsgHeartbeat}}); !errors.Is(err, transport.ErrNotServing) {
+			if err := c.nodes[3].in.Receive(transport.Inbound{Msg: election.Message{Type: election.MsgHeartbeat}}); !errors.Is(err, transport.ErrNotServing) {
 				t.Fatalf("a killed node must refuse peers: %v", err)
 			}
 			li2 := c.agree(5*time.Second, 2)
@@ -277,17 +276,18 @@ func TestSlowSubscriberNeverBlocksTheNode(t *testing.T) {
 }
 
 func TestInboxFullIsRefusedNotBlocked(t *testing.T) {
-	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "ring", InboxSize: 2,
-		Transport: transport.NewNetwork().Join(1, nil), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
+	in := NewInbox(2)
+	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "ring", Inbox: in,
+		Transport: transport.NewNetwork().Join(1, in), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.serving.Store(true)
+	in.serving.Store(true)
 	m := transport.Inbound{Msg: election.Message{Type: election.MsgHeartbeat, From: 2, To: 1, Term: 1}}
-	if n.Receive(m) != nil || n.Receive(m) != nil {
+	if in.Receive(m) != nil || in.Receive(m) != nil {
 		t.Fatal("the first two must queue")
 	}
-	if err := n.Receive(m); !errors.Is(err, transport.ErrOverloaded) || n.Counters().InboxFull.Load() != 1 {
+	if err := in.Receive(m); !errors.Is(err, transport.ErrOverloaded) || n.Counters().InboxFull.Load() != 1 {
 		t.Fatalf("third: %v (counted %d)", err, n.Counters().InboxFull.Load())
 	}
 }
@@ -468,20 +468,16 @@ func TestFollowerConnectsToItsNewLeader(t *testing.T) {
 // connection, or another ResourceExhausted (grpc-go's own, for a message
 // above the send limit), is a failure, and only Elections are diverted.
 func TestBusyElectionsReachTheCore(t *testing.T) {
-	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "bully", InboxSize: 8,
-		Transport: transport.NewNetwork().Join(1, nil), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := NewInbox(8)
 	el := election.Message{Type: election.MsgElection, From: 1, To: 2, Term: election.NextTerm(0, 1), Initiator: 1}
 	busy := status.Error(codes.ResourceExhausted, transport.ErrOverloaded.Error())
-	n.Failed(el, busy)
-	n.Failed(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: el.Term, Leader: 1}, busy)
-	n.Failed(el, status.Error(codes.Unavailable, "connection refused"))
-	n.Failed(el, status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (9000 vs. 4096)"))
+	in.Failed(el, busy)
+	in.Failed(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: el.Term, Leader: 1}, busy)
+	in.Failed(el, status.Error(codes.Unavailable, "connection refused"))
+	in.Failed(el, status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (9000 vs. 4096)"))
 	busyN, failedN := 0, 0
-	for len(n.failures) > 0 {
-		if f := <-n.failures; f.busy {
+	for len(in.failures) > 0 {
+		if f := <-in.failures; f.busy {
 			busyN++
 		} else {
 			failedN++

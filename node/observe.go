@@ -72,7 +72,7 @@ type observe struct {
 	started, won, lost, detections atomic.Uint64
 	refusals                       refusals
 
-	elections ring[ElectionRecord]
+	elections lastN[ElectionRecord]
 
 	// Owned by the loop.
 	open        bool          // the newest of elections is running

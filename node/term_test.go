@@ -37,14 +37,13 @@ func TestRestartedNodeReportsPersistedTermWithoutLeader(t *testing.T) {
 			persisted := saved.LeaderTerm
 			hub := &gossipHub{members: map[election.NodeID]*fakeGossip{}}
 			self := Meta{ID: 1, Name: "n1", PeerAddr: "mem:1"}
-			l := &transport.LateReceiver{}
-			nd, err := New(Config{Self: self, Algorithm: algo, Store: store, Quorum: 3,
-				Transport:     transport.NewNetwork().Join(1, l),
+			in := NewInbox(0)
+			nd, err := New(Config{Self: self, Algorithm: algo, Store: store, Quorum: 3, Inbox: in,
+				Transport:     transport.NewNetwork().Join(1, in),
 				NewMembership: func() (Membership, error) { return hub.join(self), nil }})
 			if err != nil {
 				t.Fatal(err)
 			}
-			l.Set(nd)
 			check := func(when string) {
 				t.Helper()
 				li := nd.Leader()
@@ -102,14 +101,13 @@ func TestStartReservesTheNextTerms(t *testing.T) {
 	}
 	hub := &gossipHub{members: map[election.NodeID]*fakeGossip{}}
 	self := Meta{ID: 3, Name: "n3", PeerAddr: "mem:3"}
-	l := &transport.LateReceiver{}
-	nd, err := New(Config{Self: self, Algorithm: "bully", Store: store,
-		Transport:     transport.NewNetwork().Join(3, l),
+	in := NewInbox(0)
+	_, err = New(Config{Self: self, Algorithm: "bully", Store: store, Inbox: in,
+		Transport:     transport.NewNetwork().Join(3, in),
 		NewMembership: func() (Membership, error) { return hub.join(self), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Set(nd)
 	if saved := store.Durable(); saved.Term < first {
 		t.Fatalf("after start the term file reserves up to %v; the first election's term %v is not covered", saved.Term, first)
 	}

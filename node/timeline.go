@@ -24,7 +24,7 @@ const TimelineSize = 64
 
 // timeline is the last TimelineSize changes. The loop appends, any
 // goroutine reads.
-type timeline = ring[LeaderChange]
+type timeline = lastN[LeaderChange]
 
 // timelines holds each node's timeline beside it, keyed weakly so that a
 // node that is gone takes its timeline with it (a cleanup deletes the

@@ -29,13 +29,12 @@ func runNode(t *testing.T, self node.Meta, others ...node.Meta) *node.Node {
 	for _, m := range others {
 		g.events <- node.MemberEvent{Type: node.MemberJoin, Member: m}
 	}
-	l := &transport.LateReceiver{}
-	n, err := node.New(node.Config{Self: self, Algorithm: "bully", Transport: transport.NewNetwork().Join(self.ID, l),
+	in := node.NewInbox(0)
+	n, err := node.New(node.Config{Self: self, Algorithm: "bully", Transport: transport.NewNetwork().Join(self.ID, in), Inbox: in,
 		NewMembership: func() (node.Membership, error) { return g, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Set(n)
 	ctx, cancel := context.WithCancel(context.Background())
 	go n.Run(ctx)
 	t.Cleanup(func() { cancel(); <-n.Done() })

@@ -5,7 +5,6 @@ package transport
 import (
 	"errors"
 	"strings"
-	"sync/atomic"
 
 	"github.com/electord/electord/election"
 	"google.golang.org/grpc/codes"
@@ -72,38 +71,3 @@ var (
 	ErrNotServing = errors.New("transport: node is not serving peers")
 	ErrOverloaded = errors.New("transport: node inbox is full")
 )
-
-// LateReceiver is a Receiver to give a transport before the node it feeds
-// exists (the node needs its transport to be built). Until Set it refuses
-// every message with ErrNotServing and drops failures; then it forwards
-// both, at the cost of one atomic load. Safe for concurrent use.
-type LateReceiver struct {
-	r atomic.Pointer[Receiver]
-}
-
-var _ Receiver = (*LateReceiver)(nil)
-
-// Set makes r the receiver of everything that arrives from now on.
-func (l *LateReceiver) Set(r Receiver) { l.r.Store(&r) }
-
-func (l *LateReceiver) get() Receiver {
-	if r := l.r.Load(); r != nil {
-		return *r
-	}
-	return nil
-}
-
-// Receive implements Receiver.
-func (l *LateReceiver) Receive(in Inbound) error {
-	if r := l.get(); r != nil {
-		return r.Receive(in)
-	}
-	return ErrNotServing
-}
-
-// Failed implements Receiver.
-func (l *LateReceiver) Failed(m election.Message, err error) {
-	if r := l.get(); r != nil {
-		r.Failed(m, err)
-	}
-}

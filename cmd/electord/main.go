@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func newRootCmd() *cobra.Command {
 	root := newRunCmd()
 	root.Args = noArgs
-	root.AddCommand(newDevCmd(), newVersionCmd(), newRecoverTermCmd(), newCertsCmd(), newPauseCmd())
+	root.AddCommand(newDevCmd(), newVersionCmd(), newRecoverTermCmd(), newCertsCmd())
 	// electord --version, the same line as electord version.
 	root.Version = version.Read().String("electord")
 	root.SetVersionTemplate("{{.Version}}\n")

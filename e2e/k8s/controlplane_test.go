@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/electord/electord/internal/faultnet"
+	"github.com/electord/electord/tools/faultnet"
 )
 
 // The API server this test runs: kube-apiserver built from k8s.io/kubernetes

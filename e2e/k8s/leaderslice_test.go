@@ -1,6 +1,6 @@
 // Package k8s tests leader-only routing (k8s/leaderslice) against a real
 // kube-apiserver with real electord processes: three nodes in network
-// namespaces (internal/faultnet), the API server and etcd in the hub
+// namespaces (tools/faultnet), the API server and etcd in the hub
 // namespace that no partition cuts, each node writing the EndpointSlice
 // with its own service account token through a kubeconfig.
 package k8s
@@ -36,9 +36,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/internal/faultnet"
 	"github.com/electord/electord/k8s/leaderslice"
 	"github.com/electord/electord/node"
+	"github.com/electord/electord/tools/faultnet"
 )
 
 const (

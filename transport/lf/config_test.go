@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/electord/electord/config"
-	"github.com/electord/electord/internal/peerservers/ctltest"
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/lftest"
 )
 
 // nodeConfig fills the configured fields a test leaves zero: the pool's
 // from config.Default() (a node's values), the engine's limits with those
-// the pool's tests were written for (ctltest.Limits).
+// the pool's tests were written for (lftest.Limits).
 func nodeConfig(c Config) Config {
 	d := config.Default()
 	if c.Workers == 0 {
@@ -29,7 +29,7 @@ func nodeConfig(c Config) Config {
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = d.PeerMaxBufferedBytes
 	}
-	l := ctltest.Limits()
+	l := lftest.Limits()
 	if c.Limits.MaxRecvMsgBytes == 0 {
 		c.Limits.MaxRecvMsgBytes = l.MaxRecvMsgBytes
 	}

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 
-	"github.com/electord/electord/internal/peerservers/echo"
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/lftest/echo"
 )
 
 // h2case is one rule of RFC 9113 as a frame sequence and the answers it

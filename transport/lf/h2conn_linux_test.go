@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/electord/electord/internal/peerservers/echo"
+	"github.com/electord/electord/transport/lf/lftest/echo"
 )
 
 // h2conn is a raw HTTP/2 client connection for the conformance table: it

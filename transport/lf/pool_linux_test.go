@@ -25,9 +25,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/internal/lfvariant"
-	"github.com/electord/electord/internal/peerservers/ctltest"
-	"github.com/electord/electord/internal/peerservers/echo"
 	"github.com/electord/electord/transport/lf/engine"
+	"github.com/electord/electord/transport/lf/lftest"
+	"github.com/electord/electord/transport/lf/lftest/echo"
 )
 
 // ---- helpers ----
@@ -49,7 +49,7 @@ func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 func startVariant(t *testing.T, cfg Config, v lfvariant.Variant, hook func(s *Server)) *testServer {
 	t.Helper()
 	sv := echo.New()
-	s, err := newServer(ctltest.Registry(sv), nodeConfig(cfg), v)
+	s, err := newServer(lftest.Registry(sv), nodeConfig(cfg), v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 }
 
 func call(ctx context.Context, cc *grpc.ClientConn, p []byte) ([]byte, error) {
-	got, err := ctltest.Call(ctx, cc, string(p))
+	got, err := lftest.Call(ctx, cc, string(p))
 	return []byte(got), err
 }
 
@@ -315,7 +315,7 @@ func TestSaturationRecovers(t *testing.T) {
 			results <- err
 		}()
 	}
-	ctltest.WaitEntered(t, ts.svc, 2)
+	lftest.WaitEntered(t, ts.svc, 2)
 	st := ts.Stats()
 	if st.NoFollower <= before {
 		t.Errorf("NoFollower did not rise: %d -> %d", before, st.NoFollower)
@@ -386,8 +386,8 @@ func TestGracefulStopDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
-	go func() { res <- ctltest.Echoed(ctx, cc, "block") }()
-	ctltest.WaitEntered(t, ts.svc, 1)
+	go func() { res <- lftest.Echoed(ctx, cc, "block") }()
+	lftest.WaitEntered(t, ts.svc, 1)
 	stopped := make(chan struct{})
 	go func() { ts.stop(t, false); close(stopped) }()
 	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.lisClosed.Load() })
@@ -400,7 +400,7 @@ func TestGracefulStopDrains(t *testing.T) {
 		t.Fatal("GracefulStop returned with a call in flight")
 	default:
 	}
-	ctltest.ReleaseAndWait(t, ctx, ts.svc, res, stopped)
+	lftest.ReleaseAndWait(t, ctx, ts.svc, res, stopped)
 }
 
 // TestStopCancelsCalls: Stop cancels the handlers' context and closes
@@ -414,7 +414,7 @@ func TestStopCancelsCalls(t *testing.T) {
 		cc := dial(t, ts.addr)
 		go func() { _, err := call(ctx, cc, []byte("ctx")); res <- err }()
 	}
-	ctltest.WaitEntered(t, ts.svc, 2)
+	lftest.WaitEntered(t, ts.svc, 2)
 	ts.stop(t, true)
 	for i := 0; i < 2; i++ {
 		select {
@@ -510,7 +510,7 @@ func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.C
 	for _, cc := range ccs {
 		go func() { _, err := call(ctx, cc, []byte("block")); res <- err }()
 	}
-	ctltest.WaitEntered(t, ts.svc, len(ccs))
+	lftest.WaitEntered(t, ts.svc, len(ccs))
 	close(ts.svc.Release)
 	for range ccs {
 		if err := <-res; err != nil {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/internal/lfvariant"
-	"github.com/electord/electord/internal/peerservers/ctltest"
+	"github.com/electord/electord/transport/lf/lftest"
 	"github.com/electord/electord/transport/peerauth"
 	"github.com/electord/electord/transport/peerauth/peerauthtest"
 )
@@ -74,7 +74,7 @@ func TestTLSEcho(t *testing.T) {
 			if got, err := call(ctx, cc, []byte("hello")); err != nil || string(got) != "hello" {
 				t.Fatalf("call: %q, %v", got, err)
 			}
-			ctltest.LargeEchoes(t, cc)
+			lftest.LargeEchoes(t, cc)
 			load(t, ts.addr, 6, 4, 20, []int{1, 100, 3000, 70 << 10})
 			checkInvariants(t, ts)
 			st := ts.Stats()

@@ -1,0 +1,103 @@
+package node
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// Inbox is a node's receiving side: the transport.Receiver its transport
+// and peer service deliver to. The node's loop takes from it what peers
+// sent and which sends could not be delivered. It is built before both the
+// transport (which needs a Receiver) and the node (which needs the
+// transport), so nothing is bound late.
+//
+// It never blocks a caller: a full inbox refuses a message with
+// transport.ErrOverloaded, so the sender learns at once that this node is
+// alive but busy, and an inbox whose node is not serving peers (not yet
+// running, killed, stopping, or unable to persist its term) refuses with
+// transport.ErrNotServing. Messages are taken in the order they were
+// queued. Its methods are safe for concurrent use; one Inbox feeds one node.
+type Inbox struct {
+	msgs     chan transport.Inbound
+	failures chan failure
+	// peerDown carries sends that failed with transport.ErrPeerDown: the
+	// peer's process is gone (see peerGone).
+	peerDown chan election.Message
+	serving  atomic.Bool // the node answers peers (set by its loop)
+	// counters are the node's; the inbox counts its refusals and the
+	// failures it could not queue there.
+	counters *Counters
+}
+
+var _ transport.Receiver = (*Inbox)(nil)
+
+// NewInbox returns an inbox that queues up to size messages from peers and
+// as many send failures; size 0 takes the default (see inboxSize).
+func NewInbox(size int) *Inbox {
+	size = inboxSize(size)
+	return &Inbox{
+		msgs:     make(chan transport.Inbound, size),
+		failures: make(chan failure, size),
+		peerDown: make(chan election.Message, 16),
+		counters: new(Counters),
+	}
+}
+
+// Receive implements transport.Receiver; called by many goroutines.
+func (b *Inbox) Receive(in transport.Inbound) error {
+	if !b.serving.Load() {
+		return transport.ErrNotServing
+	}
+	select {
+	case b.msgs <- in:
+		return nil
+	default:
+		b.counters.InboxFull.Add(1)
+		return transport.ErrOverloaded
+	}
+}
+
+// failure is a send the transport could not deliver; busy: an Election a
+// node above refused as overloaded (see Failed).
+type failure struct {
+	m    election.Message
+	busy bool
+}
+
+// Failed implements transport.Receiver; called by many goroutines.
+func (b *Inbox) Failed(m election.Message, err error) {
+	// An Election refused by an overloaded node above (its inbox was full):
+	// that node is alive and busy. For the bully that is its Answer, not its
+	// death (EventPeerBusy): taken as a failure, it would let this node, a
+	// lower one, win while the node above is announcing itself.
+	busy := m.Type == election.MsgElection && transport.PeerOverloaded(err)
+	if errors.Is(err, transport.ErrPeerDown) {
+		select {
+		case b.peerDown <- m:
+		default: // one report is enough; the heartbeat timeout covers the rest
+		}
+	}
+	select {
+	case b.failures <- failure{m, busy}:
+	default:
+		b.counters.FailuresLost.Add(1) // timeouts recover what this loses
+	}
+}
+
+// drain drops every queued message, closing the reply channel of each
+// Heartbeat so its server handler answers at once instead of waiting.
+func (b *Inbox) drain() {
+	for {
+		select {
+		case in := <-b.msgs:
+			if in.Reply != nil {
+				close(in.Reply)
+			}
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// Run runs the loop until ctx ends. It joins gossip first.
+func (n *Node) Run(ctx context.Context) error {
+	defer close(n.stopped)
+	defer n.hub.closeAll()
+	if err := n.joinGossip(); err != nil {
+		return err
+	}
+	n.in.serving.Store(true)
+	n.clock.start()
+	defer n.clock.stop()
+	for {
+		var reply chan election.Message
+		var replyTo election.NodeID
+		n.cause = cause{}
+		select {
+		case <-ctx.Done():
+			n.in.serving.Store(false)
+			n.withdraw() // peers campaign when they hear of the leave
+			n.leaveGossip()
+			return nil
+		case <-n.clock.C():
+			if !n.halted() {
+				n.clock.fire()
+			}
+		case in := <-n.in.msgs:
+			if n.halted() {
+				continue
+			}
+			n.cause = cause{kind: "message", msg: in.Msg}
+			n.heard(in.Msg)
+			if err := n.sm.Step(in.Msg); err != nil {
+				n.counters.Rejected.Add(1)
+				n.refused(in.Msg, err)
+				n.log.Warn("rejected a peer message", "err", err)
+			}
+			reply, replyTo = in.Reply, in.Msg.From
+		case f := <-n.in.failures:
+			m, kind, typ := f.m, "send failed", election.EventSendFailed
+			if f.busy {
+				kind, typ = "peer busy", election.EventPeerBusy
+			}
+			n.cause = cause{kind: kind, msg: m}
+			if !n.halted() {
+				n.sm.Observe(election.Event{Type: typ, Msg: m})
+			}
+			if m.Type == election.MsgTimeoutNow && m.To == n.handingTo && m.To != 0 {
+				n.handingTo = 0
+				select {
+				case n.handoverLost <- struct{}{}:
+				default:
+				}
+			}
+		case m := <-n.in.peerDown:
+			n.cause = cause{kind: "peer down", msg: m}
+			n.peerGone(m)
+		case ev, ok := <-n.events:
+			if !ok {
+				n.events = nil
+				continue
+			}
+			n.cause = cause{kind: "membership", ev: ev}
+			n.membershipEvent(ev)
+		case c := <-n.cmds:
+			n.cause = cause{kind: "command"}
+			c()
+		case <-n.retryC:
+			n.retrySave()
+		}
+		n.process(reply, replyTo)
+		n.updateLease()
+		n.clock.arm()
+	}
+}
+
+// process drains Ready: persist the term, then answer a pending heartbeat
+// call, then send, then publish the leadership.
+func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
+	if n.halted() || !n.sm.HasReady() {
+		if reply != nil {
+			close(reply) // no answer
+		}
+		if n.dirty {
+			n.publish()
+		}
+		return
+	}
+	rd := n.sm.Ready()
+	if n.published.role == election.RoleLeader {
+		if st := n.sm.Status(); st.Role != election.RoleLeader || n.leaving {
+			n.withdraw() // before anything of the batch goes out, or a failed write returns
+		}
+	}
+	if rd.Term != 0 {
+		// A message may carry the new term: it must be durable first, or a
+		// restart could mint it again. Send nothing of this batch, stop
+		// leading and campaigning, and retry the save.
+		if err := n.saveTerm(rd.Term, 0); err != nil {
+			n.storeFailed(err, Persisted{Term: rd.Term, LeaderTerm: rd.LeaderTerm})
+			if reply != nil {
+				close(reply)
+			}
+			return
+		}
+	}
+	for _, m := range rd.Messages {
+		if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
+			reply <- m
+			reply = nil
+			continue
+		}
+		n.cfg.Transport.Send(m)
+	}
+	if reply != nil {
+		close(reply)
+	}
+	if rd.LeaderTerm != 0 {
+		// The leadership term is what this node reports: durable before it
+		// is shown, so a restart never reports a lower one. It is written
+		// after the messages went out, so a new leader's announcement and
+		// its followers' own writes overlap with this one (a handover costs
+		// one write's time, not two in a row). The term itself is durable
+		// already (above), so nothing can be minted twice if this fails;
+		// the node then stops leading as for any failed write.
+		if err := n.saveTerm(0, rd.LeaderTerm); err != nil {
+			n.storeFailed(err, Persisted{LeaderTerm: rd.LeaderTerm})
+			return
+		}
+	}
+	n.observeReady(&rd)
+	if rd.Change != nil {
+		n.counters.LeaderChanges.Add(1)
+		n.since = time.Now()
+		n.logChange(*rd.Change)
+		if ch := rd.Change; ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
+			// A leader taken up on its Coordinator came over its own
+			// connection: open ours now, so its crash is seen as a dropped
+			// connection at once (ErrPeerDown), not by the next heartbeat
+			// up to a heartbeat interval later.
+			if c, ok := n.cfg.Transport.(transport.Connector); ok {
+				c.Connect(ch.Leader)
+			}
+		}
+	}
+	if n.dirty || rd.Change != nil || keyOf(n.sm.Status()) != n.published {
+		// Most Readies (a heartbeat answered or sent) leave what publish
+		// shows as it was: rebuilding the member list for each would cost
+		// O(members) allocations per heartbeat at the leader.
+		n.publish()
+	}
+}
+
+// peerGone handles transport.ErrPeerDown for m.To: its host refused a
+// connection to its peer address twice, so its process is gone. If it is
+// the leader this node follows, that is the leader's death: campaign now
+// (election.EventLeaderTimeout) instead of waiting for the heartbeat
+// timeout. Anyone else's death is left to gossip and timeouts, so a refused
+// connection to a follower or to a stale address never deposes a leader.
+func (n *Node) peerGone(m election.Message) {
+	if n.halted() {
+		return
+	}
+	st := n.sm.Status()
+	if st.Role != election.RoleFollower || st.Leader != m.To || m.To == 0 {
+		return
+	}
+	n.log.Info("the leader's host refuses connections: campaigning", "leader", uint64(m.To))
+	n.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/electord/electord/tools/chaos"
+	"github.com/electord/electord/tools/faultnet"
+	"github.com/electord/electord/tools/history"
+)
+
+// chaosCmd is `electbench chaos`: the seeded fault schedule of
+// internal/chaos on real processes in network namespaces, for a duration,
+// for each algorithm and quorum setting given; it prints fault counts,
+// heal-to-agreement p50/p99/max and every violation. It needs root.
+//
+//	electbench chaos --duration 1h --seed 7 --algorithm bully,ring --quorum 0,5
+//
+// The first SIGINT/SIGTERM ends the run after the current fault and still
+// reports; a second one cleans up and exits at once.
+func chaosCmd(args []string) error {
+	fs := flag.NewFlagSet("chaos", flag.ExitOnError)
+	duration := fs.Duration("duration", 10*time.Minute, "how long each configuration runs (whole tours: every fault kind once per tour)")
+	seed := fs.Uint64("seed", 0, "schedule seed (0 = from the clock; printed)")
+	algos := fs.String("algorithm", "bully", "algorithms, comma-separated (ring, bully)")
+	quorums := fs.String("quorum", "0", "--quorum values, comma-separated (0 = off)")
+	nodes := fs.Int("nodes", 5, "electord processes")
+	bin := fs.String("electord", "", "electord binary (default: build cmd/electord)")
+	extra := fs.String("args", "", "extra electord flags, space-separated")
+	kinds := fs.String("kinds", "", "fault kinds, comma-separated (default all: "+strings.Join(chaos.Kinds, ",")+")")
+	holdMin := fs.Duration("hold-min", 0, "shortest fault (0 = 600ms)")
+	holdMax := fs.Duration("hold-max", 0, "longest fault (0 = 2.5s)")
+	dir := fs.String("dir", "", "keep the nodes' data dirs and logs here (default: a temporary directory, removed)")
+	out := fs.String("out", "", "also write the report to this file")
+	verbose := fs.Bool("v", false, "log every fault and process change")
+	docker := fs.Bool("docker", false, "run the nodes as containers of a FROM scratch image on a Docker network (electord built with CGO_ENABLED=0) instead of in network namespaces")
+	fs.Parse(args)
+	if err := faultnet.Available(); err != nil {
+		return err
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	var ks []string
+	if *kinds != "" {
+		ks = strings.Split(*kinds, ",")
+		for _, k := range ks {
+			if !slices.Contains(chaos.Kinds, k) {
+				return fmt.Errorf("--kinds: unknown kind %q", k)
+			}
+		}
+	}
+	var qs []int
+	for _, q := range strings.Split(*quorums, ",") {
+		v, err := strconv.Atoi(q)
+		if err != nil {
+			return fmt.Errorf("--quorum: %w", err)
+		}
+		qs = append(qs, v)
+	}
+	path, cleanup, err := harnessElectord(*bin, *docker)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	pr, closeOut, err := reportTo(*out)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		logf("electbench chaos: stopping after this fault (again to abort)")
+		cancel()
+		if _, ok := <-sigs; ok {
+			faultnet.CloseAll()
+			os.Exit(1)
+		}
+	}()
+	defer faultnet.CloseAll()
+
+	quiet := func(string, ...any) {}
+	pr("# electbench chaos\n\n`electbench chaos %s`\n\n", strings.Join(args, " "))
+	where := "each in its own network namespace"
+	if *docker {
+		where = "each in a Docker container (FROM scratch)"
+	}
+	pr("- %s, %s/%s, %d CPUs, %d electord processes %s, seed %d, %v per configuration, load average at start %s\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *nodes, where, *seed, *duration, loadavg())
+	type row struct {
+		algo   string
+		quorum int
+		res    *chaos.Result
+	}
+	var rows []row
+	for _, algo := range strings.Split(*algos, ",") {
+		for _, q := range qs {
+			if ctx.Err() != nil {
+				break
+			}
+			logf("chaos: %s, quorum %d, %v", algo, q, *duration)
+			o := chaos.Options{Binary: path, Nodes: *nodes, Algorithm: algo, Quorum: q, Args: strings.Fields(*extra),
+				Seed: *seed, Duration: *duration, Kinds: ks, HoldMin: *holdMin, HoldMax: *holdMax, Logf: quiet, Docker: *docker}
+			if *verbose {
+				o.Logf = logf
+			}
+			if *dir != "" {
+				o.Dir = fmt.Sprintf("%s/%s-q%d", *dir, algo, q)
+				if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+					return err
+				}
+			}
+			// A run stops by itself: whole tours take at most a few
+			// minutes past the duration.
+			rctx, rcancel := context.WithTimeout(ctx, *duration+10*time.Minute)
+			res, err := chaos.Run(rctx, o)
+			rcancel()
+			if err != nil {
+				return fmt.Errorf("%s, quorum %d: %w", algo, q, err)
+			}
+			rows = append(rows, row{algo, q, res})
+			printChaos(pr, algo, q, res)
+		}
+	}
+	pr("\n## Summary\n\n")
+	pr("| algorithm | quorum | ran | faults | heals | heal→agreement p50 ms | p99 ms | max ms | unhealed | violations |\n")
+	pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		rep := r.res.Report
+		faults := 0
+		for _, n := range r.res.Faults {
+			faults += n
+		}
+		pr("| %s | %d | %.0f s | %d | %d | %s | %s | %s | %d | %s |\n", r.algo, r.quorum, r.res.Elapsed.Seconds(), faults, rep.Heals,
+			ms(history.Percentile(rep.HealTimes, .5)), ms(history.Percentile(rep.HealTimes, .99)), ms(history.Percentile(rep.HealTimes, 1)),
+			rep.Unhealed, ruleCounts(rep))
+	}
+	return nil
+}
+
+// staticElectord builds cmd/electord with CGO_ENABLED=0, for a FROM
+// scratch image.
+func staticElectord() (string, func(), error) { return buildElectord("electbench-static-", true) }
+
+// reportTo returns a printf to stdout and, if path is not empty, to the
+// file path too; call done when finished.
+func reportTo(path string) (pr func(string, ...any), done func(), err error) {
+	w, done := io.Writer(os.Stdout), func() {}
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		w, done = io.MultiWriter(os.Stdout, f), func() { f.Close() }
+	}
+	return func(format string, a ...any) { fmt.Fprintf(w, format, a...) }, done, nil
+}
+
+func ruleCounts(r history.Report) string {
+	m := r.Rules()
+	if len(m) == 0 {
+		return "0"
+	}
+	var parts []string
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// printChaos prints one configuration's fault counts, heal figures and
+// violations.
+func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Result) {
+	rep := res.Report
+	pr("\n## %s, quorum %d (%.0f s)\n\n", algo, quorum, res.Elapsed.Seconds())
+	var kinds []string
+	for k, n := range res.Faults {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(kinds)
+	pr("- faults: %s\n", strings.Join(kinds, ", "))
+	pr("- %d answers observed, %d requests unanswered, %d leadership claims\n", rep.Obs, rep.Errs, rep.Claims)
+	pr("- %d heals: heal-to-agreement p50 %s ms, p99 %s ms, max %s ms; %d without agreement\n", rep.Heals,
+		ms(history.Percentile(rep.HealTimes, .5)), ms(history.Percentile(rep.HealTimes, .99)), ms(history.Percentile(rep.HealTimes, 1)), rep.Unhealed)
+	pr("- violations: %s\n", ruleCounts(rep))
+	if len(rep.Violations) == 0 {
+		return
+	}
+	pr("\n```\n")
+	const most = 200
+	for i, v := range rep.Violations {
+		if i == most {
+			pr("... and %d more\n", len(rep.Violations)-most)
+			break
+		}
+		pr("%s\n", rep.Format(v))
+	}
+	pr("```\n\nfault log:\n\n```\n")
+	for _, n := range res.History.Notes {
+		pr("%9.3fs %s\n", n.At.Sub(rep.Start).Seconds(), n.Text)
+	}
+	pr("```\n")
+}
