@@ -16,21 +16,16 @@ import (
 	"github.com/electord/electord/api"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/membership"
+	"github.com/electord/electord/node"
 	"github.com/electord/electord/transport"
 	"github.com/electord/electord/transport/lf"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
 // notProduct are the directories of the product module's tree that hold no
-// product code: other modules (each has its own go.mod and is skipped for
-// that too), the tooling that measures or attacks the product, and the
-// generated protobuf code.
-var notProduct = []string{
-	"tools", "bench", "e2e", "integration", "proto",
-	"cmd/electbench", "cmd/peerbench", "cmd/attackbench",
-	"internal/chaos", "internal/faultnet", "internal/history", "internal/peerservers",
-	"internal/lfvariant", "internal/testlock",
-}
+// product code: the tools and e2e modules (any directory with a go.mod of
+// its own is skipped too) and the generated protobuf code.
+var notProduct = []string{"tools", "e2e", "proto"}
 
 // notConfigured are the defaults a product package may keep: values no
 // configuration key sets, each with the reason. A key is "dir.Name".
@@ -45,11 +40,6 @@ var notConfigured = map[string]string{
 	"election.Defaults": "election.Config.Defaults shows the tick counts withDefaults fills in (see above)",
 
 	"k8s/leaderslice.defaults": "the EndpointSlice writer's own timings (resync, back-off, request timeout); no key",
-
-	// TODO(config): node.Config.defaults (tick 10ms, heartbeat 50/250ms,
-	// inbox 4096) goes once node/ takes built values; it waits for the
-	// split of node/ on its own branch.
-	"node.defaults": "PENDING: node/ is split on another branch; its defaults go when that lands",
 
 	"membership.DefaultGossipPort": "the port a join seed written without one is dialled at, memberlist's well-known port; no key",
 	"membership.DefaultKeyPoll":    "how often the gossip key file is checked for a change; no key (tests shorten it)",
@@ -217,4 +207,6 @@ func TestComponentsRefuseZeroConfig(t *testing.T) {
 	check("transport.NewGRPC", err, "MaxMessageBytes")
 	_, err = membership.New(membership.Config{Self: membership.Meta{ID: 1}, BindAddr: "127.0.0.1:0"})
 	check("membership.New", err, "gossip-preset")
+	_, err = node.New(node.Config{})
+	check("node.New", err, "HeartbeatInterval (heartbeat-interval)")
 }

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,12 +13,15 @@ import (
 type Config struct {
 	Self      Meta
 	Algorithm string // a name registered in election/algorithms
-	// Tick is the loop's clock period. Default 10ms.
+	// Tick is the loop's clock period (the tick key). Required, as are the
+	// two heartbeat timings: config.Default has their values, and
+	// config.Validate checks them against each other.
 	Tick time.Duration
-	// HeartbeatInterval: followers heartbeat the leader this often. Default 50ms.
+	// HeartbeatInterval: followers heartbeat the leader this often
+	// (heartbeat-interval).
 	HeartbeatInterval time.Duration
 	// HeartbeatTimeout: a follower suspects its leader after this long without
-	// an answer. Default 250ms.
+	// an answer (heartbeat-timeout).
 	HeartbeatTimeout time.Duration
 	Quorum           int
 	Preempt          bool
@@ -36,15 +41,22 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) defaults() {
-	if c.Tick == 0 {
-		c.Tick = 10 * time.Millisecond
+// check reports every configured timing that is missing, naming the field
+// and its config key; then it sets what is optional: a nil Logger discards,
+// a nil Store keeps the term in memory.
+func (c *Config) check() error {
+	var errs []error
+	for _, f := range []struct {
+		field, key string
+		v          time.Duration
+	}{{"Tick", "tick", c.Tick}, {"HeartbeatInterval", "heartbeat-interval", c.HeartbeatInterval},
+		{"HeartbeatTimeout", "heartbeat-timeout", c.HeartbeatTimeout}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("node: Config.%s (%s) must be positive, got %v", f.field, f.key, f.v))
+		}
 	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = 50 * time.Millisecond
-	}
-	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = 250 * time.Millisecond
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -52,6 +64,7 @@ func (c *Config) defaults() {
 	if c.Store == nil {
 		c.Store, _ = OpenTermStore("")
 	}
+	return nil
 }
 
 // inboxSize bounds an inbox's queued inbound messages. Default 4096.

@@ -81,7 +81,9 @@ type Counters struct {
 
 // New builds a node from its persisted term. It does not start anything.
 func New(cfg Config) (*Node, error) {
-	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if err := algorithms.Check(cfg.Algorithm); err != nil {
 		return nil, fmt.Errorf("algorithm: %w", err)
 	}

@@ -104,8 +104,8 @@ func (c *cluster) start(id election.NodeID) *Node {
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	nd, err := New(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum,
-		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
+	nd, err := New(fast(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum,
+		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }}))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -277,8 +277,8 @@ func TestSlowSubscriberNeverBlocksTheNode(t *testing.T) {
 
 func TestInboxFullIsRefusedNotBlocked(t *testing.T) {
 	in := NewInbox(2)
-	n, err := New(Config{Self: Meta{ID: 1}, Algorithm: "ring", Inbox: in,
-		Transport: transport.NewNetwork().Join(1, in), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }})
+	n, err := New(fast(Config{Self: Meta{ID: 1}, Algorithm: "ring", Inbox: in,
+		Transport: transport.NewNetwork().Join(1, in), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }}))
 	if err != nil {
 		t.Fatal(err)
 	}

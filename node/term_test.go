@@ -38,9 +38,9 @@ func TestRestartedNodeReportsPersistedTermWithoutLeader(t *testing.T) {
 			hub := &gossipHub{members: map[election.NodeID]*fakeGossip{}}
 			self := Meta{ID: 1, Name: "n1", PeerAddr: "mem:1"}
 			in := NewInbox(0)
-			nd, err := New(Config{Self: self, Algorithm: algo, Store: store, Quorum: 3, Inbox: in,
+			nd, err := New(fast(Config{Self: self, Algorithm: algo, Store: store, Quorum: 3, Inbox: in,
 				Transport:     transport.NewNetwork().Join(1, in),
-				NewMembership: func() (Membership, error) { return hub.join(self), nil }})
+				NewMembership: func() (Membership, error) { return hub.join(self), nil }}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,9 +102,9 @@ func TestStartReservesTheNextTerms(t *testing.T) {
 	hub := &gossipHub{members: map[election.NodeID]*fakeGossip{}}
 	self := Meta{ID: 3, Name: "n3", PeerAddr: "mem:3"}
 	in := NewInbox(0)
-	_, err = New(Config{Self: self, Algorithm: "bully", Store: store, Inbox: in,
+	_, err = New(fast(Config{Self: self, Algorithm: "bully", Store: store, Inbox: in,
 		Transport:     transport.NewNetwork().Join(3, in),
-		NewMembership: func() (Membership, error) { return hub.join(self), nil }})
+		NewMembership: func() (Membership, error) { return hub.join(self), nil }}))
 	if err != nil {
 		t.Fatal(err)
 	}

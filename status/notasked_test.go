@@ -30,7 +30,9 @@ func runNode(t *testing.T, self node.Meta, others ...node.Meta) *node.Node {
 		g.events <- node.MemberEvent{Type: node.MemberJoin, Member: m}
 	}
 	in := node.NewInbox(0)
+	// The node's own tests' timings: elections settle quickly.
 	n, err := node.New(node.Config{Self: self, Algorithm: "bully", Transport: transport.NewNetwork().Join(self.ID, in), Inbox: in,
+		Tick: 10 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 250 * time.Millisecond,
 		NewMembership: func() (node.Membership, error) { return g, nil }})
 	if err != nil {
 		t.Fatal(err)
