@@ -67,7 +67,7 @@ func (l Limits) Validate() error {
 var ErrTooManyWatchers = errors.New("too many watchers")
 
 // LimitWatchers wraps b so that at most max watches (Subscribe) are open at
-// once; one more gets ErrTooManyWatchers.
+// once; one more gets ErrTooManyWatchers. max <= 0 means no limit: b as it is.
 func LimitWatchers(b Backend, max int) Backend {
 	if max <= 0 {
 		return b
@@ -105,7 +105,8 @@ func (s *countedSub) Close() {
 	s.Subscription.Close()
 }
 
-// LimitListener caps l at max open connections (x/net/netutil).
+// LimitListener caps l at max open connections (x/net/netutil); max <= 0
+// means no cap: l as it is.
 func LimitListener(l net.Listener, max int) net.Listener {
 	if max <= 0 {
 		return l
