@@ -94,6 +94,17 @@ type Config struct {
 // TLS reports whether TLS material is configured.
 func (c Config) TLS() bool { return c.TLSCert != "" || c.TLSKey != "" || c.TLSCA != "" }
 
+// GossipLabelFor is the label on this node's gossip: gossip-label, or, when
+// it is empty, cluster, the cluster name (the cluster key's, or the one in
+// tls-cert, which only the loaded certificate tells), so that two clusters
+// on one network never merge.
+func (c Config) GossipLabelFor(cluster string) string {
+	if c.GossipLabel != "" {
+		return c.GossipLabel
+	}
+	return cluster
+}
+
 // Exposed lists the keys of the peer, gossip and api addresses that are
 // not loopback: a node with one needs TLS and a gossip key, or insecure.
 func (c Config) Exposed() []string {

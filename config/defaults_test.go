@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -55,5 +56,25 @@ func TestMaxHeartbeatWaitIsTheTransports(t *testing.T) {
 	}
 	if DefaultPeerStreamTimeout <= MaxHeartbeatWait {
 		t.Fatalf("DefaultPeerStreamTimeout %v is not above MaxHeartbeatWait %v", DefaultPeerStreamTimeout, MaxHeartbeatWait)
+	}
+}
+
+// peer-workers 0 sizes the pool by the CPUs; gossip-label empty takes the
+// cluster name.
+func TestResolvedValues(t *testing.T) {
+	c := Default()
+	if got, want := c.PeerWorkerCount(), 2*runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("PeerWorkerCount at peer-workers 0 = %d, want %d", got, want)
+	}
+	c.PeerWorkers = 3
+	if got := c.PeerWorkerCount(); got != 3 {
+		t.Errorf("PeerWorkerCount at peer-workers 3 = %d", got)
+	}
+	if got := c.GossipLabelFor("prod"); got != "prod" {
+		t.Errorf("GossipLabelFor with no gossip-label = %q, want the cluster", got)
+	}
+	c.GossipLabel = "blue"
+	if got := c.GossipLabelFor("prod"); got != "blue" {
+		t.Errorf("GossipLabelFor = %q, want gossip-label", got)
 	}
 }

@@ -5,7 +5,6 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -140,7 +139,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	if err := d.loadSecurity(); err != nil {
 		return nil, err
 	}
-	label := cmp.Or(cfg.GossipLabel, d.cluster())
+	label := cfg.GossipLabelFor(d.cluster())
 	var lis []net.Listener
 	closeAll := func() {
 		for _, l := range lis {
