@@ -30,8 +30,10 @@ func Default() Config {
 		// 0: two pool goroutines per GOMAXPROCS (PeerWorkerCount), so the
 		// pool follows the CPUs the process may use.
 		PeerWorkers: 0,
-		LogLevel:    "info",
-		LogFormat:   "text",
+		// info: state changes and warnings, what an operator follows; text
+		// for people at a terminal (json for log collectors).
+		LogLevel:  "info",
+		LogFormat: "text",
 
 		MaxConns:             DefaultMaxConns,
 		MaxStreams:           DefaultMaxStreams,
@@ -47,7 +49,7 @@ func Default() Config {
 }
 
 // PeerWorkerCount is the lf pool's size: peer-workers, or two goroutines per
-// GOMAXPROCS when it is 0, so that one leads while others process events on
+// GOMAXPROCS when it is 0, so that while one polls, others handle events on
 // every CPU the process may use.
 func (c Config) PeerWorkerCount() int {
 	if c.PeerWorkers > 0 {
