@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"sync"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/status"
+)
+
+// idRange is a range of stream ids, both ends included.
+type idRange struct{ lo, hi uint32 }
+
+// history is what a Session remembers of its streams beyond the open ones;
+// most connections never need it (made on first use, so that an idle
+// Session stays small).
+type history struct {
+	waiting  []uint32  // streams waiting for window (widen)
+	resets   []uint32  // the last streams we reset (ring of resetMemory)
+	resetPos int       // next slot in resets
+	skips    []idRange // the last ranges of skipped stream ids
+}
+
+// h returns the Session's history, making it if need be.
+func (s *Session) h() *history {
+	if s.hist == nil {
+		s.hist = &history{}
+	}
+	return s.hist
+}
+
+type stream struct {
+	id          uint32
+	call        *Call // &callBuf once the headers named a known method
+	callBuf     Call
+	body        []byte
+	bodyInline  [128]byte // the body of a small request
+	recvUnacked int       // discarded bytes whose stream credit is not yet returned
+	endRecv     bool
+	answered    bool // the response is being written; more input is dropped
+	out         bool // the call is queued for TakeCalls or taken, and not back yet
+
+	// Receiving (RFC 9113 §6.9, §8.1.1).
+	recvWindow int64 // what the client may still send on the stream
+	resv       int64 // this stream's share of Session.reserved
+	charged    int64 // bytes taken from Limits.Shared for body
+	waiting    bool  // in Session.waiting: needs window the buffers lack
+	contentLen int64 // the content-length header, -1 if none
+	dataLen    int64 // DATA payload received (padding excluded)
+	// early, if set, is the answer of a request that is not a gRPC call
+	// (wrong content-type or method, no authority), with its HTTP status:
+	// sent once the request ended, its data dropped meanwhile.
+	early      *status.Status
+	httpStatus int
+
+	sendWindow int64
+	pend       []byte // response DATA not yet written
+	trailer    []hpack.HeaderField
+}
+
+// idle reports whether stream id is idle: never opened by the client (an
+// id above the last it opened), or an even id, which only the server could
+// open and never does.
+func (s *Session) idle(id uint32) bool {
+	return id%2 == 0 || id > s.lastStream
+}
+
+// openID records id as the client's newest stream; the ids it skipped are
+// closed from now on (RFC 9113 §5.1.1) and remembered as never opened.
+func (s *Session) openID(id uint32) {
+	if id > s.lastStream+2 {
+		r := idRange{s.lastStream + 2, id - 2}
+		if s.lastStream == 0 {
+			r.lo = 1
+		}
+		h := s.h()
+		if len(h.skips) == skipMemory {
+			copy(h.skips, h.skips[1:])
+			h.skips = h.skips[:skipMemory-1]
+		}
+		h.skips = append(h.skips, r)
+	}
+	s.lastStream = id
+}
+
+// skipped reports whether the closed stream id was never opened.
+func (s *Session) skipped(id uint32) bool {
+	if s.hist == nil {
+		return false
+	}
+	for _, r := range s.hist.skips {
+		if id >= r.lo && id <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// resetByUs reports whether we reset stream id lately: frames the client
+// sent before it saw the reset are ignored (§5.1, closed).
+func (s *Session) resetByUs(id uint32) bool {
+	if s.hist == nil {
+		return false
+	}
+	for _, r := range s.hist.resets {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// newStream opens stream id with the initial receive window.
+func (s *Session) newStream(id uint32, endStream bool) *stream {
+	x := streams.Get().(*stream)
+	x.id, x.sendWindow, x.endRecv = id, s.peerInitWindow, endStream
+	x.contentLen = -1
+	if !endStream {
+		w := int64(s.lim.StreamWindow)
+		if !s.settingsAcked {
+			w = max(w, initialPeerWindow)
+		}
+		x.recvWindow = w
+		s.setResv(x, w)
+	}
+	if s.streams == nil {
+		s.streams = make(map[uint32]*stream)
+	}
+	s.streams[id] = x
+	return x
+}
+
+// streams are reused across calls and connections: a stream (with its
+// Call and their inline buffers) was most of the bytes the engine
+// allocated per call, and the garbage collector's work with them a tenth
+// of the pool's CPU.
+var streams = sync.Pool{New: func() any { return new(stream) }}
+
+// streamReset answers a stream-level error: RST_STREAM and forget it.
+func (s *Session) streamReset(id uint32, code http2.ErrCode) {
+	s.drop(id)
+	s.rst(id, code)
+}
+
+// rst sends RST_STREAM and remembers that we reset the stream.
+func (s *Session) rst(id uint32, code http2.ErrCode) {
+	_ = s.framer().WriteRSTStream(id, code)
+	h := s.h()
+	if h.resets == nil {
+		h.resets = make([]uint32, 0, resetMemory)
+	}
+	if len(h.resets) < resetMemory {
+		h.resets = append(h.resets, id)
+	} else {
+		h.resets[h.resetPos] = id
+		h.resetPos = (h.resetPos + 1) % resetMemory
+	}
+}
+
+// drop forgets stream id (the client reset it, or it failed); a call of it
+// that is running is cancelled where CancelOnReset allows.
+func (s *Session) drop(id uint32) {
+	x := s.streams[id]
+	if x == nil {
+		return
+	}
+	if x.call != nil && x.call.cancelable {
+		x.call.abort()
+	}
+	delete(s.streams, id)
+	s.release(x)
+	s.retryWaiting()
+}
