@@ -69,10 +69,10 @@ func (s *Session) parse(buf []byte) (int, error) {
 	// header block) ends the connection, after the frames before it.
 	whole, ferr := s.wholeFrames(buf[used:])
 	if whole > 0 {
-		s.rd.Reset(buf[used : used+whole])
+		s.frameReader.Reset(buf[used : used+whole])
 		fr := s.framer()
-		for s.rd.Len() > 0 {
-			if s.skipFrame(buf[used+whole-s.rd.Len():]) {
+		for s.frameReader.Len() > 0 {
+			if s.skipFrame(buf[used+whole-s.frameReader.Len():]) {
 				continue
 			}
 			f, err := fr.ReadFrame()
@@ -117,7 +117,7 @@ func (s *Session) skipFrame(b []byte) bool {
 	if http2.FrameType(b[3]) != http2.FramePriority || length == 5 || id == 0 {
 		return false
 	}
-	_, _ = s.rd.Seek(int64(frameHeaderLen+length), io.SeekCurrent)
+	_, _ = s.frameReader.Seek(int64(frameHeaderLen+length), io.SeekCurrent)
 	s.streamReset(id, http2.ErrCodeFrameSize)
 	return true
 }
@@ -223,8 +223,8 @@ func (s *Session) onSettings(f *http2.SettingsFrame) error {
 			// The client now counts our initial window, not 65,535, on
 			// the streams it opened before.
 			if d := int64(s.lim.StreamWindow) - initialPeerWindow; d < 0 {
-				for _, x := range s.streams {
-					x.recvWindow += d
+				for _, strm := range s.streams {
+					strm.recvWindow += d
 				}
 			}
 		}
@@ -240,16 +240,16 @@ func (s *Session) onSettings(f *http2.SettingsFrame) error {
 			// may go negative, none may exceed 2^31-1.
 			delta := int64(st.Val) - s.peerInitWindow
 			s.peerInitWindow = int64(st.Val)
-			for _, x := range s.streams {
-				x.sendWindow += delta
-				if x.sendWindow > maxWindow {
+			for _, strm := range s.streams {
+				strm.sendWindow += delta
+				if strm.sendWindow > maxWindow {
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
 				}
 			}
 		case http2.SettingMaxFrameSize:
 			s.peerMaxFrame = int(st.Val)
 		case http2.SettingHeaderTableSize:
-			s.henc.SetMaxDynamicTableSizeLimit(st.Val)
+			s.headerEnc.SetMaxDynamicTableSizeLimit(st.Val)
 		}
 		return nil
 	})
@@ -272,10 +272,10 @@ func (s *Session) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		if s.sendWindow > maxWindow {
 			return s.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: connection window overflow", ErrProtocol))
 		}
-	} else if x := s.streams[f.StreamID]; x != nil {
-		x.sendWindow += int64(f.Increment)
-		if x.sendWindow > maxWindow {
-			s.streamReset(x.id, http2.ErrCodeFlowControl)
+	} else if strm := s.streams[f.StreamID]; strm != nil {
+		strm.sendWindow += int64(f.Increment)
+		if strm.sendWindow > maxWindow {
+			s.streamReset(strm.id, http2.ErrCodeFlowControl)
 			return nil
 		}
 	} else if s.idle(f.StreamID) {
@@ -288,8 +288,8 @@ func (s *Session) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 
 func (s *Session) onHeaders(f *headerBlock) error {
 	id := f.id
-	if x := s.streams[id]; x != nil {
-		return s.onTrailers(x, f)
+	if strm := s.streams[id]; strm != nil {
+		return s.onTrailers(strm, f)
 	}
 	if id%2 == 0 {
 		return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: HEADERS on even stream %d", ErrProtocol, id))
@@ -313,8 +313,8 @@ func (s *Session) onHeaders(f *headerBlock) error {
 		return nil
 	}
 	if f.truncated {
-		x := s.newStream(id, f.endStream)
-		s.answer(x, status.Newf(codes.ResourceExhausted, "engine: header list larger than the limit of %d bytes", s.lim.MaxHeaderListBytes), nil)
+		strm := s.newStream(id, f.endStream)
+		s.answer(strm, status.Newf(codes.ResourceExhausted, "engine: header list larger than the limit of %d bytes", s.lim.MaxHeaderListBytes), nil)
 		return nil
 	}
 	req, err := checkRequest(f.fields)
@@ -323,18 +323,18 @@ func (s *Session) onHeaders(f *headerBlock) error {
 		s.streamReset(id, http2.ErrCodeProtocol)
 		return nil
 	}
-	x := s.newStream(id, f.endStream)
-	x.contentLen = req.contentLen
+	strm := s.newStream(id, f.endStream)
+	strm.contentLen = req.contentLen
 	if req.early != nil {
 		// Not a gRPC call: answered, as grpc-go does, with an HTTP status
 		// once the request ended.
-		x.early, x.httpStatus = req.early, req.httpStatus
-		if x.endRecv {
-			return s.endOfRequest(x, true)
+		strm.early, strm.httpStatus = req.early, req.httpStatus
+		if strm.endRecv {
+			return s.endOfRequest(strm, true)
 		}
 		return nil
 	}
-	c := &x.callBuf
+	c := &strm.callBuf
 	c.stream, c.method, c.peer, c.cancelable = id, f.path, s.peer, s.cancelOnReset
 	c.ctx = newCallCtx(c)
 	for _, hf := range f.fields {
@@ -345,7 +345,7 @@ func (s *Session) onHeaders(f *headerBlock) error {
 			c.received = s.received()
 		case hf.Name == "grpc-encoding":
 			if hf.Value != "identity" {
-				s.answer(x, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", hf.Value), nil)
+				s.answer(strm, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", hf.Value), nil)
 				return nil
 			}
 		case hf.Name == ":authority":
@@ -358,30 +358,30 @@ func (s *Session) onHeaders(f *headerBlock) error {
 	}
 	entry, ok := s.reg.methods[c.method]
 	if !ok {
-		s.answer(x, unknownMethod(s.reg, c.method), nil)
+		s.answer(strm, unknownMethod(s.reg, c.method), nil)
 		return nil
 	}
 	c.entry = entry
-	x.call = c
-	if x.endRecv {
-		return s.endOfRequest(x, true)
+	strm.call = c
+	if strm.endRecv {
+		return s.endOfRequest(strm, true)
 	}
 	return nil
 }
 
 // onTrailers takes a second header block on an open stream: trailers,
 // which must end the stream and carry no pseudo fields (§8.1).
-func (s *Session) onTrailers(x *stream, f *headerBlock) error {
-	if x.endRecv {
+func (s *Session) onTrailers(strm *stream, f *headerBlock) error {
+	if strm.endRecv {
 		// §5.1: half-closed (remote).
-		s.streamReset(x.id, http2.ErrCodeStreamClosed)
+		s.streamReset(strm.id, http2.ErrCodeStreamClosed)
 		return nil
 	}
 	if !f.endStream || f.selfDep || f.invalid != nil || f.truncated || hasPseudo(f.fields) {
-		s.streamReset(x.id, http2.ErrCodeProtocol)
+		s.streamReset(strm.id, http2.ErrCodeProtocol)
 		return nil
 	}
-	return s.endOfRequest(x, true)
+	return s.endOfRequest(strm, true)
 }
 
 func hasPseudo(fields []hpack.HeaderField) bool {
@@ -409,8 +409,8 @@ func (s *Session) onData(f *http2.DataFrame) error {
 	}
 	s.recvWindow -= n
 	s.recvUnacked += int(n) // returned at once: what we keep, stream windows bound
-	x := s.streams[f.StreamID]
-	if x == nil {
+	strm := s.streams[f.StreamID]
+	if strm == nil {
 		if s.idle(f.StreamID) {
 			return s.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: DATA on idle stream %d", ErrProtocol, f.StreamID))
 		}
@@ -421,104 +421,104 @@ func (s *Session) onData(f *http2.DataFrame) error {
 		}
 		return nil
 	}
-	if x.endRecv {
+	if strm.endRecv {
 		// §5.1: half-closed (remote).
-		s.streamReset(x.id, http2.ErrCodeStreamClosed)
+		s.streamReset(strm.id, http2.ErrCodeStreamClosed)
 		return nil
 	}
-	if n > x.recvWindow {
-		s.streamReset(x.id, http2.ErrCodeFlowControl)
+	if n > strm.recvWindow {
+		s.streamReset(strm.id, http2.ErrCodeFlowControl)
 		return nil
 	}
-	x.recvWindow -= n
+	strm.recvWindow -= n
 	data := f.Data()
-	x.dataLen += int64(len(data))
-	if x.contentLen >= 0 && (x.dataLen > x.contentLen || (f.StreamEnded() && x.dataLen != x.contentLen)) {
+	strm.dataLen += int64(len(data))
+	if strm.contentLen >= 0 && (strm.dataLen > strm.contentLen || (f.StreamEnded() && strm.dataLen != strm.contentLen)) {
 		// §8.1.1: DATA that differs from content-length is malformed.
-		s.streamReset(x.id, http2.ErrCodeProtocol)
+		s.streamReset(strm.id, http2.ErrCodeProtocol)
 		return nil
 	}
-	if x.answered || x.early != nil {
+	if strm.answered || strm.early != nil {
 		// Dropped: give the stream its credit back so the request can end.
-		s.setResv(x, int64(len(x.body))+x.recvWindow)
-		x.recvUnacked += int(n)
-		if !f.StreamEnded() && x.recvUnacked >= int(s.lim.StreamWindow)/2 {
-			_ = s.framer().WriteWindowUpdate(x.id, uint32(x.recvUnacked))
-			x.recvWindow += int64(x.recvUnacked)
-			s.setResv(x, int64(len(x.body))+x.recvWindow)
-			x.recvUnacked = 0
+		s.setReserved(strm, int64(len(strm.body))+strm.recvWindow)
+		strm.recvUnacked += int(n)
+		if !f.StreamEnded() && strm.recvUnacked >= int(s.lim.StreamWindow)/2 {
+			_ = s.framer().WriteWindowUpdate(strm.id, uint32(strm.recvUnacked))
+			strm.recvWindow += int64(strm.recvUnacked)
+			s.setReserved(strm, int64(len(strm.body))+strm.recvWindow)
+			strm.recvUnacked = 0
 		}
-		return s.endOfRequest(x, f.StreamEnded())
+		return s.endOfRequest(strm, f.StreamEnded())
 	}
-	if len(x.body)+len(data) > 5+s.lim.MaxRecvMsgBytes {
-		s.tooLarge(x, len(x.body)+len(data)-5)
+	if len(strm.body)+len(data) > 5+s.lim.MaxRecvMsgBytes {
+		s.tooLarge(strm, len(strm.body)+len(data)-5)
 		return nil
 	}
 	// Padding is not kept: the stream's share shrinks by it.
-	s.setResv(x, int64(len(x.body)+len(data))+x.recvWindow)
-	if !s.grow(x, len(data)) {
-		x.body = nil
-		s.answer(x, status.New(codes.ResourceExhausted, "engine: the server's request buffers are full"), nil)
+	s.setReserved(strm, int64(len(strm.body)+len(data))+strm.recvWindow)
+	if !s.grow(strm, len(data)) {
+		strm.body = nil
+		s.answer(strm, status.New(codes.ResourceExhausted, "engine: the server's request buffers are full"), nil)
 		return nil
 	}
-	x.body = append(x.body, data...)
-	if len(x.body) >= 5 {
-		size := int(binary.BigEndian.Uint32(x.body[1:5]))
+	strm.body = append(strm.body, data...)
+	if len(strm.body) >= 5 {
+		size := int(binary.BigEndian.Uint32(strm.body[1:5]))
 		if size > s.lim.MaxRecvMsgBytes {
-			s.tooLarge(x, size)
+			s.tooLarge(strm, size)
 			return nil
 		}
-		if len(x.body) > 5+size {
-			s.answer(x, status.Newf(codes.Internal, "engine: unary request for %s holds %d bytes after a %d-byte message", x.call.method, len(x.body)-5, size), nil)
+		if len(strm.body) > 5+size {
+			s.answer(strm, status.Newf(codes.Internal, "engine: unary request for %s holds %d bytes after a %d-byte message", strm.call.method, len(strm.body)-5, size), nil)
 			return nil
 		}
-		if !f.StreamEnded() && !x.waiting {
-			s.widen(x, size)
+		if !f.StreamEnded() && !strm.waiting {
+			s.widen(strm, size)
 		}
 	}
-	return s.endOfRequest(x, f.StreamEnded())
+	return s.endOfRequest(strm, f.StreamEnded())
 }
 
-func (s *Session) tooLarge(x *stream, size int) {
-	x.body = nil
-	s.answer(x, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, s.lim.MaxRecvMsgBytes), nil)
+func (s *Session) tooLarge(strm *stream, size int) {
+	strm.body = nil
+	s.answer(strm, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, s.lim.MaxRecvMsgBytes), nil)
 }
 
 // endOfRequest queues the stream's call once the client half-closed.
-func (s *Session) endOfRequest(x *stream, ended bool) error {
-	if !ended || x.answered {
+func (s *Session) endOfRequest(strm *stream, ended bool) error {
+	if !ended || strm.answered {
 		if ended {
-			x.endRecv = true
-			s.setResv(x, int64(len(x.body)))
+			strm.endRecv = true
+			s.setReserved(strm, int64(len(strm.body)))
 		}
 		return nil
 	}
-	x.endRecv = true
-	if x.contentLen >= 0 && x.dataLen != x.contentLen {
-		s.streamReset(x.id, http2.ErrCodeProtocol)
+	strm.endRecv = true
+	if strm.contentLen >= 0 && strm.dataLen != strm.contentLen {
+		s.streamReset(strm.id, http2.ErrCodeProtocol)
 		return nil
 	}
-	if x.early != nil {
-		s.answer(x, x.early, nil)
+	if strm.early != nil {
+		s.answer(strm, strm.early, nil)
 		return nil
 	}
-	b := x.body
-	x.body = nil
-	s.setResv(x, int64(len(b)))
+	b := strm.body
+	strm.body = nil
+	s.setReserved(strm, int64(len(b)))
 	switch {
 	case len(b) < 5:
-		s.answer(x, status.Newf(codes.Internal, "engine: request for %s ended without a complete message (%d bytes)", x.call.method, len(b)), nil)
+		s.answer(strm, status.Newf(codes.Internal, "engine: request for %s ended without a complete message (%d bytes)", strm.call.method, len(b)), nil)
 	case b[0] == 1:
-		s.answer(x, status.New(codes.Internal, "grpc: compressed flag set with identity or empty encoding"), nil)
+		s.answer(strm, status.New(codes.Internal, "grpc: compressed flag set with identity or empty encoding"), nil)
 	case b[0] != 0:
-		s.answer(x, status.Newf(codes.Internal, "engine: bad message flag %d", b[0]), nil)
+		s.answer(strm, status.Newf(codes.Internal, "engine: bad message flag %d", b[0]), nil)
 	case int(binary.BigEndian.Uint32(b[1:5])) != len(b)-5:
-		s.answer(x, status.Newf(codes.Internal, "engine: unary request for %s holds %d bytes after a %d-byte message", x.call.method, len(b)-5, binary.BigEndian.Uint32(b[1:5])), nil)
+		s.answer(strm, status.Newf(codes.Internal, "engine: unary request for %s holds %d bytes after a %d-byte message", strm.call.method, len(b)-5, binary.BigEndian.Uint32(b[1:5])), nil)
 	default:
-		x.call.req = b[5:]
-		x.answered = true
-		x.out = true
-		s.ready = append(s.ready, x.call)
+		strm.call.req = b[5:]
+		strm.answered = true
+		strm.out = true
+		s.ready = append(s.ready, strm.call)
 	}
 	return nil
 }

@@ -37,34 +37,37 @@ func staticBlock(fields ...hpack.HeaderField) []byte {
 // control windows allow, trailers) into the output. A call whose stream the
 // peer reset is dropped.
 func (s *Session) Finish(c *Call) {
-	x := s.streams[c.stream]
-	if x == nil || x.call != c {
-		return
+	if strm := s.takeBack(c); strm != nil {
+		s.answer(strm, c.st, c)
 	}
-	x.out = false
-	c.req = nil
-	s.release(x)
-	s.answer(x, c.st, c)
 }
 
 // Reject answers a call without running it, with code and msg (for a
 // Half-Sync/Half-Async queue that is full, say).
 func (s *Session) Reject(c *Call, code codes.Code, msg string) {
-	x := s.streams[c.stream]
-	if x == nil || x.call != c {
-		return
+	if strm := s.takeBack(c); strm != nil {
+		s.answer(strm, status.New(code, msg), nil)
 	}
-	x.out = false
-	c.req = nil
-	s.release(x)
-	s.answer(x, status.New(code, msg), nil)
 }
 
-// answer writes the response of stream x: st (nil: OK) and, when c is not
+// takeBack returns the stream of call c, back from the driver, with its
+// request buffers given back; nil if the peer reset the stream meanwhile.
+func (s *Session) takeBack(c *Call) *stream {
+	strm := s.streams[c.stream]
+	if strm == nil || strm.call != c {
+		return nil
+	}
+	strm.out = false
+	c.req = nil
+	s.release(strm)
+	return strm
+}
+
+// answer writes the response of strm: st (nil: OK) and, when c is not
 // nil, its headers, message and trailers.
-func (s *Session) answer(x *stream, st *status.Status, c *Call) {
+func (s *Session) answer(strm *stream, st *status.Status, c *Call) {
 	s.grabOut()
-	x.answered = true
+	strm.answered = true
 	var header, trailer metadata.MD
 	if c != nil {
 		header, trailer = c.header, c.trailer
@@ -72,18 +75,18 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 	ok := st == nil || st.Code() == codes.OK
 	fields := s.fields[:0]
 	switch {
-	case ok && len(header) == 0 && s.hencUsed:
-		s.writeBlock(x.id, blockHeaders, false)
+	case ok && len(header) == 0 && s.sizeUpdateSent:
+		s.writeBlock(strm.id, blockHeaders, false)
 	case ok || len(header) > 0:
 		fields = append(fields, hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 		fields = appendMDFields(fields, header)
-		s.writeHeaders(x.id, fields, false)
+		s.writeHeaders(strm.id, fields, false)
 		fields = fields[:0]
 	default:
 		// Trailers-Only: one block with the status and the error.
 		code := "200"
-		if x.httpStatus != 0 {
-			code = strconv.Itoa(x.httpStatus)
+		if strm.httpStatus != 0 {
+			code = strconv.Itoa(strm.httpStatus)
 		}
 		fields = append(fields, hpack.HeaderField{Name: ":status", Value: code}, hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 	}
@@ -91,25 +94,25 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 		msg := c.resp
 		var prefix [5]byte
 		binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
-		if n := 5 + len(msg); n <= s.peerMaxFrame && int64(n) <= s.sendWindow && int64(n) <= x.sendWindow {
+		if n := 5 + len(msg); n <= s.peerMaxFrame && int64(n) <= s.sendWindow && int64(n) <= strm.sendWindow {
 			// The common case: the whole message in one DATA frame now.
-			s.writeDataHeader(x.id, n)
+			s.writeDataHeader(strm.id, n)
 			s.out = append(s.out, prefix[:]...)
 			s.out = append(s.out, msg...)
 			s.sendWindow -= int64(n)
-			x.sendWindow -= int64(n)
+			strm.sendWindow -= int64(n)
 		} else {
-			x.pend = make([]byte, n)
-			copy(x.pend, prefix[:])
-			copy(x.pend[5:], msg)
+			strm.pending = make([]byte, n)
+			copy(strm.pending, prefix[:])
+			copy(strm.pending[5:], msg)
 		}
-		if len(trailer) == 0 && s.hencUsed {
+		if len(trailer) == 0 && s.sizeUpdateSent {
 			s.fields = fields // keep what the headers grew
 			// The static "grpc-status: 0" block (a nil trailer).
-			if len(x.pend) == 0 {
-				s.finishStream(x, nil)
+			if len(strm.pending) == 0 {
+				s.finishStream(strm, nil)
 			} else {
-				s.send(x)
+				s.send(strm)
 			}
 			return
 		}
@@ -121,12 +124,12 @@ func (s *Session) answer(x *stream, st *status.Status, c *Call) {
 	}
 	fields = appendMDFields(fields, trailer)
 	s.fields = fields
-	if len(x.pend) == 0 {
-		s.finishStream(x, fields)
+	if len(strm.pending) == 0 {
+		s.finishStream(strm, fields)
 		return
 	}
-	x.trailer = append([]hpack.HeaderField(nil), fields...)
-	s.send(x)
+	strm.trailer = append([]hpack.HeaderField(nil), fields...)
+	s.send(strm)
 }
 
 func appendMDFields(fields []hpack.HeaderField, md metadata.MD) []hpack.HeaderField {
@@ -145,14 +148,14 @@ func appendMDFields(fields []hpack.HeaderField, md metadata.MD) []hpack.HeaderFi
 // writeHeaders encodes fields and writes HEADERS (+ CONTINUATION) frames
 // straight into the output.
 func (s *Session) writeHeaders(id uint32, fields []hpack.HeaderField, end bool) {
-	s.hbuf.Reset()
+	s.headerBuf.Reset()
 	for _, f := range fields {
-		_ = s.henc.WriteField(f)
+		_ = s.headerEnc.WriteField(f)
 	}
-	s.hencUsed = true
-	s.writeBlock(id, s.hbuf.Bytes(), end)
-	if s.hbuf.Cap() > 4096 {
-		s.hbuf = bytes.Buffer{}
+	s.sizeUpdateSent = true
+	s.writeBlock(id, s.headerBuf.Bytes(), end)
+	if s.headerBuf.Cap() > 4096 {
+		s.headerBuf = bytes.Buffer{}
 	}
 }
 
@@ -168,11 +171,11 @@ func (s *Session) writeBlock(id uint32, block []byte, end bool) {
 		if n == len(block) {
 			flags |= http2.FlagHeadersEndHeaders // the same bit as CONTINUATION's
 		}
-		var h [frameHeaderLen]byte
-		h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
-		h[3], h[4] = byte(typ), byte(flags)
-		binary.BigEndian.PutUint32(h[5:], id)
-		s.out = append(s.out, h[:]...)
+		var hdr [frameHeaderLen]byte
+		hdr[0], hdr[1], hdr[2] = byte(n>>16), byte(n>>8), byte(n)
+		hdr[3], hdr[4] = byte(typ), byte(flags)
+		binary.BigEndian.PutUint32(hdr[5:], id)
+		s.out = append(s.out, hdr[:]...)
 		s.out = append(s.out, block[:n]...)
 		block = block[n:]
 		if len(block) == 0 {
@@ -182,49 +185,49 @@ func (s *Session) writeBlock(id uint32, block []byte, end bool) {
 	}
 }
 
-// send writes as much of x's pending DATA as the windows allow, then its
+// send writes as much of strm's pending DATA as the windows allow, then its
 // trailers, and closes the stream; a stream still short of window waits in
 // s.blocked for a WINDOW_UPDATE.
-func (s *Session) send(x *stream) {
-	for len(x.pend) > 0 {
-		n := int64(min(len(x.pend), s.peerMaxFrame))
-		n = min(n, s.sendWindow, x.sendWindow)
+func (s *Session) send(strm *stream) {
+	for len(strm.pending) > 0 {
+		n := int64(min(len(strm.pending), s.peerMaxFrame))
+		n = min(n, s.sendWindow, strm.sendWindow)
 		if n <= 0 {
-			if !s.isBlocked(x.id) {
-				s.blocked = append(s.blocked, x.id)
+			if !s.isBlocked(strm.id) {
+				s.blocked = append(s.blocked, strm.id)
 			}
 			return
 		}
-		s.writeDataHeader(x.id, int(n))
-		s.out = append(s.out, x.pend[:n]...)
-		x.pend = x.pend[n:]
+		s.writeDataHeader(strm.id, int(n))
+		s.out = append(s.out, strm.pending[:n]...)
+		strm.pending = strm.pending[n:]
 		s.sendWindow -= n
-		x.sendWindow -= n
+		strm.sendWindow -= n
 	}
-	x.pend = nil
-	s.finishStream(x, x.trailer)
+	strm.pending = nil
+	s.finishStream(strm, strm.trailer)
 }
 
-// finishStream writes the trailers that end stream x and forgets it.
-func (s *Session) finishStream(x *stream, trailer []hpack.HeaderField) {
+// finishStream writes the trailers that end strm and forgets it.
+func (s *Session) finishStream(strm *stream, trailer []hpack.HeaderField) {
 	if trailer == nil {
-		s.writeBlock(x.id, blockOK, true)
+		s.writeBlock(strm.id, blockOK, true)
 	} else {
-		s.writeHeaders(x.id, trailer, true)
+		s.writeHeaders(strm.id, trailer, true)
 	}
-	x.trailer = nil
-	if !x.endRecv {
+	strm.trailer = nil
+	if !strm.endRecv {
 		// We answered before the request ended: tell the client to stop.
-		s.rst(x.id, http2.ErrCodeNo)
+		s.sendReset(strm.id, http2.ErrCodeNo)
 	}
-	delete(s.streams, x.id)
-	s.release(x)
+	delete(s.streams, strm.id)
+	s.release(strm)
 	s.retryWaiting()
-	if !x.out {
+	if !strm.out {
 		// Nobody holds its call: reuse it. (A stream that is dropped, or
 		// whose call is out on another goroutine, is left to the GC.)
-		*x = stream{}
-		streams.Put(x)
+		*strm = stream{}
+		streams.Put(strm)
 	}
 }
 
@@ -232,11 +235,11 @@ func (s *Session) finishStream(x *stream, trailer []hpack.HeaderField) {
 // into the output (the Framer would copy the payload through a buffer of
 // its own that then stays allocated).
 func (s *Session) writeDataHeader(id uint32, n int) {
-	var h [frameHeaderLen]byte
-	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
-	h[3] = byte(http2.FrameData)
-	binary.BigEndian.PutUint32(h[5:], id)
-	s.out = append(s.out, h[:]...)
+	var hdr [frameHeaderLen]byte
+	hdr[0], hdr[1], hdr[2] = byte(n>>16), byte(n>>8), byte(n)
+	hdr[3] = byte(http2.FrameData)
+	binary.BigEndian.PutUint32(hdr[5:], id)
+	s.out = append(s.out, hdr[:]...)
 }
 
 func (s *Session) isBlocked(id uint32) bool {
@@ -256,8 +259,8 @@ func (s *Session) unblock() {
 	ids := s.blocked
 	s.blocked = nil
 	for _, id := range ids {
-		if x := s.streams[id]; x != nil {
-			s.send(x)
+		if strm := s.streams[id]; strm != nil {
+			s.send(strm)
 		}
 	}
 }

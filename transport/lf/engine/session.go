@@ -42,12 +42,12 @@ type Session struct {
 	out    []byte // output; out[outOff:] is unwritten
 	outOff int
 
-	pf   *pooledFramer // borrowed while busy (see pool.go)
-	outp *[]byte       // the pooled buffer behind out
-	rd   bytes.Reader
-	hdec *hpack.Decoder
-	henc *hpack.Encoder
-	hbuf bytes.Buffer
+	borrowed    *pooledFramer // borrowed while busy (see pool.go)
+	outPooled   *[]byte       // the pooled buffer behind out
+	frameReader bytes.Reader
+	headerDec   *hpack.Decoder
+	headerEnc   *hpack.Encoder
+	headerBuf   bytes.Buffer
 
 	prefaceSeen   bool
 	settingsAcked bool // the client acknowledged our SETTINGS
@@ -66,11 +66,11 @@ type Session struct {
 	sendWindow     int64 // connection-level, toward the peer
 	recvUnacked    int   // connection-level bytes consumed, not yet returned
 	recvWindow     int64 // connection-level, what the peer may still send us
-	reserved       int64 // request bytes buffered or promised (stream windows), Σ stream.resv
-	hist           *history
+	reserved       int64 // request bytes buffered or promised (stream windows), Σ stream.reserved
+	history        *streamHistory
 	blocked        []uint32
 	fields         []hpack.HeaderField // scratch for answers
-	hencUsed       bool                // henc sent its table size update
+	sizeUpdateSent bool                // headerEnc sent its table size update
 
 	now    time.Time // when this Feed's bytes arrived, if nowSet
 	nowSet bool
@@ -101,12 +101,12 @@ func NewSession(reg *Registry, lim Limits, remote net.Addr) *Session {
 	if remote != nil {
 		s.peer = &peer.Peer{Addr: remote}
 	}
-	s.hdec = hpack.NewDecoder(4096, s.emit)
-	s.henc = hpack.NewEncoder(&s.hbuf)
+	s.headerDec = hpack.NewDecoder(4096, s.emit)
+	s.headerEnc = hpack.NewEncoder(&s.headerBuf)
 	// No dynamic table for what we send: its index maps cost ~1 KB per
 	// connection, and our answers are a handful of short fields that
 	// encode to a few bytes anyway (static-table names, Huffman values).
-	s.henc.SetMaxDynamicTableSizeLimit(0)
+	s.headerEnc.SetMaxDynamicTableSizeLimit(0)
 	fr := s.framer()
 	_ = fr.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: lim.MaxConcurrentStreams},
@@ -147,16 +147,16 @@ func (s *Session) CancelOnReset() { s.cancelOnReset = true }
 
 // framer returns the Framer the Session borrowed, borrowing one after
 // Release gave it back. It only ever reads whole frames (and whole header
-// blocks) from s.rd.
+// blocks) from s.frameReader.
 func (s *Session) framer() *http2.Framer {
-	if s.pf == nil {
+	if s.borrowed == nil {
 		s.grabOut()
-		pf := framers.Get().(*pooledFramer)
-		pf.io.s = s
-		pf.fr.MaxHeaderListSize = s.lim.MaxHeaderListBytes
-		s.pf = pf
+		pooled := framers.Get().(*pooledFramer)
+		pooled.io.s = s
+		pooled.framer.MaxHeaderListSize = s.lim.MaxHeaderListBytes
+		s.borrowed = pooled
 	}
-	return s.pf.fr
+	return s.borrowed.framer
 }
 
 // TakeCalls appends the calls ready to run to dst and removes them from the
@@ -228,19 +228,19 @@ func (s *Session) Release() {
 	if len(s.in) == 0 {
 		s.in = nil
 	}
-	if len(s.in) == 0 && s.pf != nil {
+	if len(s.in) == 0 && s.borrowed != nil {
 		// The HPACK state lives in hdec/henc, not in the Framer.
-		s.pf.io.s = nil
-		framers.Put(s.pf)
-		s.pf = nil
-		s.rd.Reset(nil)
+		s.borrowed.io.s = nil
+		framers.Put(s.borrowed)
+		s.borrowed = nil
+		s.frameReader.Reset(nil)
 	}
 	if len(s.Output()) == 0 {
 		s.releaseOut()
 	}
 	if len(s.streams) == 0 {
-		if s.hbuf.Cap() > 0 {
-			s.hbuf = bytes.Buffer{}
+		if s.headerBuf.Cap() > 0 {
+			s.headerBuf = bytes.Buffer{}
 		}
 		s.fields = nil
 	}

@@ -11,22 +11,22 @@ import (
 // idRange is a range of stream ids, both ends included.
 type idRange struct{ lo, hi uint32 }
 
-// history is what a Session remembers of its streams beyond the open ones;
+// streamHistory is what a Session remembers of its streams beyond the open ones;
 // most connections never need it (made on first use, so that an idle
 // Session stays small).
-type history struct {
+type streamHistory struct {
 	waiting  []uint32  // streams waiting for window (widen)
 	resets   []uint32  // the last streams we reset (ring of resetMemory)
 	resetPos int       // next slot in resets
 	skips    []idRange // the last ranges of skipped stream ids
 }
 
-// h returns the Session's history, making it if need be.
-func (s *Session) h() *history {
-	if s.hist == nil {
-		s.hist = &history{}
+// ensureHistory returns the Session's history, making it if need be.
+func (s *Session) ensureHistory() *streamHistory {
+	if s.history == nil {
+		s.history = &streamHistory{}
 	}
-	return s.hist
+	return s.history
 }
 
 type stream struct {
@@ -42,7 +42,7 @@ type stream struct {
 
 	// Receiving (RFC 9113 §6.9, §8.1.1).
 	recvWindow int64 // what the client may still send on the stream
-	resv       int64 // this stream's share of Session.reserved
+	reserved   int64 // this stream's share of Session.reserved
 	charged    int64 // bytes taken from Limits.Shared for body
 	waiting    bool  // in Session.waiting: needs window the buffers lack
 	contentLen int64 // the content-length header, -1 if none
@@ -54,7 +54,7 @@ type stream struct {
 	httpStatus int
 
 	sendWindow int64
-	pend       []byte // response DATA not yet written
+	pending    []byte // response DATA not yet written
 	trailer    []hpack.HeaderField
 }
 
@@ -73,22 +73,22 @@ func (s *Session) openID(id uint32) {
 		if s.lastStream == 0 {
 			r.lo = 1
 		}
-		h := s.h()
-		if len(h.skips) == skipMemory {
-			copy(h.skips, h.skips[1:])
-			h.skips = h.skips[:skipMemory-1]
+		hist := s.ensureHistory()
+		if len(hist.skips) == skipMemory {
+			copy(hist.skips, hist.skips[1:])
+			hist.skips = hist.skips[:skipMemory-1]
 		}
-		h.skips = append(h.skips, r)
+		hist.skips = append(hist.skips, r)
 	}
 	s.lastStream = id
 }
 
 // skipped reports whether the closed stream id was never opened.
 func (s *Session) skipped(id uint32) bool {
-	if s.hist == nil {
+	if s.history == nil {
 		return false
 	}
-	for _, r := range s.hist.skips {
+	for _, r := range s.history.skips {
 		if id >= r.lo && id <= r.hi {
 			return true
 		}
@@ -99,10 +99,10 @@ func (s *Session) skipped(id uint32) bool {
 // resetByUs reports whether we reset stream id lately: frames the client
 // sent before it saw the reset are ignored (§5.1, closed).
 func (s *Session) resetByUs(id uint32) bool {
-	if s.hist == nil {
+	if s.history == nil {
 		return false
 	}
-	for _, r := range s.hist.resets {
+	for _, r := range s.history.resets {
 		if r == id {
 			return true
 		}
@@ -112,22 +112,22 @@ func (s *Session) resetByUs(id uint32) bool {
 
 // newStream opens stream id with the initial receive window.
 func (s *Session) newStream(id uint32, endStream bool) *stream {
-	x := streams.Get().(*stream)
-	x.id, x.sendWindow, x.endRecv = id, s.peerInitWindow, endStream
-	x.contentLen = -1
+	strm := streams.Get().(*stream)
+	strm.id, strm.sendWindow, strm.endRecv = id, s.peerInitWindow, endStream
+	strm.contentLen = -1
 	if !endStream {
 		w := int64(s.lim.StreamWindow)
 		if !s.settingsAcked {
 			w = max(w, initialPeerWindow)
 		}
-		x.recvWindow = w
-		s.setResv(x, w)
+		strm.recvWindow = w
+		s.setReserved(strm, w)
 	}
 	if s.streams == nil {
 		s.streams = make(map[uint32]*stream)
 	}
-	s.streams[id] = x
-	return x
+	s.streams[id] = strm
+	return strm
 }
 
 // streams are reused across calls and connections: a stream (with its
@@ -139,35 +139,35 @@ var streams = sync.Pool{New: func() any { return new(stream) }}
 // streamReset answers a stream-level error: RST_STREAM and forget it.
 func (s *Session) streamReset(id uint32, code http2.ErrCode) {
 	s.drop(id)
-	s.rst(id, code)
+	s.sendReset(id, code)
 }
 
-// rst sends RST_STREAM and remembers that we reset the stream.
-func (s *Session) rst(id uint32, code http2.ErrCode) {
+// sendReset sends RST_STREAM and remembers that we reset the stream.
+func (s *Session) sendReset(id uint32, code http2.ErrCode) {
 	_ = s.framer().WriteRSTStream(id, code)
-	h := s.h()
-	if h.resets == nil {
-		h.resets = make([]uint32, 0, resetMemory)
+	hist := s.ensureHistory()
+	if hist.resets == nil {
+		hist.resets = make([]uint32, 0, resetMemory)
 	}
-	if len(h.resets) < resetMemory {
-		h.resets = append(h.resets, id)
+	if len(hist.resets) < resetMemory {
+		hist.resets = append(hist.resets, id)
 	} else {
-		h.resets[h.resetPos] = id
-		h.resetPos = (h.resetPos + 1) % resetMemory
+		hist.resets[hist.resetPos] = id
+		hist.resetPos = (hist.resetPos + 1) % resetMemory
 	}
 }
 
 // drop forgets stream id (the client reset it, or it failed); a call of it
 // that is running is cancelled where CancelOnReset allows.
 func (s *Session) drop(id uint32) {
-	x := s.streams[id]
-	if x == nil {
+	strm := s.streams[id]
+	if strm == nil {
 		return
 	}
-	if x.call != nil && x.call.cancelable {
-		x.call.abort()
+	if strm.call != nil && strm.call.cancelable {
+		strm.call.abort()
 	}
 	delete(s.streams, id)
-	s.release(x)
+	s.release(strm)
 	s.retryWaiting()
 }
