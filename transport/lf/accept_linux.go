@@ -21,7 +21,7 @@ func (s *Server) acceptAll(l *handle) {
 		}
 		if pause {
 			// Out of descriptors: the pending connection keeps the
-			// listener readable, so re-arming now would spin the leader.
+			// listener readable, so re-arming now would spin the poller.
 			// Keep holding it for a back-off, as net/http's Serve does.
 			s.acceptDelay = min(max(2*s.acceptDelay, 5*time.Millisecond), time.Second)
 			time.AfterFunc(s.acceptDelay, func() { s.settleListener(l) })

@@ -145,20 +145,20 @@ func variantDefaults(v lfvariant.Variant) (lfvariant.Variant, error) {
 
 // Stats is a snapshot of the pool's gauges and counters.
 type Stats struct {
-	// Gauges: pool goroutines leading (0 or 1), processing an event, and
-	// waiting as followers; Live is how many pool goroutines exist.
-	Leaders, Processing, Followers, Live int
+	// Gauges: pool goroutines polling (the poller: 0 or 1), handling an
+	// event, and on standby; Live is how many pool goroutines exist.
+	Polling, Handling, Standby, Live int
 	// Conns is the number of open connections.
 	Conns int
 
-	// Events counts events returned by epoll (one per leadership);
+	// Events counts events returned by epoll (one per poll);
 	// Stale counts those that were ignored because the handle was gone,
 	// reused or already owned.
 	Events, Stale uint64
-	// Promotions counts followers woken to lead; NoFollower counts
-	// leaderships given up while no follower was waiting (the pool was
-	// saturated).
-	Promotions, NoFollower uint64
+	// Promotions counts standby goroutines woken to poll; NoStandby counts
+	// the times a poller gave up polling while no goroutine was on standby
+	// (the pool was saturated).
+	Promotions, NoStandby uint64
 	// Accepts counts accepted connections; RefusedConns those closed at
 	// once because MaxConns were open.
 	Accepts, RefusedConns uint64
@@ -183,7 +183,7 @@ type Stats struct {
 	// ConnErrors counts connections closed because of a read, write or
 	// protocol error (Feed failing).
 	ConnErrors uint64
-	// Panics counts panics the pool recovered while processing a
+	// Panics counts panics the pool recovered while handling a
 	// connection; each closed that connection.
 	Panics uint64
 }

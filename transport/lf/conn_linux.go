@@ -187,7 +187,7 @@ func (s *Server) settle(c *handle, closeNow bool, released *bool) {
 			want = evDraining
 		case out > 0 || more:
 			// more: TLS records wait in the record layer; EPOLLOUT is
-			// ready at once, so the next leader reads them.
+			// ready at once, so the next poller reads them.
 			want = evConnOut
 		default:
 			want = evConn

@@ -46,7 +46,7 @@ func (s *Server) worker() {
 		// poller is edge-triggered, so only an empty set may park).
 		return w.got > 0 || w.pollErr != nil
 	}
-	for s.lead(w.wake) {
+	for s.becomePoller(w.wake) {
 		evs, ok := s.waitEvent(w)
 		if !ok {
 			return
@@ -62,14 +62,14 @@ func (s *Server) worker() {
 			return
 		}
 		s.promote()
-		s.processing.Add(1)
+		s.handling.Add(1)
 		for _, ev := range evs {
 			// Every handle of the batch is disarmed (one-shot) and ours.
 			if int(ev.Fd) != s.efd || ev.Pad != 0 {
 				s.dispatch(ev, w)
 			}
 		}
-		s.processing.Add(-1)
+		s.handling.Add(-1)
 		if exit {
 			s.exitAll()
 			return
@@ -77,69 +77,70 @@ func (s *Server) worker() {
 	}
 }
 
-// lead returns once the caller is the leader, or false when the pool is
-// exiting. While a leader is present the caller waits as a follower.
-func (s *Server) lead(w chan struct{}) bool {
-	s.lfMu.Lock()
-	for s.leaderPresent && !s.exiting {
-		s.waiters = append(s.waiters, w)
-		s.followers.Add(1)
-		s.lfMu.Unlock()
+// becomePoller returns once the caller is the poller, or false when the
+// pool is exiting. While a poller is present the caller waits on standby.
+func (s *Server) becomePoller(w chan struct{}) bool {
+	s.pollMu.Lock()
+	for s.pollerPresent && !s.exiting {
+		s.standbys = append(s.standbys, w)
+		s.onStandby.Add(1)
+		s.pollMu.Unlock()
 		<-w
-		s.followers.Add(-1)
-		s.lfMu.Lock()
+		s.onStandby.Add(-1)
+		s.pollMu.Lock()
 	}
 	if s.exiting {
-		s.lfMu.Unlock()
+		s.pollMu.Unlock()
 		return false
 	}
-	s.leaderPresent = true
-	s.lfMu.Unlock()
+	s.pollerPresent = true
+	s.pollMu.Unlock()
 	return true
 }
 
-// promote gives up leadership and wakes one follower to take it.
+// promote gives up polling and wakes one standby goroutine to poll.
 func (s *Server) promote() {
-	s.lfMu.Lock()
-	s.leaderPresent = false
+	s.pollMu.Lock()
+	s.pollerPresent = false
 	var w chan struct{}
-	if n := len(s.waiters); n > 0 {
+	if n := len(s.standbys); n > 0 {
 		if s.v.FIFO {
-			w = s.waiters[0]
-			s.waiters[0] = nil
-			s.waiters = s.waiters[1:]
+			w = s.standbys[0]
+			s.standbys[0] = nil
+			s.standbys = s.standbys[1:]
 		} else {
-			w = s.waiters[n-1]
-			s.waiters[n-1] = nil
-			s.waiters = s.waiters[:n-1]
+			w = s.standbys[n-1]
+			s.standbys[n-1] = nil
+			s.standbys = s.standbys[:n-1]
 		}
 	}
-	s.lfMu.Unlock()
+	s.pollMu.Unlock()
 	if w == nil {
-		s.noFollower.Add(1)
+		s.noStandby.Add(1)
 		return
 	}
 	s.promotions.Add(1)
 	w <- struct{}{}
 }
 
-// exitAll ends the pool: the one broadcast, waking every follower to exit.
+// exitAll ends the pool: the one broadcast, waking every standby goroutine
+// to exit.
 func (s *Server) exitAll() {
-	s.lfMu.Lock()
+	s.pollMu.Lock()
 	s.exiting = true
-	s.leaderPresent = false
-	ws := s.waiters
-	s.waiters = nil
-	s.lfMu.Unlock()
+	s.pollerPresent = false
+	ws := s.standbys
+	s.standbys = nil
+	s.pollMu.Unlock()
 	for _, w := range ws {
 		w <- struct{}{}
 	}
 }
 
-// waitEvent is the leader's wait for one event (or up to EventsPerWait).
+// waitEvent is the poller's wait for one event (or up to EventsPerWait).
 func (s *Server) waitEvent(w *worker) ([]unix.EpollEvent, bool) {
-	s.leaders.Add(1)
-	defer s.leaders.Add(-1)
+	s.polling.Add(1)
+	defer s.polling.Add(-1)
 	for {
 		got, err := s.epollWait(w)
 		if err == unix.EINTR || (err == nil && got == 0) {

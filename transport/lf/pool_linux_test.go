@@ -99,7 +99,7 @@ func (ts *testServer) stop(t *testing.T, hard bool) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve did not return")
 	}
-	if st := ts.Stats(); st.Live != 0 || st.Leaders != 0 || st.Followers != 0 || st.Processing != 0 || st.Conns != 0 {
+	if st := ts.Stats(); st.Live != 0 || st.Polling != 0 || st.Standby != 0 || st.Handling != 0 || st.Conns != 0 {
 		t.Errorf("after stop: %+v", st)
 	}
 }
@@ -211,11 +211,11 @@ func TestEcho(t *testing.T) {
 	ts.stop(t, false)
 }
 
-// TestSingleLeaderAndOwner drives many connections and concurrent calls
+// TestSinglePollerAndOwner drives many connections and concurrent calls
 // (small messages, and large ones that need several reads and EPOLLOUT)
 // and checks the two invariants of the pattern: never more than one
 // goroutine in epoll_wait, never more than one owner of a connection.
-func TestSingleLeaderAndOwner(t *testing.T) {
+func TestSinglePollerAndOwner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -294,7 +294,7 @@ func TestNoLostWakeups(t *testing.T) {
 }
 
 // TestSaturationRecovers: with 2 workers both stuck in handlers there is
-// no leader and no follower; once released, the queued call and new calls
+// no poller and no goroutine on standby; once released, the queued call and new calls
 // are served.
 func TestSaturationRecovers(t *testing.T) {
 	ts := start(t, Config{Workers: 2}, nil)
@@ -306,7 +306,7 @@ func TestSaturationRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := ts.Stats().NoFollower
+	before := ts.Stats().NoStandby
 
 	results := make(chan error, 3)
 	for i := 0; i < 2; i++ {
@@ -317,10 +317,10 @@ func TestSaturationRecovers(t *testing.T) {
 	}
 	ctltest.WaitEntered(t, ts.svc, 2)
 	st := ts.Stats()
-	if st.NoFollower <= before {
-		t.Errorf("NoFollower did not rise: %d -> %d", before, st.NoFollower)
+	if st.NoStandby <= before {
+		t.Errorf("NoStandby did not rise: %d -> %d", before, st.NoStandby)
 	}
-	if st.Processing != 2 || st.Leaders != 0 || st.Followers != 0 {
+	if st.Handling != 2 || st.Polling != 0 || st.Standby != 0 {
 		t.Errorf("saturated pool: %+v", st)
 	}
 	go func() {
@@ -342,9 +342,9 @@ func TestSaturationRecovers(t *testing.T) {
 	ts.stop(t, false)
 }
 
-// TestGracefulStopWakesEveryFollower: after GracefulStop every pool
+// TestGracefulStopWakesEveryStandby: after GracefulStop every pool
 // goroutine has exited and the process is back to its goroutine count.
-func TestGracefulStopWakesEveryFollower(t *testing.T) {
+func TestGracefulStopWakesEveryStandby(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	const N = 8
 	ts := start(t, Config{Workers: N}, nil)
@@ -361,11 +361,11 @@ func TestGracefulStopWakesEveryFollower(t *testing.T) {
 		}
 		cancel()
 	}
-	eventually(t, 10*time.Second, "N-1 followers and a leader", func() bool {
+	eventually(t, 10*time.Second, "N-1 goroutines on standby and a poller", func() bool {
 		st := ts.Stats()
-		return st.Live == N && st.Followers == N-1 && st.Leaders == 1
+		return st.Live == N && st.Standby == N-1 && st.Polling == 1
 	})
-	ts.stop(t, false) // checks Live == Followers == 0
+	ts.stop(t, false) // checks Live == Standby == 0
 	for _, cc := range ccs {
 		cc.Close()
 	}
@@ -519,14 +519,14 @@ func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.C
 	}
 }
 
-// TestProcessingPanicClosesConn: a panic in the pool's own processing (not
+// TestHandlingPanicClosesConn: a panic in the pool's own handling (not
 // in a handler) closes that connection only; the goroutine rejoins.
-func TestProcessingPanicClosesConn(t *testing.T) {
+func TestHandlingPanicClosesConn(t *testing.T) {
 	const N = 3
 	ts := start(t, Config{Workers: N}, func(s *Server) {
 		setFeedHook(t, s, func(p []byte) {
 			if bytes.Contains(p, []byte("boom!")) {
-				panic("lftest: processing panic")
+				panic("lftest: handling panic")
 			}
 		})
 	})
@@ -632,7 +632,7 @@ var _ interface {
 	Stop()
 } = (*Server)(nil)
 
-// TestAcceptBackoff: when accept fails for lack of descriptors the leader
+// TestAcceptBackoff: when accept fails for lack of descriptors the poller
 // does not spin on the still-readable listener; it pauses accepting, and
 // accepts the waiting connection once descriptors are back.
 func TestAcceptBackoff(t *testing.T) {
@@ -655,9 +655,9 @@ func TestAcceptBackoff(t *testing.T) {
 	go func() { _, err := call(ctx, cc, []byte("x")); res <- err }()
 	eventually(t, 10*time.Second, "accept to pause", func() bool { return ts.Stats().AcceptPauses >= 3 })
 	// With 5, 10, 20, 40 ms … pauses, the attempts stay few; a spinning
-	// leader would make hundreds of thousands in the same time.
+	// poller would make hundreds of thousands in the same time.
 	if n := attempts.Load(); n > 50 {
-		t.Fatalf("%d accept attempts for %d pauses: the leader spins", n, ts.Stats().AcceptPauses)
+		t.Fatalf("%d accept attempts for %d pauses: the poller spins", n, ts.Stats().AcceptPauses)
 	}
 	failing.Store(false)
 	select {

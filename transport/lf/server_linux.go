@@ -66,11 +66,11 @@ type Server struct {
 	nconns    atomic.Int64
 	gen       atomic.Uint32
 
-	// Promotion protocol.
-	lfMu          sync.Mutex
-	leaderPresent bool
+	// Polling and promotion (pool_linux.go).
+	pollMu        sync.Mutex
+	pollerPresent bool
 	exiting       bool
-	waiters       []chan struct{} // LIFO: top is the end; FIFO: head is [0]
+	standbys      []chan struct{} // LIFO: top is the end; FIFO: head is [0]
 
 	wg sync.WaitGroup // pool goroutines
 
@@ -79,13 +79,13 @@ type Server struct {
 	probe serverProbe
 
 	// Gauges.
-	leaders, processing, followers, live atomic.Int64
+	polling, handling, onStandby, live atomic.Int64
 
 	// Counters.
-	events, stale, promotions, noFollower, accepts atomic.Uint64
-	acceptPauses, refusedConns                     atomic.Uint64
-	handshakeTimeouts, idleCloses                  atomic.Uint64
-	tlsHandshakes, tlsErrors                       atomic.Uint64
+	events, stale, promotions, noStandby, accepts atomic.Uint64
+	acceptPauses, refusedConns                    atomic.Uint64
+	handshakeTimeouts, idleCloses                 atomic.Uint64
+	tlsHandshakes, tlsErrors                      atomic.Uint64
 	// acceptDelay is the current accept back-off; only the listener's
 	// holder touches it.
 	acceptDelay                                           time.Duration
@@ -395,7 +395,7 @@ func (s *Server) snapshot() []*handle {
 	return out
 }
 
-// maybeFinish wakes the leader for the last time once a graceful stop has
+// maybeFinish wakes the poller for the last time once a graceful stop has
 // nothing left to drain.
 func (s *Server) maybeFinish() {
 	if s.stopping.Load() && s.lisClosed.Load() && s.nconns.Load() == 0 {
@@ -403,7 +403,7 @@ func (s *Server) maybeFinish() {
 	}
 }
 
-// wake signals the eventfd, once. The leader that sees it ends the pool.
+// wake signals the eventfd, once. The poller that sees it ends the pool.
 func (s *Server) wake() {
 	if s.woken.Swap(true) {
 		return
@@ -421,15 +421,15 @@ func (s *Server) wake() {
 // Stats returns a snapshot of the pool's gauges and counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Leaders:           int(s.leaders.Load()),
-		Processing:        int(s.processing.Load()),
-		Followers:         int(s.followers.Load()),
+		Polling:           int(s.polling.Load()),
+		Handling:          int(s.handling.Load()),
+		Standby:           int(s.onStandby.Load()),
 		Live:              int(s.live.Load()),
 		Conns:             int(s.nconns.Load()),
 		Events:            s.events.Load(),
 		Stale:             s.stale.Load(),
 		Promotions:        s.promotions.Load(),
-		NoFollower:        s.noFollower.Load(),
+		NoStandby:         s.noStandby.Load(),
 		Accepts:           s.accepts.Load(),
 		RefusedConns:      s.refusedConns.Load(),
 		HandshakeTimeouts: s.handshakeTimeouts.Load(),

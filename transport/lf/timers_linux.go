@@ -41,7 +41,7 @@ func (s *Server) schedule(at int64) {
 }
 
 // sweepDeadlines runs on the pool goroutine that got the timer's event
-// (after promoting a follower, like any event): it closes every connection
+// (after promoting a standby goroutine, like any event): it closes every connection
 // whose handshake or idle deadline passed, and re-arms the timer for the
 // next deadline. A connection that is busy right now is not idle; it is
 // looked at again one grain later.

@@ -19,7 +19,7 @@ import (
 )
 
 // TLS on the pool (Config.TLS). The pattern stays: one goroutine waits on
-// the epoll set, promotes a follower, then processes the event inline.
+// the epoll set, promotes a standby goroutine, then handles the event inline.
 //
 //   - The handshake is the one blocking exchange, done once per connection
 //     off the pool: the connection is accepted by the pool as always and
@@ -40,7 +40,7 @@ import (
 //     socket readable. When the holder stops before reading them all (the
 //     read budget, or the bytes that came with the handshake), it sets
 //     tlsConn.more and arms the descriptor for EPOLLOUT too, which is ready
-//     at once: the next leader reads them.
+//     at once: the next poller reads them.
 type tlsConn struct {
 	fd     int
 	remote net.Addr
