@@ -15,7 +15,7 @@ import (
 
 type worker struct {
 	wake  chan struct{}
-	ev    []unix.EpollEvent // EventsPerWait long
+	ev    []unix.EpollEvent // eventsPerWait() long
 	buf   []byte
 	calls []*engine.Call
 
@@ -30,11 +30,11 @@ func (s *Server) worker() {
 	defer s.wg.Done()
 	s.live.Add(1)
 	defer s.live.Add(-1)
-	if s.v.LockOSThread {
+	if s.variant.lockOSThread() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 	}
-	w := &worker{wake: make(chan struct{}, 1), buf: make([]byte, readChunk), ev: make([]unix.EpollEvent, s.v.EventsPerWait)}
+	w := &worker{wake: make(chan struct{}, 1), buf: make([]byte, readChunk), ev: make([]unix.EpollEvent, s.variant.eventsPerWait())}
 	w.poll = func(uintptr) bool {
 		for {
 			w.got, w.pollErr = s.epollWait1(w, 0)
@@ -104,7 +104,7 @@ func (s *Server) promote() {
 	s.pollerPresent = false
 	var w chan struct{}
 	if n := len(s.standbys); n > 0 {
-		if s.v.FIFO {
+		if s.variant.fifo() {
 			w = s.standbys[0]
 			s.standbys[0] = nil
 			s.standbys = s.standbys[1:]

@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/internal/peerservers/ctltest"
 	"github.com/electord/electord/internal/peerservers/echo"
 	"github.com/electord/electord/transport/lf/engine"
@@ -42,11 +41,12 @@ type testServer struct {
 
 func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 	t.Helper()
-	return startVariant(t, cfg, lfvariant.Variant{}, hook)
+	return startVariant(t, cfg, variant{}, hook)
 }
 
-// startVariant is start for a comparison variant of the pool.
-func startVariant(t *testing.T, cfg Config, v lfvariant.Variant, hook func(s *Server)) *testServer {
+// startVariant is start for a comparison variant of the pool (only the
+// default one without the lfvariant tag).
+func startVariant(t *testing.T, cfg Config, v variant, hook func(s *Server)) *testServer {
 	t.Helper()
 	sv := echo.New()
 	s, err := newServer(ctltest.Registry(sv), cfg, v)
@@ -215,30 +215,22 @@ func TestEcho(t *testing.T) {
 // (small messages, and large ones that need several reads and EPOLLOUT)
 // and checks the two invariants of the pattern: never more than one
 // goroutine in epoll_wait, never more than one owner of a connection.
+// TestVariantsSinglePollerAndOwner (-tags lfvariant) runs it on the
+// comparison variants.
 func TestSinglePollerAndOwner(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  Config
-		v    lfvariant.Variant
-	}{
-		{"LIFO", Config{Workers: 6}, lfvariant.Variant{}},
-		{"FIFO", Config{Workers: 6}, lfvariant.Variant{FIFO: true}},
-		{"SixteenEventsPerWait", Config{Workers: 6}, lfvariant.Variant{EventsPerWait: 16}},
-		{"LockOSThread-smallBudget", Config{Workers: 4, ReadBudget: 4 << 10}, lfvariant.Variant{LockOSThread: true}},
-		{"BlockingWait", Config{Workers: 4}, lfvariant.Variant{BlockingWait: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts := startVariant(t, tc.cfg, tc.v, nil)
-			load(t, ts.addr, 12, 4, 30, []int{1, 100, 3000, 70 << 10})
-			st := ts.Stats()
-			checkInvariants(t, ts)
-			if st.Calls != 12*4*30 || st.Promotions == 0 || st.Events == 0 {
-				t.Errorf("stats %+v", st)
-			}
-			t.Logf("stats %+v", st)
-			ts.stop(t, false)
-		})
+	t.Run("LIFO", func(t *testing.T) { checkSinglePollerAndOwner(t, Config{Workers: 6}, variant{}) })
+}
+
+func checkSinglePollerAndOwner(t *testing.T, cfg Config, v variant) {
+	ts := startVariant(t, cfg, v, nil)
+	load(t, ts.addr, 12, 4, 30, []int{1, 100, 3000, 70 << 10})
+	st := ts.Stats()
+	checkInvariants(t, ts)
+	if st.Calls != 12*4*30 || st.Promotions == 0 || st.Events == 0 {
+		t.Errorf("stats %+v", st)
 	}
+	t.Logf("stats %+v", st)
+	ts.stop(t, false)
 }
 
 // noProbe says why a check or a test did not run.
@@ -613,15 +605,8 @@ func TestConfigDefaults(t *testing.T) {
 	if want := max(runtime.GOMAXPROCS(0)*2, MinWorkers); c.Workers != want {
 		t.Fatalf("default workers %d, want %d", c.Workers, want)
 	}
-	v, err := variantDefaults(lfvariant.Variant{})
-	if err != nil || v != (lfvariant.Variant{EventsPerWait: 1}) {
-		t.Fatalf("default variant %+v, %v; want LIFO, one event per wait", v, err)
-	}
-	if _, err := variantDefaults(lfvariant.Variant{EventsPerWait: lfvariant.MaxEventsPerWait + 1}); err == nil {
-		t.Fatal("EventsPerWait over the maximum accepted")
-	}
-	if _, err := newServer(engine.NewRegistry(), Config{}, lfvariant.Variant{EventsPerWait: -1}); err == nil {
-		t.Fatal("negative EventsPerWait accepted")
+	if v := (variant{}); v.fifo() || v.lockOSThread() || v.blockingWait() || v.eventsPerWait() != 1 {
+		t.Fatalf("default variant %+v; want LIFO, unlocked, parked, one event per wait", v)
 	}
 }
 

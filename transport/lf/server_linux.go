@@ -15,18 +15,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
 // Server is a Leader/Followers pool serving gRPC (through engine) on one
 // listener. See the package comment.
 type Server struct {
-	reg    *engine.Registry
-	cfg    Config
-	v      lfvariant.Variant // the zero Variant but in comparison runs
-	ctx    context.Context   // base context of every call; Stop cancels it
-	cancel context.CancelFunc
+	reg     *engine.Registry
+	cfg     Config
+	variant variant         // constant but in comparison runs (variant_off.go)
+	ctx     context.Context // base context of every call; Stop cancels it
+	cancel  context.CancelFunc
 
 	// Lifecycle.
 	life     sync.Mutex
@@ -41,7 +40,7 @@ type Server struct {
 
 	// Set up by Serve before the pool starts; read-only afterwards.
 	epfd     int
-	epFile   *os.File        // epfd, registered in the runtime poller (unless v.BlockingWait)
+	epFile   *os.File        // epfd, registered in the runtime poller (unless variant.blockingWait())
 	epRaw    syscall.RawConn // epFile's
 	efd      int
 	lis      *handle
@@ -92,8 +91,8 @@ type Server struct {
 	calls, handlerErrors, handlerPanics, connErrs, panics atomic.Uint64
 }
 
-// newServer is New with a comparison variant (lfvariant.New).
-func newServer(reg *engine.Registry, cfg Config, v lfvariant.Variant) (*Server, error) {
+// newServer is New with a comparison variant (NewVariant).
+func newServer(reg *engine.Registry, cfg Config, v variant) (*Server, error) {
 	if reg == nil {
 		return nil, errors.New("lf: nil registry")
 	}
@@ -101,19 +100,16 @@ func newServer(reg *engine.Registry, cfg Config, v lfvariant.Variant) (*Server, 
 	if err != nil {
 		return nil, err
 	}
-	if v, err = variantDefaults(v); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		reg:    reg,
-		cfg:    cfg,
-		v:      v,
-		ctx:    ctx,
-		cancel: cancel,
-		epfd:   -1,
-		efd:    -1,
-		tab:    map[int]*handle{},
+		reg:     reg,
+		cfg:     cfg,
+		variant: v,
+		ctx:     ctx,
+		cancel:  cancel,
+		epfd:    -1,
+		efd:     -1,
+		tab:     map[int]*handle{},
 
 		hsConns: map[*tlsConn]struct{}{},
 		start:   time.Now(),
@@ -206,7 +202,7 @@ func (s *Server) setup(lfd int) error {
 		s.epfd = -1
 		return err
 	}
-	if !s.v.BlockingWait {
+	if !s.variant.blockingWait() {
 		if err := unix.SetNonblock(s.epfd, true); err != nil {
 			return err
 		}
