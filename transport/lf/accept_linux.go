@@ -11,8 +11,6 @@ import (
 	"github.com/electord/electord/transport/lf/engine"
 )
 
-// ---- the listener ----
-
 func (s *Server) acceptAll(l *handle) {
 	pause := false
 	defer func() {

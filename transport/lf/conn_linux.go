@@ -16,8 +16,6 @@ const (
 	outHighWater = 1 << 20  // stop reading a conn while this much output waits
 )
 
-// ---- connections ----
-
 // runConn runs work on the held connection c, then re-arms or closes it. A
 // panic closes c and is counted; it never reaches the pool goroutine.
 func (s *Server) runConn(c *handle, work func() (closeNow bool)) {

@@ -11,8 +11,6 @@ import (
 	"github.com/electord/electord/transport/lf/engine"
 )
 
-// ---- the pool ----
-
 type worker struct {
 	wake  chan struct{}
 	ev    []unix.EpollEvent // eventsPerWait() long

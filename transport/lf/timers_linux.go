@@ -8,8 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ---- connection deadlines ----
-
 // clock returns the nanoseconds since the server started (monotonic).
 func (s *Server) clock() int64 { return int64(time.Since(s.start)) }
 

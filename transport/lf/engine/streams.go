@@ -130,9 +130,9 @@ func (s *Session) newStream(id uint32, endStream bool) *stream {
 	return strm
 }
 
-// streams are reused across calls and connections: a stream (with its
-// Call and their inline buffers) was most of the bytes the engine
-// allocated per call, and the garbage collector's work with them a tenth
+// streams are reused across calls and connections: a stream, with its
+// Call and their inline buffers, is most of what a call would otherwise
+// allocate, and the garbage collector's work to reclaim it would come out
 // of the pool's CPU.
 var streams = sync.Pool{New: func() any { return new(stream) }}
 
