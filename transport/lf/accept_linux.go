@@ -46,7 +46,7 @@ func (s *Server) acceptAll(l *handle) {
 		}
 		s.acceptDelay = 0
 		s.accepts.Add(1)
-		if s.nconns.Load() >= int64(s.cfg.MaxConns) {
+		if s.openConns.Load() >= int64(s.cfg.MaxConns) {
 			s.refusedConns.Add(1)
 			unix.Close(nfd)
 			continue
@@ -69,10 +69,10 @@ func (s *Server) newConn(fd int, sa unix.Sockaddr) {
 	s.schedule(c.since + int64(first))
 	c.state.Store(stHeld)
 	s.probe.acquired(c)
-	s.tabMu.Lock()
-	s.tab[fd] = c
-	s.tabMu.Unlock()
-	s.nconns.Add(1)
+	s.handlesMu.Lock()
+	s.handles[fd] = c
+	s.handlesMu.Unlock()
+	s.openConns.Add(1)
 	if s.cfg.TLS != nil {
 		s.startTLS(c, rawsys.Addr(sa))
 		return
@@ -104,13 +104,13 @@ func (s *Server) settleListener(l *handle) {
 }
 
 func (s *Server) closeListener(l *handle) {
-	s.tabMu.Lock()
-	if s.tab[l.fd] == l {
-		delete(s.tab, l.fd)
+	s.handlesMu.Lock()
+	if s.handles[l.fd] == l {
+		delete(s.handles, l.fd)
 	}
-	s.tabMu.Unlock()
+	s.handlesMu.Unlock()
 	s.probe.released(l)
 	s.closeFD(l)
-	s.lisClosed.Store(true)
+	s.listenerClosed.Store(true)
 	s.maybeFinish()
 }

@@ -214,16 +214,16 @@ func (s *Server) settle(c *handle, closeNow bool, released *bool) {
 
 // closeConn closes the held connection c and drops it from the table.
 func (s *Server) closeConn(c *handle) {
-	s.tabMu.Lock()
-	removed := s.tab[c.fd] == c
+	s.handlesMu.Lock()
+	removed := s.handles[c.fd] == c
 	if removed {
-		delete(s.tab, c.fd)
+		delete(s.handles, c.fd)
 	}
-	s.tabMu.Unlock()
+	s.handlesMu.Unlock()
 	s.closeFD(c)
 	if removed {
 		s.probe.released(c)
-		s.nconns.Add(-1)
+		s.openConns.Add(-1)
 		s.maybeFinish()
 	}
 }

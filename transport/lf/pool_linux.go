@@ -51,7 +51,7 @@ func (s *Server) worker() {
 		}
 		exit := false
 		for _, ev := range evs {
-			if int(ev.Fd) == s.efd && ev.Pad == 0 {
+			if int(ev.Fd) == s.wakeFD && ev.Pad == 0 {
 				exit = true
 			}
 		}
@@ -63,7 +63,7 @@ func (s *Server) worker() {
 		s.handling.Add(1)
 		for _, ev := range evs {
 			// Every handle of the batch is disarmed (one-shot) and ours.
-			if int(ev.Fd) != s.efd || ev.Pad != 0 {
+			if int(ev.Fd) != s.wakeFD || ev.Pad != 0 {
 				s.dispatch(ev, w)
 			}
 		}
@@ -185,9 +185,9 @@ func (s *Server) epollWait1(w *worker, msec int) (int, error) {
 }
 
 func (s *Server) dispatch(ev unix.EpollEvent, w *worker) {
-	s.tabMu.RLock()
-	h := s.tab[int(ev.Fd)]
-	s.tabMu.RUnlock()
+	s.handlesMu.RLock()
+	h := s.handles[int(ev.Fd)]
+	s.handlesMu.RUnlock()
 	if h == nil || h.gen != uint32(ev.Pad) || !s.acquire(h) {
 		s.stale.Add(1)
 		return

@@ -382,7 +382,7 @@ func TestGracefulStopDrains(t *testing.T) {
 	ctltest.WaitEntered(t, ts.svc, 1)
 	stopped := make(chan struct{})
 	go func() { ts.stop(t, false); close(stopped) }()
-	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.lisClosed.Load() })
+	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.listenerClosed.Load() })
 	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
 		c.Close()
 		t.Error("dial succeeded after GracefulStop closed the listener")
@@ -667,9 +667,9 @@ func TestStaleEventAfterFDReuse(t *testing.T) {
 	var reads atomic.Int64
 	ts := start(t, Config{Workers: 2}, func(s *Server) { setFeedHook(t, s, func([]byte) { reads.Add(1) }) })
 	connHandle := func() *handle {
-		ts.tabMu.RLock()
-		defer ts.tabMu.RUnlock()
-		for _, h := range ts.tab {
+		ts.handlesMu.RLock()
+		defer ts.handlesMu.RUnlock()
+		for _, h := range ts.handles {
 			if h.kind == kindConn {
 				return h
 			}

@@ -28,9 +28,9 @@ type Server struct {
 	cancel  context.CancelFunc
 
 	// Lifecycle.
-	life     sync.Mutex
+	lifeMu   sync.Mutex
 	started  bool
-	torn     bool           // teardown began; sweeps may no longer start
+	tornDown bool           // teardown began; sweeps may no longer start
 	sweeps   sync.WaitGroup // shutdown sweeps in progress
 	done     chan struct{}  // closed when Serve finished tearing down
 	fatalErr error
@@ -42,8 +42,8 @@ type Server struct {
 	epfd     int
 	epFile   *os.File        // epfd, registered in the runtime poller (unless variant.blockingWait())
 	epRaw    syscall.RawConn // epFile's
-	efd      int
-	lis      *handle
+	wakeFD   int             // the eventfd that ends the pool (wake)
+	listener *handle
 	unixPath string // socket file of a Unix listener, removed at teardown
 
 	// Connection deadlines: a one-shot timerfd in the epoll set, armed for
@@ -55,15 +55,15 @@ type Server struct {
 
 	// TLS handshakes in progress (Config.TLS), each on its own goroutine
 	// until it ends (tls_linux.go).
-	hsMu    sync.Mutex
-	hsConns map[*tlsConn]struct{}
-	hsWG    sync.WaitGroup
+	handshakeMu sync.Mutex
+	handshakes  map[*tlsConn]struct{}
+	handshakeWG sync.WaitGroup
 
-	lisClosed atomic.Bool
-	tabMu     sync.RWMutex
-	tab       map[int]*handle // by fd: the listener and every connection
-	nconns    atomic.Int64
-	gen       atomic.Uint32
+	listenerClosed atomic.Bool
+	handlesMu      sync.RWMutex
+	handles        map[int]*handle // by fd: the listener and every connection
+	openConns      atomic.Int64
+	lastGen        atomic.Uint32 // the newest registration generation (nextGen)
 
 	// Polling and promotion (pool_linux.go).
 	pollMu        sync.Mutex
@@ -108,11 +108,11 @@ func newServer(reg *engine.Registry, cfg Config, v variant) (*Server, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		epfd:    -1,
-		efd:     -1,
-		tab:     map[int]*handle{},
+		wakeFD:  -1,
+		handles: map[int]*handle{},
 
-		hsConns: map[*tlsConn]struct{}{},
-		start:   time.Now(),
+		handshakes: map[*tlsConn]struct{}{},
+		start:      time.Now(),
 	}, nil
 }
 
@@ -138,19 +138,19 @@ func (s *Server) Serve(ln net.Listener) error {
 		return err
 	}
 
-	s.life.Lock()
+	s.lifeMu.Lock()
 	if s.started || s.stopping.Load() {
-		s.life.Unlock()
+		s.lifeMu.Unlock()
 		unix.Close(lfd)
 		return ErrServerStopped
 	}
 	s.started = true
 	if err := s.setup(lfd); err != nil {
 		s.closeSetup(lfd)
-		s.torn = true
+		s.tornDown = true
 		s.done = make(chan struct{})
 		close(s.done)
-		s.life.Unlock()
+		s.lifeMu.Unlock()
 		return err
 	}
 	s.done = make(chan struct{})
@@ -158,14 +158,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	for i := 0; i < s.cfg.Workers; i++ {
 		go s.worker()
 	}
-	s.life.Unlock()
+	s.lifeMu.Unlock()
 
 	s.wg.Wait()
 	s.teardown()
 
-	s.life.Lock()
+	s.lifeMu.Lock()
 	err = s.fatalErr
-	s.life.Unlock()
+	s.lifeMu.Unlock()
 	return err
 }
 
@@ -195,7 +195,7 @@ func dupListener(ln net.Listener) (int, error) {
 }
 
 // setup creates the epoll set and the eventfd and registers the listener.
-// Called with s.life held.
+// Called with s.lifeMu held.
 func (s *Server) setup(lfd int) error {
 	var err error
 	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -213,19 +213,19 @@ func (s *Server) setup(lfd int) error {
 			return err
 		}
 	}
-	if s.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		s.efd = -1
+	if s.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		s.wakeFD = -1
 		return err
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(s.efd)}
-	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, s.efd, &ev); err != nil {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(s.wakeFD)}
+	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, s.wakeFD, &ev); err != nil {
 		return err
 	}
 	l, err := s.register(lfd, kindListener)
 	if err != nil {
 		return err
 	}
-	s.lis = l
+	s.listener = l
 	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
 		return err
@@ -238,14 +238,14 @@ func (s *Server) setup(lfd int) error {
 }
 
 // register adds the listener or the timer to the table and the epoll set
-// (readable, one-shot). Called with s.life held.
+// (readable, one-shot). Called with s.lifeMu held.
 func (s *Server) register(fd int, k kind) (*handle, error) {
 	h := &handle{fd: fd, gen: s.nextGen(), kind: k}
 	h.want.Store(evListener)
-	s.tab[fd] = h
+	s.handles[fd] = h
 	ev := unix.EpollEvent{Events: evListener, Fd: int32(fd), Pad: int32(h.gen)}
 	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		delete(s.tab, fd)
+		delete(s.handles, fd)
 		return nil, err
 	}
 	h.registered = true
@@ -257,42 +257,42 @@ func (s *Server) closeSetup(lfd int) {
 	if s.timer != nil {
 		unix.Close(s.timer.fd)
 	}
-	if s.efd >= 0 {
-		unix.Close(s.efd)
+	if s.wakeFD >= 0 {
+		unix.Close(s.wakeFD)
 	}
 	if s.epfd >= 0 {
 		s.closeEpoll()
 	}
-	s.tab = map[int]*handle{}
+	s.handles = map[int]*handle{}
 	s.cancel()
 }
 
 // teardown runs once every pool goroutine has exited: it closes whatever is
 // left and releases GracefulStop/Stop callers.
 func (s *Server) teardown() {
-	s.life.Lock()
-	s.torn = true
-	s.life.Unlock()
+	s.lifeMu.Lock()
+	s.tornDown = true
+	s.lifeMu.Unlock()
 	s.sweeps.Wait()
-	s.hsWG.Wait()
+	s.handshakeWG.Wait()
 
-	s.tabMu.Lock()
-	left := make([]*handle, 0, len(s.tab))
-	for fd, h := range s.tab {
+	s.handlesMu.Lock()
+	left := make([]*handle, 0, len(s.handles))
+	for fd, h := range s.handles {
 		left = append(left, h)
-		delete(s.tab, fd)
+		delete(s.handles, fd)
 	}
-	s.tabMu.Unlock()
+	s.handlesMu.Unlock()
 	for _, h := range left {
 		switch h.kind {
 		case kindConn:
-			s.nconns.Add(-1)
+			s.openConns.Add(-1)
 		case kindListener:
-			s.lisClosed.Store(true)
+			s.listenerClosed.Store(true)
 		}
 		s.closeFD(h)
 	}
-	unix.Close(s.efd)
+	unix.Close(s.wakeFD)
 	s.closeEpoll()
 	if s.unixPath != "" {
 		_ = os.Remove(s.unixPath)
@@ -309,10 +309,10 @@ func (s *Server) GracefulStop() {
 		return
 	}
 	s.abortHandshakes()
-	if s.acquire(s.lis) {
-		s.closeListener(s.lis)
+	if s.acquire(s.listener) {
+		s.closeListener(s.listener)
 	}
-	for _, c := range s.snapshot() {
+	for _, c := range s.connSnapshot() {
 		if s.acquire(c) {
 			s.runConn(c, func() bool { return false })
 		}
@@ -329,10 +329,10 @@ func (s *Server) Stop() {
 		return
 	}
 	s.abortHandshakes()
-	if s.acquire(s.lis) {
-		s.closeListener(s.lis)
+	if s.acquire(s.listener) {
+		s.closeListener(s.listener)
 	}
-	for _, c := range s.snapshot() {
+	for _, c := range s.connSnapshot() {
 		if s.acquire(c) {
 			s.closeConn(c)
 		}
@@ -345,22 +345,22 @@ func (s *Server) Stop() {
 // whether a sweep over a running pool should follow. If not, it still
 // waits for a finishing Serve.
 func (s *Server) beginSweep(hard bool) bool {
-	s.life.Lock()
+	s.lifeMu.Lock()
 	s.stopping.Store(true)
 	if hard {
 		s.stopped.Store(true)
 		s.cancel()
 	}
 	done := s.done
-	if !s.started || s.torn || done == nil {
-		s.life.Unlock()
+	if !s.started || s.tornDown || done == nil {
+		s.lifeMu.Unlock()
 		if done != nil {
 			<-done
 		}
 		return false
 	}
 	s.sweeps.Add(1)
-	s.life.Unlock()
+	s.lifeMu.Unlock()
 	return true
 }
 
@@ -373,17 +373,17 @@ func (s *Server) endSweep() {
 // eventfd.
 func (s *Server) nextGen() uint32 {
 	for {
-		if g := s.gen.Add(1); g != 0 {
+		if g := s.lastGen.Add(1); g != 0 {
 			return g
 		}
 	}
 }
 
-func (s *Server) snapshot() []*handle {
-	s.tabMu.RLock()
-	defer s.tabMu.RUnlock()
-	out := make([]*handle, 0, len(s.tab))
-	for _, h := range s.tab {
+func (s *Server) connSnapshot() []*handle {
+	s.handlesMu.RLock()
+	defer s.handlesMu.RUnlock()
+	out := make([]*handle, 0, len(s.handles))
+	for _, h := range s.handles {
 		if h.kind == kindConn {
 			out = append(out, h)
 		}
@@ -394,7 +394,7 @@ func (s *Server) snapshot() []*handle {
 // maybeFinish wakes the poller for the last time once a graceful stop has
 // nothing left to drain.
 func (s *Server) maybeFinish() {
-	if s.stopping.Load() && s.lisClosed.Load() && s.nconns.Load() == 0 {
+	if s.stopping.Load() && s.listenerClosed.Load() && s.openConns.Load() == 0 {
 		s.wake()
 	}
 }
@@ -407,7 +407,7 @@ func (s *Server) wake() {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	for {
-		_, err := unix.Write(s.efd, one[:])
+		_, err := unix.Write(s.wakeFD, one[:])
 		if err != unix.EINTR {
 			return
 		}
@@ -421,7 +421,7 @@ func (s *Server) Stats() Stats {
 		Handling:          int(s.handling.Load()),
 		Standby:           int(s.onStandby.Load()),
 		Live:              int(s.live.Load()),
-		Conns:             int(s.nconns.Load()),
+		Conns:             int(s.openConns.Load()),
 		Events:            s.events.Load(),
 		Stale:             s.stale.Load(),
 		Promotions:        s.promotions.Load(),
@@ -455,21 +455,21 @@ func (s *Server) closeEpoll() {
 
 // fail ends the pool after an unrecoverable epoll error.
 func (s *Server) fail(err error) {
-	s.life.Lock()
+	s.lifeMu.Lock()
 	if s.fatalErr == nil {
 		s.fatalErr = err
 	}
 	s.stopping.Store(true)
 	s.stopped.Store(true)
 	s.cancel()
-	s.life.Unlock()
+	s.lifeMu.Unlock()
 	s.abortHandshakes()
-	for _, c := range s.snapshot() {
+	for _, c := range s.connSnapshot() {
 		if s.acquire(c) {
 			s.closeConn(c)
 		}
 	}
-	if s.acquire(s.lis) {
-		s.closeListener(s.lis)
+	if s.acquire(s.listener) {
+		s.closeListener(s.listener)
 	}
 }

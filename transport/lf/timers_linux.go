@@ -56,7 +56,7 @@ func (s *Server) sweepDeadlines(tm *handle) {
 			next = at
 		}
 	}
-	for _, c := range s.snapshot() {
+	for _, c := range s.connSnapshot() {
 		if !s.acquire(c) {
 			soonest(now + s.sweepGrain())
 			continue
