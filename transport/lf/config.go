@@ -3,12 +3,10 @@ package lf
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"runtime"
 	"slices"
 	"time"
 
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
@@ -40,8 +38,8 @@ const (
 
 // Config tunes a Server. The zero value is usable. The comparison variants
 // of the pool (FIFO promotion, LockOSThread, a blocking wait, more events
-// per wait) are not settings: they are reached through
-// internal/lfvariant, for peerbench and the tests.
+// per wait) are not settings: NewVariant builds them, in a build with the
+// lfvariant tag (variant_on.go), for peerbench and the tests.
 type Config struct {
 	// Workers is the pool size; 0 means runtime.GOMAXPROCS(0)*2. Values
 	// below MinWorkers are raised to MinWorkers.
@@ -118,47 +116,25 @@ func (c Config) withDefaults() (Config, error) {
 // New returns a Server that serves the services registered on reg. Register
 // every service before calling Serve. Off Linux it returns ErrUnsupported.
 func New(reg *engine.Registry, cfg Config) (*Server, error) {
-	return newServer(reg, cfg, lfvariant.Variant{})
-}
-
-// The comparison variants reach newServer through lfvariant.New.
-func init() {
-	lfvariant.New = func(reg *engine.Registry, workers int, lim engine.Limits, v lfvariant.Variant) (lfvariant.Server, error) {
-		s, err := newServer(reg, Config{Workers: workers, Limits: lim}, v)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-}
-
-// variantDefaults checks v and fills in its defaults.
-func variantDefaults(v lfvariant.Variant) (lfvariant.Variant, error) {
-	if v.EventsPerWait < 0 || v.EventsPerWait > lfvariant.MaxEventsPerWait {
-		return v, fmt.Errorf("lf: EventsPerWait %d is outside 0..%d", v.EventsPerWait, lfvariant.MaxEventsPerWait)
-	}
-	if v.EventsPerWait == 0 {
-		v.EventsPerWait = 1
-	}
-	return v, nil
+	return newServer(reg, cfg, variant{})
 }
 
 // Stats is a snapshot of the pool's gauges and counters.
 type Stats struct {
-	// Gauges: pool goroutines leading (0 or 1), processing an event, and
-	// waiting as followers; Live is how many pool goroutines exist.
-	Leaders, Processing, Followers, Live int
+	// Gauges: pool goroutines polling (the poller: 0 or 1), handling an
+	// event, and on standby; Live is how many pool goroutines exist.
+	Polling, Handling, Standby, Live int
 	// Conns is the number of open connections.
 	Conns int
 
-	// Events counts events returned by epoll (one per leadership);
+	// Events counts events returned by epoll (one per poll);
 	// Stale counts those that were ignored because the handle was gone,
 	// reused or already owned.
 	Events, Stale uint64
-	// Promotions counts followers woken to lead; NoFollower counts
-	// leaderships given up while no follower was waiting (the pool was
-	// saturated).
-	Promotions, NoFollower uint64
+	// Promotions counts standby goroutines woken to poll; NoStandby counts
+	// the times a poller gave up polling while no goroutine was on standby
+	// (the pool was saturated).
+	Promotions, NoStandby uint64
 	// Accepts counts accepted connections; RefusedConns those closed at
 	// once because MaxConns were open.
 	Accepts, RefusedConns uint64
@@ -183,7 +159,7 @@ type Stats struct {
 	// ConnErrors counts connections closed because of a read, write or
 	// protocol error (Feed failing).
 	ConnErrors uint64
-	// Panics counts panics the pool recovered while processing a
+	// Panics counts panics the pool recovered while handling a
 	// connection; each closed that connection.
 	Panics uint64
 }
