@@ -131,7 +131,7 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 			t.Errorf("node %d: alive %v killed %v fault %v", d.Config.ID, s.value("gossip_members", "state", "alive"),
 				s.value("killed"), s.value("term_persist_fault"))
 		}
-		if s.value("peer_pool_goroutines", "state", "live") <= 0 {
+		if s.value("peer_pool_goroutines", "activity", "live") <= 0 {
 			t.Errorf("node %d: no L/F pool gauges", d.Config.ID)
 		}
 	}

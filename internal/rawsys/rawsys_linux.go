@@ -16,8 +16,8 @@ import (
 // calls: without the runtime's entersyscall/exitsyscall, a P is never left
 // in a system call for sysmon to retake and hand to another thread. (The
 // blocking epoll_wait of BlockingWait stays an ordinary system call.)
-// Measured in docs/bench/HISTORY.md (issue 4, second session): 15% less CPU
-// per call at 4 x 16 and 35% at 1 x 1.
+// That costs 15% less CPU per call at 4 x 16 connections and 35% at 1 x 1
+// (peerbench; docs/bench/HISTORY.md).
 
 // Read is read(2).
 func Read(fd int, p []byte) (int, error) {

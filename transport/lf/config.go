@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/electord/electord/config"
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
@@ -35,7 +33,8 @@ const (
 // the Limits) are required: New names the one missing; config.Default has
 // their values. The comparison variants of the pool (FIFO promotion,
 // LockOSThread, a blocking wait, more events per wait) are not settings:
-// they are reached through internal/lfvariant, for peerbench and the tests.
+// NewVariant builds them, in a build with the lfvariant tag
+// (variant_on.go), for peerbench and the tests.
 type Config struct {
 	// Workers is the pool size (peer-workers, resolved by
 	// config.Config.PeerWorkerCount). Values below MinWorkers are raised to
@@ -125,54 +124,25 @@ func (c Config) checked() (Config, error) {
 // New returns a Server that serves the services registered on reg. Register
 // every service before calling Serve. Off Linux it returns ErrUnsupported.
 func New(reg *engine.Registry, cfg Config) (*Server, error) {
-	return newServer(reg, cfg, lfvariant.Variant{})
-}
-
-// The comparison variants reach newServer through lfvariant.New. They run
-// with a node's settings (config.Default) but for the pool size (workers;
-// 0: a node's) and the Limits, which the benchmark chooses.
-func init() {
-	lfvariant.New = func(reg *engine.Registry, workers int, lim engine.Limits, v lfvariant.Variant) (lfvariant.Server, error) {
-		d := config.Default()
-		if workers == 0 {
-			workers = d.PeerWorkerCount()
-		}
-		s, err := newServer(reg, Config{Workers: workers, Limits: lim, MaxConns: d.MaxConns, HandshakeTimeout: d.HandshakeTimeout,
-			IdleTimeout: d.IdleTimeout, MaxBufferedBytes: d.PeerMaxBufferedBytes}, v)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-}
-
-// variantDefaults checks v and fills in its defaults.
-func variantDefaults(v lfvariant.Variant) (lfvariant.Variant, error) {
-	if v.EventsPerWait < 0 || v.EventsPerWait > lfvariant.MaxEventsPerWait {
-		return v, fmt.Errorf("lf: EventsPerWait %d is outside 0..%d", v.EventsPerWait, lfvariant.MaxEventsPerWait)
-	}
-	if v.EventsPerWait == 0 {
-		v.EventsPerWait = 1
-	}
-	return v, nil
+	return newServer(reg, cfg, variant{})
 }
 
 // Stats is a snapshot of the pool's gauges and counters.
 type Stats struct {
-	// Gauges: pool goroutines leading (0 or 1), processing an event, and
-	// waiting as followers; Live is how many pool goroutines exist.
-	Leaders, Processing, Followers, Live int
+	// Gauges: pool goroutines polling (the poller: 0 or 1), handling an
+	// event, and on standby; Live is how many pool goroutines exist.
+	Polling, Handling, Standby, Live int
 	// Conns is the number of open connections.
 	Conns int
 
-	// Events counts events returned by epoll (one per leadership);
+	// Events counts events returned by epoll (one per poll);
 	// Stale counts those that were ignored because the handle was gone,
 	// reused or already owned.
 	Events, Stale uint64
-	// Promotions counts followers woken to lead; NoFollower counts
-	// leaderships given up while no follower was waiting (the pool was
-	// saturated).
-	Promotions, NoFollower uint64
+	// Promotions counts standby goroutines woken to poll; NoStandby counts
+	// the times a poller gave up polling while no goroutine was on standby
+	// (the pool was saturated).
+	Promotions, NoStandby uint64
 	// Accepts counts accepted connections; RefusedConns those closed at
 	// once because MaxConns were open.
 	Accepts, RefusedConns uint64
@@ -197,7 +167,7 @@ type Stats struct {
 	// ConnErrors counts connections closed because of a read, write or
 	// protocol error (Feed failing).
 	ConnErrors uint64
-	// Panics counts panics the pool recovered while processing a
+	// Panics counts panics the pool recovered while handling a
 	// connection; each closed that connection.
 	Panics uint64
 }

@@ -8,35 +8,41 @@
 //
 // Each pool goroutine is, at any moment, in one of three roles:
 //
-//   - the leader, at most one, blocked in epoll_wait for a single event;
-//   - a processing goroutine, handling the one event it got while leading;
-//   - a follower, parked on its own wake channel until it is made leader.
+//   - the poller, at most one, blocked in epoll_wait for a single event;
+//   - a handling goroutine, serving the one event it got while polling;
+//   - a standby goroutine, parked on its own wake channel until it is made
+//     the poller.
 //
-// A goroutine that finishes processing tries to lead again. If a leader is
-// present it pushes its wake channel onto the followers (a stack: LIFO
-// promotion; the FIFO comparison variant, internal/lfvariant, uses a
-// queue) and blocks; otherwise it leads at once.
+// These are the paper's leader, processing thread and followers (Schmidt
+// et al., "Leader/Followers"). The pool has its own words for them because
+// leader and follower are the election's roles in this repository; the
+// pattern keeps its name.
+//
+// A goroutine that finishes handling tries to poll again. If a poller is
+// present it pushes its wake channel onto the standby list (a stack: LIFO
+// promotion; the FIFO comparison variant uses a queue) and blocks;
+// otherwise it polls at once.
 //
 // # Promotion
 //
-// The leader asks epoll for exactly one event. Before touching it, the
-// leader clears the "leader present" flag and signals one follower's wake
-// channel, so the pool never stops watching the sockets while it works.
-// (With no follower waiting the pool is saturated; the event count of
-// NoFollower says how often.) The old leader then processes the event
-// inline: it accepts connections if the listener is ready, or it reads a
-// connection's bytes (up to ReadBudget), feeds them to the connection's
-// engine.Session, runs every complete call's handler right there, and
-// writes the answers. Then it rejoins the pool.
+// The poller asks epoll for exactly one event. Before touching it, the
+// poller clears the "poller present" flag and signals one standby
+// goroutine's wake channel (a promotion), so the pool never stops watching
+// the sockets while it works. (With no goroutine on standby the pool is
+// saturated; the event count of NoStandby says how often.) The old poller
+// then handles the event inline: it accepts connections if the listener is
+// ready, or it reads a connection's bytes (up to ReadBudget), feeds them to
+// the connection's engine.Session, runs every complete call's handler right
+// there, and writes the answers. Then it rejoins the pool.
 //
 // # One-shot arming
 //
 // Every descriptor sits in epoll level-triggered with EPOLLONESHOT: once
 // epoll reports it, it is disabled until re-armed with EPOLL_CTL_MOD. So a
-// connection is reported to one leader, is processed by one goroutine, and
+// connection is reported to one poller, is handled by one goroutine, and
 // is re-armed by that goroutine when it is done (with EPOLLOUT added while
 // output is waiting). Because arming is level-triggered, data that arrived
-// during processing is reported right after the re-arm: no wake-up is lost.
+// during handling is reported right after the re-arm: no wake-up is lost.
 //
 // # Ownership
 //
@@ -55,10 +61,10 @@
 // Config.HandshakeTimeout, or has had no open stream and sent no frame for
 // Config.IdleTimeout, is closed (the idle one after a GOAWAY). The
 // deadlines are a timerfd in the same epoll set, armed one-shot for the
-// earliest one: its event reaches a leader like any other, which promotes
-// a follower and then sweeps the connections, taking each armed one
-// (armed→held) and settling it as any holder does; a busy connection is
-// looked at again later. Connections beyond Config.MaxConns are closed as
+// earliest one: its event reaches the poller like any other, which
+// promotes a standby goroutine and then sweeps the connections, taking
+// each armed one (armed→held) and settling it as any holder does; a busy
+// connection is looked at again later. Connections beyond Config.MaxConns are closed as
 // soon as they are accepted. What each connection, and all of them
 // together, may make the engine buffer is bounded by engine.Limits and
 // Config.MaxBufferedBytes.
@@ -68,8 +74,8 @@
 // GracefulStop closes the listener and, taking each idle connection in
 // turn, queues a GOAWAY on it; a connection that was busy gets its GOAWAY
 // from its holder when it releases it. Connections close as they drain.
-// When none is left, an eventfd in the same epoll set wakes the leader,
-// which wakes every follower (the pool's only broadcast) and all pool
+// When none is left, an eventfd in the same epoll set wakes the poller,
+// which wakes every standby goroutine (the pool's only broadcast) and all pool
 // goroutines exit. Stop does the same at once: it cancels the calls'
 // base context and closes every descriptor it can take; busy ones are
 // closed by their holders.

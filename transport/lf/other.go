@@ -5,7 +5,6 @@ package lf
 import (
 	"net"
 
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 )
 
@@ -14,7 +13,7 @@ import (
 type Server struct{}
 
 // newServer returns ErrUnsupported off Linux.
-func newServer(*engine.Registry, Config, lfvariant.Variant) (*Server, error) {
+func newServer(*engine.Registry, Config, variant) (*Server, error) {
 	return nil, ErrUnsupported
 }
 

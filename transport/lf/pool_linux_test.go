@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/engine"
 	"github.com/electord/electord/transport/lf/lftest"
 	"github.com/electord/electord/transport/lf/lftest/echo"
@@ -42,11 +41,12 @@ type testServer struct {
 
 func start(t *testing.T, cfg Config, hook func(s *Server)) *testServer {
 	t.Helper()
-	return startVariant(t, cfg, lfvariant.Variant{}, hook)
+	return startVariant(t, cfg, variant{}, hook)
 }
 
-// startVariant is start for a comparison variant of the pool.
-func startVariant(t *testing.T, cfg Config, v lfvariant.Variant, hook func(s *Server)) *testServer {
+// startVariant is start for a comparison variant of the pool (only the
+// default one without the lfvariant tag).
+func startVariant(t *testing.T, cfg Config, v variant, hook func(s *Server)) *testServer {
 	t.Helper()
 	sv := echo.New()
 	s, err := newServer(lftest.Registry(sv), nodeConfig(cfg), v)
@@ -99,7 +99,7 @@ func (ts *testServer) stop(t *testing.T, hard bool) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve did not return")
 	}
-	if st := ts.Stats(); st.Live != 0 || st.Leaders != 0 || st.Followers != 0 || st.Processing != 0 || st.Conns != 0 {
+	if st := ts.Stats(); st.Live != 0 || st.Polling != 0 || st.Standby != 0 || st.Handling != 0 || st.Conns != 0 {
 		t.Errorf("after stop: %+v", st)
 	}
 }
@@ -211,34 +211,26 @@ func TestEcho(t *testing.T) {
 	ts.stop(t, false)
 }
 
-// TestSingleLeaderAndOwner drives many connections and concurrent calls
+// TestSinglePollerAndOwner drives many connections and concurrent calls
 // (small messages, and large ones that need several reads and EPOLLOUT)
 // and checks the two invariants of the pattern: never more than one
 // goroutine in epoll_wait, never more than one owner of a connection.
-func TestSingleLeaderAndOwner(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  Config
-		v    lfvariant.Variant
-	}{
-		{"LIFO", Config{Workers: 6}, lfvariant.Variant{}},
-		{"FIFO", Config{Workers: 6}, lfvariant.Variant{FIFO: true}},
-		{"SixteenEventsPerWait", Config{Workers: 6}, lfvariant.Variant{EventsPerWait: 16}},
-		{"LockOSThread-smallBudget", Config{Workers: 4, ReadBudget: 4 << 10}, lfvariant.Variant{LockOSThread: true}},
-		{"BlockingWait", Config{Workers: 4}, lfvariant.Variant{BlockingWait: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts := startVariant(t, tc.cfg, tc.v, nil)
-			load(t, ts.addr, 12, 4, 30, []int{1, 100, 3000, 70 << 10})
-			st := ts.Stats()
-			checkInvariants(t, ts)
-			if st.Calls != 12*4*30 || st.Promotions == 0 || st.Events == 0 {
-				t.Errorf("stats %+v", st)
-			}
-			t.Logf("stats %+v", st)
-			ts.stop(t, false)
-		})
+// TestVariantsSinglePollerAndOwner (-tags lfvariant) runs it on the
+// comparison variants.
+func TestSinglePollerAndOwner(t *testing.T) {
+	t.Run("LIFO", func(t *testing.T) { checkSinglePollerAndOwner(t, Config{Workers: 6}, variant{}) })
+}
+
+func checkSinglePollerAndOwner(t *testing.T, cfg Config, v variant) {
+	ts := startVariant(t, cfg, v, nil)
+	load(t, ts.addr, 12, 4, 30, []int{1, 100, 3000, 70 << 10})
+	st := ts.Stats()
+	checkInvariants(t, ts)
+	if st.Calls != 12*4*30 || st.Promotions == 0 || st.Events == 0 {
+		t.Errorf("stats %+v", st)
 	}
+	t.Logf("stats %+v", st)
+	ts.stop(t, false)
 }
 
 // noProbe says why a check or a test did not run.
@@ -294,7 +286,7 @@ func TestNoLostWakeups(t *testing.T) {
 }
 
 // TestSaturationRecovers: with 2 workers both stuck in handlers there is
-// no leader and no follower; once released, the queued call and new calls
+// no poller and no goroutine on standby; once released, the queued call and new calls
 // are served.
 func TestSaturationRecovers(t *testing.T) {
 	ts := start(t, Config{Workers: 2}, nil)
@@ -306,7 +298,7 @@ func TestSaturationRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := ts.Stats().NoFollower
+	before := ts.Stats().NoStandby
 
 	results := make(chan error, 3)
 	for i := 0; i < 2; i++ {
@@ -317,10 +309,10 @@ func TestSaturationRecovers(t *testing.T) {
 	}
 	lftest.WaitEntered(t, ts.svc, 2)
 	st := ts.Stats()
-	if st.NoFollower <= before {
-		t.Errorf("NoFollower did not rise: %d -> %d", before, st.NoFollower)
+	if st.NoStandby <= before {
+		t.Errorf("NoStandby did not rise: %d -> %d", before, st.NoStandby)
 	}
-	if st.Processing != 2 || st.Leaders != 0 || st.Followers != 0 {
+	if st.Handling != 2 || st.Polling != 0 || st.Standby != 0 {
 		t.Errorf("saturated pool: %+v", st)
 	}
 	go func() {
@@ -342,9 +334,9 @@ func TestSaturationRecovers(t *testing.T) {
 	ts.stop(t, false)
 }
 
-// TestGracefulStopWakesEveryFollower: after GracefulStop every pool
+// TestGracefulStopWakesEveryStandby: after GracefulStop every pool
 // goroutine has exited and the process is back to its goroutine count.
-func TestGracefulStopWakesEveryFollower(t *testing.T) {
+func TestGracefulStopWakesEveryStandby(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	const N = 8
 	ts := start(t, Config{Workers: N}, nil)
@@ -361,11 +353,11 @@ func TestGracefulStopWakesEveryFollower(t *testing.T) {
 		}
 		cancel()
 	}
-	eventually(t, 10*time.Second, "N-1 followers and a leader", func() bool {
+	eventually(t, 10*time.Second, "N-1 goroutines on standby and a poller", func() bool {
 		st := ts.Stats()
-		return st.Live == N && st.Followers == N-1 && st.Leaders == 1
+		return st.Live == N && st.Standby == N-1 && st.Polling == 1
 	})
-	ts.stop(t, false) // checks Live == Followers == 0
+	ts.stop(t, false) // checks Live == Standby == 0
 	for _, cc := range ccs {
 		cc.Close()
 	}
@@ -390,7 +382,7 @@ func TestGracefulStopDrains(t *testing.T) {
 	lftest.WaitEntered(t, ts.svc, 1)
 	stopped := make(chan struct{})
 	go func() { ts.stop(t, false); close(stopped) }()
-	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.lisClosed.Load() })
+	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.listenerClosed.Load() })
 	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
 		c.Close()
 		t.Error("dial succeeded after GracefulStop closed the listener")
@@ -519,14 +511,14 @@ func assertNWay(t *testing.T, ctx context.Context, ts *testServer, ccs []*grpc.C
 	}
 }
 
-// TestProcessingPanicClosesConn: a panic in the pool's own processing (not
+// TestHandlingPanicClosesConn: a panic in the pool's own handling (not
 // in a handler) closes that connection only; the goroutine rejoins.
-func TestProcessingPanicClosesConn(t *testing.T) {
+func TestHandlingPanicClosesConn(t *testing.T) {
 	const N = 3
 	ts := start(t, Config{Workers: N}, func(s *Server) {
 		setFeedHook(t, s, func(p []byte) {
 			if bytes.Contains(p, []byte("boom!")) {
-				panic("lftest: processing panic")
+				panic("lftest: handling panic")
 			}
 		})
 	})
@@ -604,16 +596,9 @@ func TestServeAfterStop(t *testing.T) {
 	}
 }
 
-func TestVariantDefaults(t *testing.T) {
-	v, err := variantDefaults(lfvariant.Variant{})
-	if err != nil || v != (lfvariant.Variant{EventsPerWait: 1}) {
-		t.Fatalf("default variant %+v, %v; want LIFO, one event per wait", v, err)
-	}
-	if _, err := variantDefaults(lfvariant.Variant{EventsPerWait: lfvariant.MaxEventsPerWait + 1}); err == nil {
-		t.Fatal("EventsPerWait over the maximum accepted")
-	}
-	if _, err := newServer(engine.NewRegistry(), nodeConfig(Config{}), lfvariant.Variant{EventsPerWait: -1}); err == nil {
-		t.Fatal("negative EventsPerWait accepted")
+func TestDefaultVariant(t *testing.T) {
+	if v := (variant{}); v.fifo() || v.lockOSThread() || v.blockingWait() || v.eventsPerWait() != 1 {
+		t.Fatalf("default variant %+v; want LIFO, unlocked, parked, one event per wait", v)
 	}
 }
 
@@ -624,7 +609,7 @@ var _ interface {
 	Stop()
 } = (*Server)(nil)
 
-// TestAcceptBackoff: when accept fails for lack of descriptors the leader
+// TestAcceptBackoff: when accept fails for lack of descriptors the poller
 // does not spin on the still-readable listener; it pauses accepting, and
 // accepts the waiting connection once descriptors are back.
 func TestAcceptBackoff(t *testing.T) {
@@ -647,9 +632,9 @@ func TestAcceptBackoff(t *testing.T) {
 	go func() { _, err := call(ctx, cc, []byte("x")); res <- err }()
 	eventually(t, 10*time.Second, "accept to pause", func() bool { return ts.Stats().AcceptPauses >= 3 })
 	// With 5, 10, 20, 40 ms … pauses, the attempts stay few; a spinning
-	// leader would make hundreds of thousands in the same time.
+	// poller would make hundreds of thousands in the same time.
 	if n := attempts.Load(); n > 50 {
-		t.Fatalf("%d accept attempts for %d pauses: the leader spins", n, ts.Stats().AcceptPauses)
+		t.Fatalf("%d accept attempts for %d pauses: the poller spins", n, ts.Stats().AcceptPauses)
 	}
 	failing.Store(false)
 	select {
@@ -674,9 +659,9 @@ func TestStaleEventAfterFDReuse(t *testing.T) {
 	var reads atomic.Int64
 	ts := start(t, Config{Workers: 2}, func(s *Server) { setFeedHook(t, s, func([]byte) { reads.Add(1) }) })
 	connHandle := func() *handle {
-		ts.tabMu.RLock()
-		defer ts.tabMu.RUnlock()
-		for _, h := range ts.tab {
+		ts.handlesMu.RLock()
+		defer ts.handlesMu.RUnlock()
+		for _, h := range ts.handles {
 			if h.kind == kindConn {
 				return h
 			}

@@ -22,7 +22,7 @@ type serverProbe struct {
 	maxInUse   atomic.Int32 // the most owners any handle ever had at once
 
 	// feedHook, when set (before Serve), sees every chunk read from a
-	// connection before the Session does, on the processing goroutine.
+	// connection before the Session does, on the handling goroutine.
 	feedHook func(p []byte)
 	// accept4Hook, when set (before Serve), replaces unix.Accept4.
 	accept4Hook func(fd, flags int) (int, unix.Sockaddr, error)

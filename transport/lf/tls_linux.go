@@ -19,7 +19,7 @@ import (
 )
 
 // TLS on the pool (Config.TLS). The pattern stays: one goroutine waits on
-// the epoll set, promotes a follower, then processes the event inline.
+// the epoll set, promotes a standby goroutine, then handles the event inline.
 //
 //   - The handshake is the one blocking exchange, done once per connection
 //     off the pool: the connection is accepted by the pool as always and
@@ -40,7 +40,7 @@ import (
 //     socket readable. When the holder stops before reading them all (the
 //     read budget, or the bytes that came with the handshake), it sets
 //     tlsConn.more and arms the descriptor for EPOLLOUT too, which is ready
-//     at once: the next leader reads them.
+//     at once: the next poller reads them.
 type tlsConn struct {
 	fd     int
 	remote net.Addr
@@ -207,23 +207,23 @@ func (t *tlsConn) release() {
 // Called by the listener's holder, a pool goroutine, so the Add precedes
 // teardown's Wait.
 func (s *Server) startTLS(c *handle, remote net.Addr) {
-	s.hsWG.Add(1)
+	s.handshakeWG.Add(1)
 	go s.handshake(c, remote)
 }
 
 // handshake runs the TLS handshake of the held connection c, then either
 // closes c or releases it to the pool with its Session.
 func (s *Server) handshake(c *handle, remote net.Addr) {
-	defer s.hsWG.Done()
+	defer s.handshakeWG.Done()
 	t, err := newTLSConn(c.fd, remote)
 	if err == nil {
-		s.hsMu.Lock()
+		s.handshakeMu.Lock()
 		if s.stopping.Load() {
 			err = errStopped
 		} else {
-			s.hsConns[t] = struct{}{}
+			s.handshakes[t] = struct{}{}
 		}
-		s.hsMu.Unlock()
+		s.handshakeMu.Unlock()
 		if err == nil {
 			_ = t.hs.SetDeadline(s.start.Add(time.Duration(c.since) + s.cfg.HandshakeTimeout))
 			t.tc = tls.Server(t, s.cfg.TLS)
@@ -231,9 +231,9 @@ func (s *Server) handshake(c *handle, remote net.Addr) {
 			// handshake through its deadline (abortHandshakes), so nothing
 			// else ever touches t while it runs.
 			err = t.tc.Handshake()
-			s.hsMu.Lock()
-			delete(s.hsConns, t)
-			s.hsMu.Unlock()
+			s.handshakeMu.Lock()
+			delete(s.handshakes, t)
+			s.handshakeMu.Unlock()
 		}
 		t.endHandshake()
 	}
@@ -254,9 +254,9 @@ func (s *Server) handshake(c *handle, remote net.Addr) {
 // abortHandshakes ends every handshake in progress (the server is
 // stopping; s.stopping is already set, so no new one registers).
 func (s *Server) abortHandshakes() {
-	s.hsMu.Lock()
-	defer s.hsMu.Unlock()
-	for t := range s.hsConns {
+	s.handshakeMu.Lock()
+	defer s.handshakeMu.Unlock()
+	for t := range s.handshakes {
 		_ = t.hs.SetDeadline(time.Unix(1, 0))
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/internal/lfvariant"
 	"github.com/electord/electord/transport/lf/lftest"
 	"github.com/electord/electord/transport/peerauth"
 	"github.com/electord/electord/transport/peerauth/peerauthtest"
@@ -45,7 +44,7 @@ func tlsSetup(t *testing.T) (ca *peerauthtest.CA, server, client *tls.Config) {
 }
 
 // startTLS starts a pool serving TLS; dial(t, ts.addr) then dials with client.
-func startTLS(t *testing.T, cfg Config, v lfvariant.Variant, client *tls.Config) *testServer {
+func startTLS(t *testing.T, cfg Config, v variant, client *tls.Config) *testServer {
 	t.Helper()
 	ts := startVariant(t, cfg, v, nil)
 	tlsClients.Store(ts.addr, credentials.NewTLS(client))
@@ -67,7 +66,7 @@ func TestTLSEcho(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, server, client := tlsSetup(t)
 			tc.cfg.TLS = server
-			ts := startTLS(t, tc.cfg, lfvariant.Variant{}, client)
+			ts := startTLS(t, tc.cfg, variant{}, client)
 			cc := dial(t, ts.addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -95,7 +94,7 @@ func TestTLSAuthInfo(t *testing.T) {
 		err error
 	}
 	saw := make(chan seen, 1)
-	ts := startTLS(t, Config{Workers: 2, TLS: server}, lfvariant.Variant{}, client)
+	ts := startTLS(t, Config{Workers: 2, TLS: server}, variant{}, client)
 	ts.svc.OnEcho = func(ctx context.Context) {
 		id, _, err := peerauth.NodeFromContext(ctx, testCluster)
 		if p, ok := peer.FromContext(ctx); err == nil && (!ok || p.Addr == nil) {
@@ -119,7 +118,7 @@ func TestTLSAuthInfo(t *testing.T) {
 // counts the failed handshakes and stays up.
 func TestTLSRefused(t *testing.T) {
 	_, server, client := tlsSetup(t)
-	ts := startTLS(t, Config{Workers: 2, TLS: server}, lfvariant.Variant{}, client)
+	ts := startTLS(t, Config{Workers: 2, TLS: server}, variant{}, client)
 	other, err := peerauthtest.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +168,7 @@ func TestTLSRefused(t *testing.T) {
 // closed after HandshakeTimeout.
 func TestTLSHandshakeTimeout(t *testing.T) {
 	_, server, client := tlsSetup(t)
-	ts := startTLS(t, Config{Workers: 2, TLS: server, HandshakeTimeout: 200 * time.Millisecond}, lfvariant.Variant{}, client)
+	ts := startTLS(t, Config{Workers: 2, TLS: server, HandshakeTimeout: 200 * time.Millisecond}, variant{}, client)
 	c, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +189,7 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 func TestTLSStopDuringHandshake(t *testing.T) {
 	for _, hard := range []bool{false, true} {
 		_, server, client := tlsSetup(t)
-		ts := startTLS(t, Config{Workers: 2, TLS: server, HandshakeTimeout: time.Minute}, lfvariant.Variant{}, client)
+		ts := startTLS(t, Config{Workers: 2, TLS: server, HandshakeTimeout: time.Minute}, variant{}, client)
 		c, err := net.Dial("tcp", ts.addr)
 		if err != nil {
 			t.Fatal(err)
@@ -254,12 +253,12 @@ func TestTLSIdleConnsNoGoroutinePerConn(t *testing.T) {
 	client.ClientSessionCache = nil
 
 	// What a Stop frees without connections: the pool itself.
-	empty := startTLS(t, Config{Workers: 4, TLS: server}, lfvariant.Variant{}, client)
+	empty := startTLS(t, Config{Workers: 4, TLS: server}, variant{}, client)
 	h0 := heapAlloc()
 	empty.stop(t, true)
 	fixed := int64(h0) - int64(heapAlloc())
 
-	ts := startTLS(t, Config{Workers: 4, TLS: server}, lfvariant.Variant{}, client)
+	ts := startTLS(t, Config{Workers: 4, TLS: server}, variant{}, client)
 	baseline := runtime.NumGoroutine()
 	idleTLSConns(t, ts.addr, client, N)
 	eventually(t, 20*time.Second, "every handshake done and every HTTP/2 preface read", func() bool {

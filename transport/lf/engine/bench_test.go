@@ -49,7 +49,7 @@ func BenchmarkSessionCall(b *testing.B) {
 		}
 		batches[i] = in.Bytes()
 	}
-	s := NewSession(fuzzRegistry(), full(Limits{}), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000})
+	s := NewSession(fuzzRegistry(), configured(Limits{}), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000})
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := s.Feed(clientStart()); err != nil {

@@ -213,7 +213,7 @@ func TestKeptContext(t *testing.T) {
 	}}}
 	reg := NewRegistry()
 	reg.RegisterService(&desc, nil)
-	s := NewSession(reg, full(Limits{}), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
+	s := NewSession(reg, configured(Limits{}), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	in := clientStart()

@@ -60,10 +60,10 @@ var testDesc = grpc.ServiceDesc{
 }
 
 // serveConns is the simplest driver: a goroutine per connection.
-// full fills the configured limits a test leaves zero with the values the
+// configured fills the configured limits a test leaves zero with the values the
 // engine's tests were written for: a 4 MiB message (grpc-go's server
 // default), 100 streams a connection and a 16 KiB header list.
-func full(lim Limits) Limits {
+func configured(lim Limits) Limits {
 	if lim.MaxRecvMsgBytes == 0 {
 		lim.MaxRecvMsgBytes = 4 << 20
 	}
@@ -142,7 +142,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 }
 
 func TestEngineEchoSizes(t *testing.T) {
-	cc := dial(t, serveConns(t, full(Limits{MaxRecvMsgBytes: 8 << 20})))
+	cc := dial(t, serveConns(t, configured(Limits{MaxRecvMsgBytes: 8 << 20})))
 	for _, n := range []int{0, 1, 64, 70 << 10, 1 << 20, 3 << 20} {
 		in := wrapperspb.Bytes(bytes.Repeat([]byte{byte(n)}, n))
 		out := new(wrapperspb.BytesValue)
@@ -159,7 +159,7 @@ func TestEngineEchoSizes(t *testing.T) {
 }
 
 func TestEngineStatusAndMetadata(t *testing.T) {
-	cc := dial(t, serveConns(t, full(Limits{MaxRecvMsgBytes: 1 << 10})))
+	cc := dial(t, serveConns(t, configured(Limits{MaxRecvMsgBytes: 1 << 10})))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := cc.Invoke(ctx, "/enginetest.T/Fail", wrapperspb.String("nope: ünïcode 100%"), new(wrapperspb.StringValue))
@@ -194,7 +194,7 @@ func TestEngineStatusAndMetadata(t *testing.T) {
 }
 
 func TestEngineConcurrentCalls(t *testing.T) {
-	cc := dial(t, serveConns(t, full(Limits{})))
+	cc := dial(t, serveConns(t, configured(Limits{})))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -96,7 +96,7 @@ func FuzzFeed(f *testing.F) {
 	f.Add(request(enc, &hb, 5, "/enginetest.T/Echo", append([]byte{0, 0, 0, 0xea, 0x60}, make([]byte, 20000)...)), uint16(100))
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
 		shared := NewBudget(1 << 20)
-		lim := full(Limits{MaxRecvMsgBytes: 1 << 16, MaxConcurrentStreams: 8, StreamWindow: 1 << 12, Shared: shared})
+		lim := configured(Limits{MaxRecvMsgBytes: 1 << 16, MaxConcurrentStreams: 8, StreamWindow: 1 << 12, Shared: shared})
 		s := NewSession(fuzzRegistry(), lim, nil)
 		start := clientStart()
 		in := append(start[:len(start):len(start)], data...)
@@ -138,7 +138,7 @@ func FuzzMessage(f *testing.F) {
 		enc := hpack.NewEncoder(&hb)
 		in := clientStart()
 		in = append(in, request(enc, &hb, 1, "/enginetest.T/Echo", msg)...)
-		s := NewSession(fuzzRegistry(), full(Limits{MaxRecvMsgBytes: 1 << 16}), nil)
+		s := NewSession(fuzzRegistry(), configured(Limits{MaxRecvMsgBytes: 1 << 16}), nil)
 		if err := s.Feed(in); err != nil {
 			t.Fatalf("well-formed frames refused: %v", err)
 		}

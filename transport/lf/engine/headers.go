@@ -45,12 +45,12 @@ var (
 // emit is the Session's hpack emit function: it checks and keeps one
 // decoded field, in ReadMetaHeaders' order (validity first, then size).
 func (s *Session) emit(hf hpack.HeaderField) {
-	b := s.hdrBlock()
+	b := s.currentBlock()
 	if b.invalid != nil || b.truncated {
 		return
 	}
 	if b.invalid = b.check(hf); b.invalid != nil {
-		s.hdec.SetEmitEnabled(false)
+		s.headerDec.SetEmitEnabled(false)
 		return
 	}
 	budget, size := &b.remain, hf.Size()
@@ -61,7 +61,7 @@ func (s *Session) emit(hf hpack.HeaderField) {
 	}
 	if size > *budget {
 		b.truncated, b.remain, b.remainTrailer = true, 0, 0
-		s.hdec.SetEmitEnabled(false) // keep the HPACK state, skip the strings
+		s.headerDec.SetEmitEnabled(false) // keep the HPACK state, skip the strings
 		return
 	}
 	*budget -= size
@@ -86,9 +86,9 @@ func (b *headerBlock) check(hf hpack.HeaderField) error {
 	return nil
 }
 
-// hdrBlock is the block being decoded; it lives in the borrowed Framer so
+// currentBlock is the block being decoded; it lives in the borrowed Framer so
 // that its field slice is reused without staying with an idle connection.
-func (s *Session) hdrBlock() *headerBlock { return &s.pf.hb }
+func (s *Session) currentBlock() *headerBlock { return &s.borrowed.block }
 
 // onHeaderFragment takes one HEADERS (first) or CONTINUATION fragment of a
 // request header block; the Framer has checked that CONTINUATION frames
@@ -123,12 +123,12 @@ var errHeaderFlood = errors.New("header block flood")
 // whether the block is complete. An error is fatal to the connection:
 // errHeaderFlood, or an HPACK decoding error (the HPACK state is lost).
 func (s *Session) decodeFragment(id uint32, frag []byte, first, endStream, endHeaders bool) (*headerBlock, bool, error) {
-	b := s.hdrBlock()
+	b := s.currentBlock()
 	if first {
 		lim := s.lim.MaxHeaderListBytes
 		*b = headerBlock{id: id, endStream: endStream, fields: b.fields[:0], remain: lim, remainTrailer: lim}
-		s.hdec.SetEmitEnabled(true)
-		s.hdec.SetMaxStringLength(int(s.lim.MaxHeaderListBytes))
+		s.headerDec.SetEmitEnabled(true)
+		s.headerDec.SetMaxStringLength(int(s.lim.MaxHeaderListBytes))
 	}
 	if remain := int64(b.remain) + int64(b.remainTrailer); int64(len(frag)) > 2*remain {
 		return b, false, fmt.Errorf("%w: a %d-byte fragment with %d bytes of the header list limit left", errHeaderFlood, len(frag), remain)
@@ -136,16 +136,16 @@ func (s *Session) decodeFragment(id uint32, frag []byte, first, endStream, endHe
 	if b.invalid != nil {
 		return b, false, fmt.Errorf("%w: CONTINUATION after an invalid field (%v)", errHeaderFlood, b.invalid)
 	}
-	if _, err := s.hdec.Write(frag); err != nil {
+	if _, err := s.headerDec.Write(frag); err != nil {
 		return b, false, fmt.Errorf("HPACK: %w", err)
 	}
 	if !endHeaders {
 		return b, false, nil
 	}
-	if err := s.hdec.Close(); err != nil {
+	if err := s.headerDec.Close(); err != nil {
 		return b, false, fmt.Errorf("HPACK: %w", err)
 	}
-	s.hdec.SetEmitEnabled(true)
+	s.headerDec.SetEmitEnabled(true)
 	if b.invalid == nil {
 		b.invalid = b.checkPseudos()
 	}

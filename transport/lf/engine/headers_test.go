@@ -51,8 +51,8 @@ func writeBlock(w *http2.Framer, id uint32, block []byte, split int) {
 
 // ourDecode decodes the same blocks with the Session's decoder.
 func ourDecode(blocks [][]byte, limit uint32, split int) (*headerBlock, error) {
-	s := &Session{lim: Limits{MaxHeaderListBytes: limit}, pf: &pooledFramer{}}
-	s.hdec = hpack.NewDecoder(4096, s.emit)
+	s := &Session{lim: Limits{MaxHeaderListBytes: limit}, borrowed: &pooledFramer{}}
+	s.headerDec = hpack.NewDecoder(4096, s.emit)
 	var b *headerBlock
 	for i, block := range blocks {
 		for off := 0; off == 0 || off < len(block); off += split {

@@ -125,7 +125,7 @@ func (a *attacker) send(id uint32, n int) int {
 // allow). What the Session buffers stays within ConnBufferBytes; streams
 // beyond MaxConcurrentStreams are refused.
 func TestWindowsBoundMemory(t *testing.T) {
-	lim := full(Limits{MaxRecvMsgBytes: 1 << 20, Shared: NewBudget(64 << 20)})
+	lim := configured(Limits{MaxRecvMsgBytes: 1 << 20, Shared: NewBudget(64 << 20)})
 	s := NewSession(fuzzRegistry(), lim, nil)
 	a := newAttacker(t, s)
 	full := NewSession(fuzzRegistry(), lim, nil).lim
@@ -180,7 +180,7 @@ func TestWindowsBoundMemory(t *testing.T) {
 // with FLOW_CONTROL_ERROR; beyond the connection window it ends the
 // connection with GOAWAY(FLOW_CONTROL_ERROR).
 func TestFlowControlErrors(t *testing.T) {
-	a := newAttacker(t, NewSession(fuzzRegistry(), full(Limits{}), nil))
+	a := newAttacker(t, NewSession(fuzzRegistry(), configured(Limits{}), nil))
 	a.open(1, 1<<20)
 	a.win[1] = 1 << 30 // the client ignores its window
 	a.send(1, 2<<20)
@@ -188,7 +188,7 @@ func TestFlowControlErrors(t *testing.T) {
 		t.Fatalf("stream window overrun: RST %v, connection gone %v", a.refs[1], a.gone)
 	}
 
-	a = newAttacker(t, NewSession(fuzzRegistry(), full(Limits{ConnWindow: initialPeerWindow}), nil))
+	a = newAttacker(t, NewSession(fuzzRegistry(), configured(Limits{ConnWindow: initialPeerWindow}), nil))
 	a.conn = 1 << 30
 	a.open(1, 60000)
 	a.open(3, 60000)
@@ -209,7 +209,7 @@ func TestFlowControlErrors(t *testing.T) {
 // comes back when streams end.
 func TestSharedBudget(t *testing.T) {
 	shared := NewBudget(300 << 10)
-	lim := full(Limits{Shared: shared})
+	lim := configured(Limits{Shared: shared})
 	a := newAttacker(t, NewSession(fuzzRegistry(), lim, nil))
 	b := newAttacker(t, NewSession(fuzzRegistry(), lim, nil))
 	a.open(1, 200<<10)
@@ -238,7 +238,7 @@ func TestLimitsValidateNamesZeroFields(t *testing.T) {
 			t.Errorf("Limits{}.Validate() = %v, want it to name %s", err, want)
 		}
 	}
-	if err := full(Limits{}).Validate(); err != nil {
+	if err := configured(Limits{}).Validate(); err != nil {
 		t.Errorf("complete limits: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ func TestIdleSessionBytes(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := range sessions {
-		s := NewSession(reg, full(Limits{}), nil)
+		s := NewSession(reg, configured(Limits{}), nil)
 		if err := s.Feed(req); err != nil {
 			t.Fatal(err)
 		}

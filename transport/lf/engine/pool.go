@@ -13,14 +13,14 @@ import (
 // pooledFramer is a Framer whose reader and writer follow the Session that
 // borrowed it.
 type pooledFramer struct {
-	fr *http2.Framer
-	io framerIO
-	hb headerBlock // the request header block being decoded
+	framer *http2.Framer
+	io     framerIO
+	block  headerBlock // the request header block being decoded
 }
 
 type framerIO struct{ s *Session }
 
-func (f *framerIO) Read(p []byte) (int, error) { return f.s.rd.Read(p) }
+func (f *framerIO) Read(p []byte) (int, error) { return f.s.frameReader.Read(p) }
 
 func (f *framerIO) Write(p []byte) (int, error) {
 	f.s.out = append(f.s.out, p...)
@@ -28,11 +28,11 @@ func (f *framerIO) Write(p []byte) (int, error) {
 }
 
 var framers = sync.Pool{New: func() any {
-	pf := &pooledFramer{}
-	pf.fr = http2.NewFramer(&pf.io, &pf.io)
-	pf.fr.SetMaxReadFrameSize(maxFrameSize)
-	pf.fr.SetReuseFrames()
-	return pf
+	pooled := &pooledFramer{}
+	pooled.framer = http2.NewFramer(&pooled.io, &pooled.io)
+	pooled.framer.SetMaxReadFrameSize(maxFrameSize)
+	pooled.framer.SetReuseFrames()
+	return pooled
 }}
 
 // maxPooledOut is the largest output buffer worth keeping for reuse.
@@ -43,16 +43,16 @@ var outBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // grabOut gives the Session an output buffer if it has none.
 func (s *Session) grabOut() {
 	if s.out == nil {
-		s.outp = outBufs.Get().(*[]byte)
-		s.out = (*s.outp)[:0]
+		s.outPooled = outBufs.Get().(*[]byte)
+		s.out = (*s.outPooled)[:0]
 	}
 }
 
 // releaseOut gives an empty output buffer back.
 func (s *Session) releaseOut() {
-	if s.outp != nil && cap(s.out) <= maxPooledOut {
-		*s.outp = s.out[:0]
-		outBufs.Put(s.outp)
+	if s.outPooled != nil && cap(s.out) <= maxPooledOut {
+		*s.outPooled = s.out[:0]
+		outBufs.Put(s.outPooled)
 	}
-	s.out, s.outp, s.outOff = nil, nil, 0
+	s.out, s.outPooled, s.outOff = nil, nil, 0
 }
