@@ -34,21 +34,45 @@ proto-check:
 		echo "proto-check: generated code is stale; run 'make proto'" >&2; exit 1; \
 	fi
 
-.PHONY: test
+.PHONY: test test-product test-tools test-e2e
 
-## test: every test, as CI runs it (.ci/run): the product module with the
-## race detector; then the tools module (tools/: the processes-and-network
-## integration tests, the chaos schedule, the benchmark commands' own tests),
-## which keeps the etcd client and the harnesses out of the product's go.mod;
-## then each test-only module under e2e/ (a real Kubernetes API server,
-## kustomize, a headless browser). Each e2e module installs what it needs
-## from Debian's packages if it is missing, and says so.
+## test: every test, as CI runs it (.ci/run). The product module and the
+## tools module run side by side (their tests mostly wait on real processes
+## and real timeouts, not on the CPU), the tools' output shown when both are
+## done; then each test-only module under e2e/ (a real Kubernetes API
+## server, kustomize, a headless browser), which keep their heavy
+## dependencies out of the product's go.mod. Each e2e module installs what
+## it needs from Debian's packages if it is missing, and says so.
+test:
+	@tools_log=$$(mktemp); trap 'rm -f "$$tools_log"' EXIT; \
+	$(MAKE) --no-print-directory test-tools >"$$tools_log" 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory test-product; product=$$?; \
+	wait $$tools; tools_rc=$$?; cat "$$tools_log"; \
+	[ $$product -eq 0 ] && [ $$tools_rc -eq 0 ]
+	@$(MAKE) --no-print-directory test-e2e
+
+## test-product: the product module with the race detector, except the pure
+## election core and its simulator: election/ has one goroutine (a test there
+## says so), where the race detector can find nothing and costs ten times the
+## time. The L/F pool's comparison variants are compiled in only with the
+## lfvariant tag, so the pool's tests run once more with it.
+test-product:
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v 'electord/electord/election\(/\|$$\)')
+	$(GO) test -count=1 -timeout 30m ./election/...
+	$(GO) test -race -count=1 -timeout 30m -tags lfvariant ./transport/lf/...
+
+## test-tools: the tools module (tools/): the processes-and-network
+## integration tests, the chaos schedule, the comparison servers' conformance
+## suite (with the pool's variants) and the commands' own tests.
 ## -timeout 30m: tools/integration and tools/integration/chaos take turns on
 ## the machine (tools/internal/testlock), so one package's clock includes its
 ## wait for the other.
-test:
-	$(GO) test -race -count=1 -timeout 30m ./...
-	@echo "== tools"; cd tools && $(GO) test -race -count=1 -timeout 30m ./...
+test-tools:
+	@echo "== tools"
+	cd tools && $(GO) test -race -count=1 -timeout 30m -tags lfvariant ./...
+
+## test-e2e: each module under e2e/.
+test-e2e:
 	@set -e; for m in e2e/*/go.mod; do \
 		[ -f "$$m" ] || continue; d=$$(dirname "$$m"); \
 		echo "== $$d"; (cd "$$d" && $(GO) test -count=1 -timeout 40m ./...); \
