@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -148,13 +149,16 @@ func NewSecureGRPCServer(b Backend, l Limits, sec *Security, opts ...grpc.Server
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return newGRPCServer(b, l.serverOptions(), sec, opts), nil
+	return newGRPCServer(b, l.serverOptions(), l.IdleTimeout, sec, opts), nil
 }
 
-// newGRPCServer is the API server with bounds (nil: grpc-go's own), TLS
-// and authorization of sec (nil: plaintext), and opts.
-func newGRPCServer(b Backend, bounds []grpc.ServerOption, sec *Security, opts []grpc.ServerOption) *grpc.Server {
+// newGRPCServer is the API server with bounds (nil: grpc-go's own), a
+// connection without streams closed after idle (0: never), the keep-alive
+// pings long WatchLeader streams need, TLS and authorization of sec (nil:
+// plaintext), and opts.
+func newGRPCServer(b Backend, bounds []grpc.ServerOption, idle time.Duration, sec *Security, opts []grpc.ServerOption) *grpc.Server {
 	all := append(bounds,
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingTime, Timeout: serverPingTimeout, MaxConnectionIdle: idle}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: serverMinClientPing, PermitWithoutStream: true}),
 	)
 	svc := &service{b: b}

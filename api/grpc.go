@@ -83,7 +83,7 @@ const (
 // its own (grpc-go's apply): a node's API server is NewSecureGRPCServer
 // with the configured Limits.
 func NewGRPCServer(b Backend, opts ...grpc.ServerOption) *grpc.Server {
-	return newGRPCServer(b, nil, nil, opts)
+	return newGRPCServer(b, nil, 0, nil, opts)
 }
 
 // NewLimitedGRPCServer is NewGRPCServer with the bounds of l, every one

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 )
 
 // Limits bound what one client, or all of them, can make the API and the
@@ -122,6 +121,5 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
 		grpc.MaxHeaderListSize(uint32(l.MaxHeaderListBytes)),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingTime, Timeout: serverPingTimeout, MaxConnectionIdle: l.IdleTimeout}),
 	}
 }
