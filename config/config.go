@@ -1,7 +1,12 @@
-// Package config loads electord's configuration with spf13/viper from a
-// YAML file (--config), ELECTORD_* environment variables and flags, with the
-// precedence flag > env > file > default, and validates it. Every error
-// names the key the user typed.
+// Package config is the one home of electord's defaults and of their
+// validation. Default returns a node's configuration with every default
+// (defaults.go says why each value); Load reads it with spf13/viper from a
+// YAML file (--config), ELECTORD_* environment variables and flags, with
+// the precedence flag > env > file > default; Validate checks every key and
+// the keys against each other (validate.go), each error naming the key the
+// user typed. The components (api, transport, lf, the engine, membership,
+// node) take the values built here and default none of them: a test in
+// this package fails when one does.
 package config
 
 import (
