@@ -34,15 +34,21 @@ func init() {
 	}
 }
 
+// maxConns is the pool's connection limit in the benchmark: peerbench's
+// idle and heartbeat shapes open 1,000 connections each, just under a
+// node's 1,024, so the servers it measures accept up to 4,096 and the limit
+// never shapes a result.
+const maxConns = 4096
+
 // poolConfig is the lf pool's Config for opts: a node's settings
 // (config.Default) but for the pool size (opts.Workers; 0: a node's), the
-// limits and TLS, which the benchmark chooses.
+// limits, TLS and the connection limit, which the benchmark chooses.
 func poolConfig(opts Options) lf.Config {
 	d := config.Default()
 	workers := opts.Workers
 	if workers == 0 {
 		workers = d.PeerWorkerCount()
 	}
-	return lf.Config{Workers: workers, Limits: opts.limits(), TLS: opts.TLS, MaxConns: d.MaxConns,
+	return lf.Config{Workers: workers, Limits: opts.limits(), TLS: opts.TLS, MaxConns: maxConns,
 		HandshakeTimeout: d.HandshakeTimeout, IdleTimeout: d.IdleTimeout, MaxBufferedBytes: d.PeerMaxBufferedBytes}
 }
