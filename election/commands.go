@@ -26,7 +26,9 @@ func (c *core) Resign() error {
 	}
 	c.exclude()
 	c.noLeader(0)
-	c.stepDown()
+	if c.q != nil {
+		c.stepDown() // free the followers of their promises
+	}
 	c.algo.Campaign(c.host())
 	return nil
 }
@@ -46,7 +48,9 @@ func (c *core) Transfer(to NodeID) error {
 	c.exclude()
 	c.noLeader(0)
 	c.handingEnd = c.now + uint64(c.cfg.LeaderTimeoutTicks)
-	c.stepDown()
+	if c.q != nil {
+		c.stepDown() // free the followers of their promises
+	}
 	c.send(Message{Type: MsgTimeoutNow, To: to, Term: t})
 	return nil
 }

@@ -3,8 +3,9 @@ package election
 import "slices"
 
 // core is the state machine shared by every strategy: terms, leadership,
-// heartbeats, the quorum lease, resign and transfer. The Algorithm decides
-// how an election runs, acting through the Host view of the core (host).
+// heartbeats, resign and transfer, and in quorum mode the lease (q). The
+// Algorithm decides how an election runs, acting through the Host view of
+// the core (host).
 type core struct {
 	cfg      Config
 	algo     Algorithm
@@ -31,24 +32,12 @@ type core struct {
 
 	lastHeard map[NodeID]uint64 // leader: when each follower was last heard
 	leaseFrom uint64            // leader: when it started leading
+	askedAt   uint64            // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
+	resigned  NodeID            // a leader that resigned and handed this node the election
 
-	// Quorum mode leases (see docs/ALGORITHMS.md, "Quorum mode"). A leader
-	// counts member m towards its lease until support[m]+LeaseTicks, where
-	// support[m] is a tick of its own clock before m promised not to
-	// support anyone else; a follower keeps that promise until promiseEnd.
-	support    map[NodeID]uint64
-	proposedAt uint64 // the tick this node's proposal went out
-	promisedTo NodeID
-	promiseEnd uint64
-	lastStamp  uint64 // follower: the last stamp its leader sent, echoed in heartbeats
-	askedAt    uint64 // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
-
-	proposal     Term // quorum mode: the term this node waits for acks on
-	acks         map[NodeID]bool
-	proposalAge  int
-	tentative    NodeID // quorum mode: an unconfirmed leader we acked
-	resigned     NodeID // a leader that resigned and handed this node the election
-	tentativeFor Term
+	// q is quorum mode's state: proposals, promises and the lease. It is
+	// nil in plain mode, where a leader leads on its own word.
+	q *quorum
 
 	// bootstrapping: a first start still waiting for BootstrapExpect
 	// members before campaigning on its own.
@@ -91,7 +80,7 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 		savedLeader: cfg.LeaderTerm,
 		members:     make(map[NodeID]Member, len(cfg.Peers)),
 		lastHeard:   map[NodeID]uint64{},
-		support:     map[NodeID]uint64{},
+		q:           newQuorum(cfg),
 	}
 	for _, p := range cfg.Peers {
 		c.members[p.ID] = p
@@ -109,9 +98,6 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 // excluded reports whether this node resigned or handed over and must not
 // stand in the current round.
 func (c *core) excluded() bool { return c.excludeEnd != 0 }
-
-// majority is the number of nodes a quorum needs, or 0 outside quorum mode.
-func (c *core) majority() int { return c.cfg.Majority() }
 
 // ringView is the live members and this node sorted by rank, lowest first.
 func (c *core) ringView() []Rank {
@@ -158,7 +144,7 @@ func (c *core) standing() Standing {
 	return Standing{
 		Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm, Term: c.term,
 		LeaderFresh: c.leaderFresh(),
-		Proposing:   c.proposal != 0,
+		Proposing:   c.q != nil && c.q.proposing(),
 		Excluded:    c.excluded(),
 		Resigned:    c.resigned,
 	}
@@ -196,7 +182,7 @@ func (c *core) Status() Status {
 		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(),
 		Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected,
 		RefusedTerms: c.refusedTerms, RefusedMembership: c.refusedMembership, Now: c.now}
-	if c.role == RoleLeader && c.majority() > 1 {
+	if c.role == RoleLeader && c.q != nil {
 		st.LeaseEnd = c.leaseEnd()
 	}
 	return st

@@ -7,8 +7,8 @@ func (c *core) send(m Message) {
 		return // the term space is exhausted; see usable
 	}
 	m.From = c.cfg.ID
-	if m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader && c.majority() > 1 {
-		// Quorum mode: the leader's own announcement asks for a promise,
+	if c.q != nil && m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader {
+		// In quorum mode the leader's own announcement asks for a promise,
 		// like its heartbeat answers, so a new leadership renews its lease
 		// one round trip sooner.
 		m.Stamp = c.now + 1
@@ -50,12 +50,12 @@ func (c *core) win(t Term) {
 		return
 	}
 	c.observeTerm(t)
-	if c.majority() <= 1 {
-		c.becomeLeader(t)
-		c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})
+	if c.q != nil {
+		c.propose(t) // lead once a majority acknowledged
 		return
 	}
-	c.propose(t)
+	c.becomeLeader(t)
+	c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})
 }
 
 // follow makes this node a follower of leader at term t.
@@ -70,8 +70,8 @@ func (c *core) follow(leader NodeID, t Term) {
 		return
 	}
 	c.observeTerm(t)
-	if leader != c.leader || t != c.leaderTerm {
-		c.lastStamp = 0 // stamps are only good for the leadership that gave them
+	if c.q != nil && (leader != c.leader || t != c.leaderTerm) {
+		c.q.lastStamp = 0 // stamps are only good for the leadership that gave them
 	}
 	c.leader, c.leaderTerm, c.role = leader, t, RoleFollower
 	c.sinceAck, c.hbElapsed = 0, 0
@@ -90,15 +90,17 @@ func (c *core) becomeLeader(t Term) {
 	c.observeTerm(t)
 	if c.role != RoleLeader {
 		c.lastHeard = make(map[NodeID]uint64, len(c.members))
-		c.support = make(map[NodeID]uint64, len(c.members))
 		c.leaseFrom = c.now
 	}
-	c.role, c.leader, c.leaderTerm = RoleLeader, c.cfg.ID, t
-	for id := range c.acks {
-		c.lastHeard[id] = c.now
-		// Each ack was sent after the proposal went out, and with it a promise.
-		c.support[id] = max(c.support[id], c.proposedAt)
+	if c.q != nil {
+		// The members that acknowledged the proposal were heard, and their
+		// promises start the lease.
+		for id := range c.q.acks {
+			c.lastHeard[id] = c.now
+		}
+		c.q.lead(c.role != RoleLeader, len(c.members))
 	}
+	c.role, c.leader, c.leaderTerm = RoleLeader, c.cfg.ID, t
 	c.excludeEnd = 0
 	c.settled()
 }
@@ -106,7 +108,10 @@ func (c *core) becomeLeader(t Term) {
 // settled clears election state once a leadership is settled.
 func (c *core) settled() {
 	c.bootstrapping, c.handingEnd = false, 0
-	c.proposal, c.acks, c.tentative, c.resigned = 0, nil, 0, 0
+	c.resigned = 0
+	if c.q != nil {
+		c.q.dropProposal()
+	}
 	if c.leader != c.cfg.ID {
 		c.excludeEnd = 0
 	}
@@ -121,7 +126,9 @@ func (c *core) giveUp() { c.noLeader(c.cfg.LeaderTimeoutTicks + c.jitter()) }
 
 func (c *core) noLeader(wait int) {
 	c.role, c.leader = RoleNoLeader, 0
-	c.proposal, c.acks = 0, nil
+	if c.q != nil {
+		c.q.dropProposal()
+	}
 	c.idle, c.idleWait = 0, wait
 }
 
@@ -135,17 +142,16 @@ func (c *core) broadcast(m Message) {
 }
 
 // reassert has a sitting leader announce itself again at a new term, above
-// every term seen: bully's leader does it when a lower node runs an election
-// while it leads, and any leader told of a newer term whose leader is gone.
-// A node that campaigned or followed at a higher term then follows it, at a
-// term no lower than it saw. In quorum mode only a leader whose lease still
-// holds does so: it counts a majority now, so no other node can (promises
-// are given to one node at a time), and a new term continues the same
-// claim. A leader whose lease is gone steps down and proposes instead.
+// every term seen: a leader told of a newer term whose leader is gone does
+// it, and an algorithm may ask for it (Host.Reassert). A node that
+// campaigned or followed at a higher term then follows it, at a term no
+// lower than it saw. In quorum mode only a leader whose lease still holds
+// does so: it counts a majority now, so no other node can (promises are
+// given to one node at a time), and a new term continues the same claim. A
+// leader whose lease is gone, or goes at the next tick (the new term's claim
+// would end before it was reported), steps down and proposes instead.
 func (c *core) reassert() {
-	if c.majority() > 1 && c.now+1 >= c.leaseEnd() {
-		// (A lease that ends at the next tick would end the new term's
-		// claim before it was even reported, after followers were told.)
+	if c.q != nil && c.leaseLapsing() {
 		c.stepDown()
 		c.propose(NextTerm(c.term, c.cfg.ID))
 		return

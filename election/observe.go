@@ -48,9 +48,6 @@ func (c *core) Observe(ev Event) {
 			// non-member's.
 			c.noLeader(c.suspicionWait(c.jitter()))
 		}
-		if c.tentative == id {
-			c.tentative = 0
-		}
 	case EventLeaderTimeout:
 		if c.role == RoleFollower {
 			c.suspect()

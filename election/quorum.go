@@ -2,132 +2,161 @@ package election
 
 import "slices"
 
-// propose (quorum mode) asks every member to acknowledge this node as the
-// leader of term t; it leads once a majority did. A node that still keeps a
-// promise to another leader does not stand until the promise ends.
-func (c *core) propose(t Term) {
-	if !c.usable(t) {
-		return
-	}
-	if c.promised() && c.promisedTo != c.cfg.ID {
-		c.noLeader(int(c.promiseEnd - c.now))
-		return
-	}
-	c.role, c.leader = RoleElecting, 0
-	c.proposal, c.proposalAge, c.proposedAt = t, 0, c.now
-	c.acks = map[NodeID]bool{}
-	c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID})
+// quorum is the state of quorum mode (Config.Quorum gives a majority of
+// two or more; see docs/ALGORITHMS.md, "Quorum mode"): the acknowledgements
+// a proposal collects, the lease a leader holds on a majority's promises,
+// and the promise a follower keeps. It owns the majority arithmetic and
+// nothing else: it sends nothing and changes no role, so the core decides
+// what each count means. A core in plain mode has none (core.q is nil).
+//
+// The lease rule: a leader counts member m towards its lease until
+// support[m]+leaseTicks of its own clock, where support[m] is a tick before
+// m promised not to support anyone else, and a follower keeps its promise
+// for promiseTicks (longer than the lease, see Config.PromiseTicks). So a
+// leader stops claiming before any promise it counted can have ended, and
+// promises go to one node at a time: two leases cannot overlap.
+type quorum struct {
+	majority     int    // nodes a quorum needs, this one included (2 or more)
+	leaseTicks   uint64 // Config.LeaseTicks
+	promiseTicks uint64 // Config.PromiseTicks
+
+	// Proposing: the term this node waits for acknowledgements on (0:
+	// none), when the proposal went out, how many ticks it has waited, and
+	// who acknowledged it.
+	proposal    Term
+	proposedAt  uint64
+	proposalAge int
+	acks        map[NodeID]bool
+
+	// Leading: for each member, the tick of this node's clock from which
+	// its promise counts (support[m] above).
+	support map[NodeID]uint64
+
+	// Following: the node this one promised its support to, until
+	// promiseEnd, and the last stamp its leader sent, echoed in its next
+	// heartbeat.
+	promisedTo NodeID
+	promiseEnd uint64
+	lastStamp  uint64
 }
 
-// takeStamp (quorum mode): a stamp from the leader this node follows binds
-// it by a promise, and is echoed in its next heartbeat.
-func (c *core) takeStamp(m Message) {
-	if m.Stamp != 0 && m.From == c.leader && c.role == RoleFollower && c.majority() > 1 {
-		c.promise(m.From)
-		c.lastStamp = m.Stamp
+// newQuorum is quorum mode's state for cfg (defaults filled in), or nil
+// when cfg is not in quorum mode: a majority of one is this node alone, and
+// needs no lease.
+func newQuorum(cfg Config) *quorum {
+	if cfg.Majority() <= 1 {
+		return nil
+	}
+	return &quorum{
+		majority:     cfg.Majority(),
+		leaseTicks:   uint64(cfg.LeaseTicks),
+		promiseTicks: uint64(cfg.PromiseTicks()),
+		support:      map[NodeID]uint64{},
 	}
 }
 
-// promised reports whether this node still keeps a promise (quorum mode).
-func (c *core) promised() bool { return c.now < c.promiseEnd }
+// ---- proposing ----
 
-// promise (quorum mode) binds this node not to support anyone but to until
-// PromiseTicks from now.
-func (c *core) promise(to NodeID) {
-	c.promisedTo, c.promiseEnd = to, c.now+uint64(c.cfg.PromiseTicks())
+// propose starts collecting acknowledgements for term t, proposed at now.
+func (q *quorum) propose(t Term, now uint64) {
+	q.proposal, q.proposalAge, q.proposedAt = t, 0, now
+	q.acks = map[NodeID]bool{}
 }
 
-// release frees this node of its promise to from, which stepped down.
-func (c *core) release(from NodeID) {
-	if c.promisedTo == from {
-		c.promiseEnd = 0
-	}
-}
+// proposing reports whether a proposal waits for acknowledgements.
+func (q *quorum) proposing() bool { return q.proposal != 0 }
 
-// keepsLeader (quorum mode) reports whether this node is bound to the
-// leadership it is in: it leads and its lease holds, or it follows a leader
-// to which it keeps a promise (that leader's own word reached it within
-// PromiseTicks). The leadership counts a majority now, so no rival can
-// gather one: like a Raft node "in lease" under check-quorum, such a node
-// gives a rival's campaign no help (refuseRival).
-func (c *core) keepsLeader() bool {
-	if c.majority() <= 1 {
+// dropProposal forgets the proposal: a leadership settled, or this node
+// gave up on it.
+func (q *quorum) dropProposal() { q.proposal, q.acks = 0, nil }
+
+// ack records from's acknowledgement of the proposal at term t, and reports
+// whether the proposal now has a majority (this node included). An
+// acknowledgement of any other term is no answer to this proposal.
+func (q *quorum) ack(from NodeID, t Term) bool {
+	if q.proposal == 0 || t != q.proposal {
 		return false
 	}
-	switch c.role {
-	case RoleLeader:
-		return c.now < c.leaseEnd()
-	case RoleFollower:
-		return c.promised() && c.promisedTo == c.leader
-	}
-	return false
+	q.acks[from] = true
+	return len(q.acks)+1 >= q.majority
 }
 
-// refuseRival (quorum mode) answers a rival's campaign that reached a node
-// bound to its leadership (keepsLeader): an Election at a term above that
-// leadership, or a round's announcement passed on by another node. The
-// campaign would depose the leader without its word; it is not passed on,
-// its term is not taken, and no one steps down. The answer names the
-// leadership, as the refusal of a rival's proposal does: a leader sends its
-// own announcement, which the campaigner (a follower back from isolation)
-// follows at once at the same term; a follower names its leader, which the
-// campaigner then asks, and asks that leader too.
-func (c *core) refuseRival(to NodeID) {
-	if to == 0 || to == c.cfg.ID {
-		return
+// ageProposal counts one tick of waiting and reports whether the proposal
+// has waited longer than timeout: with no majority by then, it failed.
+func (q *quorum) ageProposal(timeout int) bool {
+	if q.proposal == 0 {
+		return false
 	}
-	if c.role == RoleLeader {
-		c.send(Message{Type: MsgCoordinator, To: to, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
-		return
-	}
-	c.send(Message{Type: MsgHeartbeatResp, To: to, Term: c.leaderTerm, Leader: c.leader, Reject: true})
-	// The campaigner lost that leader, and this node may not have noticed
-	// yet: ask it now, not at the next heartbeat (Host.AskLeader).
-	c.askLeader()
+	q.proposalAge++
+	return q.proposalAge > timeout
 }
 
-// stepDown (quorum mode) tells every member that this node no longer
-// claims leadership, so they need not keep their promises to it.
-func (c *core) stepDown() {
-	if c.majority() > 1 {
-		c.broadcast(Message{Type: MsgHeartbeatResp, Term: c.leaderTerm, Release: true})
+// proposalDue is how many ticks from now a pending proposal times out
+// (see ageProposal).
+func (q *quorum) proposalDue(timeout int) int { return timeout - q.proposalAge + 1 }
+
+// ---- leading ----
+
+// lead takes the proposal's acknowledgements as the start of the lease: each
+// was sent after the proposal went out, and with it a promise. A new
+// leadership (fresh) counts only those; a leader going on at a new term
+// keeps the support it had.
+func (q *quorum) lead(fresh bool, members int) {
+	if fresh {
+		q.support = make(map[NodeID]uint64, members)
+	}
+	for id := range q.acks {
+		q.count(id, q.proposedAt)
 	}
 }
 
-// hearsay (quorum mode) handles a leadership at term t heard second-hand:
-// from a node other than its leader. This node asks the leader itself and
-// follows only on its word (its announcement or its answer): a node that
-// cannot reach the leader (a bridge, a one-way cut) must not name it, since
-// no heartbeat of its own could confirm it, and a minority names no leader.
-// A leader or follower of an older leadership stops naming it.
-func (c *core) hearsay(leader NodeID, t Term) {
-	c.observeTerm(t)
-	switch c.role {
-	case RoleLeader:
-		c.stepDown()
-		c.giveUp()
-	case RoleFollower:
-		c.giveUp()
+// count has member id's promise count from tick at, unless an earlier
+// acknowledgement already counts from later.
+func (q *quorum) count(id NodeID, at uint64) { q.support[id] = max(q.support[id], at) }
+
+// renew takes a follower's heartbeat, which echoes stamp (the stamp this
+// leader sent it, or 0), and returns the stamp to answer with: this leader's
+// clock plus one. An echo dates the follower's promise, so it counts from
+// then, but only an echo of a stamp this leadership gave (from leaseFrom
+// on) and never one from the future.
+func (q *quorum) renew(from NodeID, stamp, leaseFrom, now uint64) uint64 {
+	if at := stamp - 1; stamp != 0 && at >= leaseFrom && at <= now {
+		q.count(from, at)
 	}
-	c.send(Message{Type: MsgHeartbeat, To: leader, Term: t, Leader: 0})
+	return now + 1
 }
 
-// leaseEnd (quorum mode) is the first tick at which fewer than a majority
-// (this node included) can be counted towards the lease.
-func (c *core) leaseEnd() uint64 {
-	ends := make([]uint64, 0, len(c.support))
-	for id, at := range c.support {
-		if _, live := c.members[id]; live {
-			ends = append(ends, at+uint64(c.cfg.LeaseTicks))
+// leaseEnd is the first tick at which fewer than a majority (this node
+// included) can be counted towards the lease. Only live members count.
+func (q *quorum) leaseEnd(members map[NodeID]Member) uint64 {
+	ends := make([]uint64, 0, len(q.support))
+	for id, at := range q.support {
+		if _, live := members[id]; live {
+			ends = append(ends, at+q.leaseTicks)
 		}
 	}
-	k := c.majority() - 1 // members needed besides this node
-	if k <= 0 {
-		return ^uint64(0)
-	}
+	k := q.majority - 1 // members needed besides this node
 	if len(ends) < k {
 		return 0
 	}
 	slices.Sort(ends)
 	return ends[len(ends)-k] // the k-th latest
+}
+
+// ---- following ----
+
+// promised reports whether this node still keeps a promise at now.
+func (q *quorum) promised(now uint64) bool { return now < q.promiseEnd }
+
+// promise binds this node not to support anyone but to for promiseTicks
+// from now.
+func (q *quorum) promise(to NodeID, now uint64) {
+	q.promisedTo, q.promiseEnd = to, now+q.promiseTicks
+}
+
+// release frees this node of its promise to from, which stepped down.
+func (q *quorum) release(from NodeID) {
+	if q.promisedTo == from {
+		q.promiseEnd = 0
+	}
 }

@@ -12,7 +12,9 @@ func (c *core) Tick() {
 	case RoleFollower:
 		c.tickFollower()
 	case RoleElecting:
-		c.tickProposal()
+		if c.q != nil {
+			c.tickProposal()
+		}
 	case RoleNoLeader:
 		c.tickNoLeader()
 	}
@@ -30,27 +32,17 @@ func (c *core) tickLeader() {
 			}
 		}
 	}
-	if c.majority() > 1 && c.now >= c.leaseEnd() {
-		// The lease ran out: no majority can still be counted. Stop
-		// claiming now, before any promise counted can have ended.
-		c.stepDown()
-		c.giveUp()
-		return
-	}
-	if ring := c.ringView(); c.cfg.Preempt && c.majority() > 1 && ring[len(ring)-1].ID != c.cfg.ID && c.reported == c.leadership() {
-		// Quorum mode with preempt: followers are bound by their promises
-		// to this leader, so a higher-ranked member cannot depose it; the
-		// leader hands over to it instead, from the tick after it took
-		// over, so its leadership is reported before it ends (followers
-		// that took its announcement name a leader that did claim).
-		_ = c.Transfer(ring[len(ring)-1].ID)
+	if c.q != nil {
+		c.tickLease()
 	}
 }
 
 func (c *core) tickFollower() {
-	if c.cfg.Preempt && !c.excluded() && c.majority() <= 1 {
+	if c.cfg.Preempt && !c.excluded() && c.q == nil {
 		// With preempt a higher node deposes a lower leader as soon as it
 		// knows the leader's rank (membership may learn it after the leader).
+		// In quorum mode followers' promises bind them, and the leader hands
+		// over instead (tickLease).
 		if lr, ok := c.rankOf(c.leader); ok && lr.Less(c.self) {
 			c.Campaign()
 			return
@@ -59,7 +51,7 @@ func (c *core) tickFollower() {
 	c.hbElapsed++
 	if c.hbElapsed >= c.cfg.HeartbeatTicks {
 		c.hbElapsed = 0
-		c.send(Message{Type: MsgHeartbeat, To: c.leader, Term: c.leaderTerm, Leader: c.leader, Stamp: c.lastStamp})
+		c.send(c.heartbeat())
 	}
 	c.sinceAck++
 	if c.sinceAck > c.suspectAt {
@@ -77,17 +69,17 @@ func (c *core) askLeader() {
 		return
 	}
 	c.askedAt, c.hbElapsed = c.now+1, 0
-	c.send(Message{Type: MsgHeartbeat, To: c.leader, Term: c.leaderTerm, Leader: c.leader, Stamp: c.lastStamp})
+	c.send(c.heartbeat())
 }
 
-func (c *core) tickProposal() {
-	if c.proposal == 0 {
-		return
+// heartbeat is a follower's heartbeat to its leader. In quorum mode it
+// echoes the last stamp the leader sent, which dates this node's promise.
+func (c *core) heartbeat() Message {
+	m := Message{Type: MsgHeartbeat, To: c.leader, Term: c.leaderTerm, Leader: c.leader}
+	if c.q != nil {
+		m.Stamp = c.q.lastStamp
 	}
-	c.proposalAge++
-	if c.proposalAge > c.cfg.ElectionTimeoutTicks {
-		c.giveUp()
-	}
+	return m
 }
 
 func (c *core) tickNoLeader() {
@@ -133,14 +125,11 @@ func (c *core) TicksUntilDue() int {
 	case RoleLeader:
 		lt := uint64(c.cfg.LeaderTimeoutTicks)
 		at(int(lt - (c.now-c.leaseFrom)%lt)) // the re-announcement round
-		if c.majority() > 1 {
-			at(int(min(c.leaseEnd()-min(c.leaseEnd(), c.now), 1<<30)))
-			if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID {
-				at(1)
-			}
+		if c.q != nil {
+			at(c.leaseDue())
 		}
 	case RoleFollower:
-		if c.cfg.Preempt && !c.excluded() && c.majority() <= 1 {
+		if c.cfg.Preempt && !c.excluded() && c.q == nil {
 			if lr, ok := c.rankOf(c.leader); ok && lr.Less(c.self) {
 				at(1)
 			}
@@ -148,8 +137,8 @@ func (c *core) TicksUntilDue() int {
 		at(c.cfg.HeartbeatTicks - c.hbElapsed)
 		at(c.suspectAt - c.sinceAck + 1)
 	case RoleElecting:
-		if c.proposal != 0 {
-			at(c.cfg.ElectionTimeoutTicks - c.proposalAge + 1)
+		if c.q != nil && c.q.proposing() {
+			at(c.q.proposalDue(c.cfg.ElectionTimeoutTicks))
 		}
 	case RoleNoLeader:
 		if !c.bootstrapping || len(c.ringView()) >= c.cfg.BootstrapExpect {
