@@ -39,10 +39,9 @@ func (c *core) Observe(ev Event) {
 			// heartbeat within half a timeout: memberlist declares a node
 			// dead when its refutation of a suspicion comes late (raised
 			// while it was cut off, and timing out just after the cut
-			// healed, as it became leader), and followers then dropped a
-			// live leader for up to a timeout (a one-hour chaos run: two
-			// /leader 503s during a follower's kill). The heartbeat timeout
-			// still decides: a leader that is really gone stops answering
+			// healed), so a live leader can be declared dead, and followers
+			// that dropped it would have no leader for up to a timeout. The
+			// heartbeat timeout still decides: a leader that is really gone stops answering
 			// (and a dead process's host refuses at once), and until its
 			// refutation rejoins it, its answers are refused as a
 			// non-member's.

@@ -90,14 +90,14 @@ func (c *core) tickNoLeader() {
 			// bootstrap) ends at about the same moment. Campaign in rank
 			// order, as after losing a leader (SuspicionDelayer): the
 			// highest node goes first and is usually announced before the
-			// next one's turn, so 128 nodes starting together cost O(n)
-			// messages, not the O(n^2) storm that kept 128 bully processes
-			// on 2 cores from ever agreeing. Unlike after a loss, the wait
-			// has no cap (a tick for each member above): capped at a
-			// leader timeout, the 68 lowest of 128 nodes all campaigned on
-			// the same tick whenever the highest one's announcement took
-			// longer than that to reach them (127 new connections on a
-			// machine still starting processes).
+			// next one's turn, so n nodes starting together cost O(n)
+			// messages, not an O(n^2) storm that a loaded cluster may never
+			// settle. Unlike after a loss, the wait has no cap (a tick for
+			// each member above): under a cap, every node ranked below it
+			// would campaign on the same tick whenever the highest one's
+			// announcement took longer than the cap to reach them, as it
+			// does when it opens a new connection to every member on
+			// machines still starting processes.
 			c.coldRanked = true
 			if w := c.coldWait(); w > 0 {
 				c.idle, c.idleWait = 0, w
@@ -196,10 +196,10 @@ func (c *core) coldWait() int {
 
 // coldLeadTicks is how many leader timeouts the highest node has, in a
 // cluster's first election, before anyone else campaigns: the rank order
-// alone (a tick a rank) let the nodes just below the highest campaign
-// before its announcement reached them whenever a loaded host delayed it
-// (128 processes on 2 cores: 127 new connections, seconds), and each such
-// campaign sent its own announcements. Nothing is replaced in a hurry in a
+// alone (a tick a rank) lets the nodes just below the highest campaign
+// before its announcement reaches them whenever a loaded host delays it
+// (a first announcement opens a new connection to every member), and each
+// such campaign sends its own announcements. Nothing is replaced in a hurry in a
 // first election, and when the highest node is up its announcement comes
 // long before this ends.
 const coldLeadTicks = 2

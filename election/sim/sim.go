@@ -50,11 +50,11 @@ type RejoinPolicy uint8
 
 const (
 	// RejoinMissing: every member it ever saw that is missing from its view
-	// (the daemon's policy since issue 10).
+	// (the daemon's policy): any split heals once the network does.
 	RejoinMissing RejoinPolicy = iota
-	// RejoinAlone: the seeds, only when it sees no one else alive (the
-	// daemon's policy before issue 10: a 2|3 split held past
-	// DeadGossipTicks never healed).
+	// RejoinAlone: the seeds, only when it sees no one else alive. Under it
+	// a 2|3 split held past DeadGossipTicks never heals, since neither side
+	// is alone: kept to show that.
 	RejoinAlone
 )
 
@@ -289,8 +289,8 @@ func (s *Sim) Bridge(bridge election.NodeID, left, right []election.NodeID) {
 
 // LateView has node at's membership learn that node of is alive again no
 // sooner than ticks from now, as memberlist learns members back one at a
-// time after a heal: in the chaos run a follower back from isolation sent
-// its first round while it still held the leader dead.
+// time after a heal, so a follower back from isolation may send its first
+// round while it still holds the leader dead.
 func (s *Sim) LateView(at, of election.NodeID, ticks int) {
 	s.late[[2]election.NodeID{at, of}] = s.now + uint64(ticks)
 	s.changed = true
