@@ -59,7 +59,7 @@ type MessageChecker interface {
 // once (or after jitter, for a leader that left). Bully uses it to let the
 // highest survivors go first: when every node learns of a crash at the same
 // moment (a refused connection), n simultaneous campaigns cost O(n^2)
-// messages, and at 128 nodes the storm never settled.
+// messages, a storm that a large cluster under load may never settle.
 type SuspicionDelayer interface {
 	SuspicionDelay(h Host) int
 }

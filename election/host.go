@@ -23,23 +23,13 @@ func (h *host) NoLeader()                     { h.core().giveUp() }
 func (h *host) Reassert()                     { h.core().reassert() }
 func (h *host) AskLeader()                    { h.core().askLeader() }
 func (h *host) Adopt(leader NodeID, t Term) {
-	if leader == h.cfg.ID {
-		c := h.core()
-		if c.majority() > 1 {
-			c.observeTerm(t)
-			c.propose(t) // quorum mode: lead once a majority acknowledged
-			return
-		}
-		c.becomeLeader(t)
+	c := h.core()
+	if c.q != nil {
+		c.adoptQuorum(leader, t)
 		return
 	}
-	c := h.core()
-	if c.majority() > 1 {
-		// Quorum mode: a ring round's initiator names the winner, which has
-		// yet to gather a majority: wait for its proposal, and campaign
-		// again if none comes.
-		c.observeTerm(t)
-		c.noLeader(c.cfg.ElectionTimeoutTicks + c.jitter())
+	if leader == c.cfg.ID {
+		c.becomeLeader(t)
 		return
 	}
 	c.follow(leader, t)

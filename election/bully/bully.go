@@ -112,12 +112,11 @@ func (b *Bully) campaign(h election.Host, doubt bool) {
 // first: the highest two, since the first may be the leader just lost,
 // still listed until gossip declares it dead. Only if neither answers
 // (each failed, or the answer wait passed) are the others above asked.
-// Asking all at once, as the textbook does, had every node that campaigned
-// at 128 processes send an Election to each node above it, most over new
-// connections, while the highest survivor announced itself: after a crash
-// of the leader, the nodes below ran out of time on a host with a load
-// average of 260, and timeouts misfired everywhere. The highest live node
-// answers all the same, and the others above would only defer to it.
+// The highest live node answers all the same, and the others above would
+// only defer to it. Asking all at once, as the textbook does, has every
+// node that campaigns send an Election to each node above it, most over new
+// connections, while the highest survivor announces itself: on a loaded
+// host that work delays every answer past the waits of the nodes below.
 const firstWave = 2
 
 // ask sends this attempt's Election to the highest n live members above
@@ -157,14 +156,14 @@ func (b *Bully) silence(h election.Host) {
 // answerWait is how long each wave of a campaign by a node with k live
 // members above it waits for an Answer before it asks the rest, or wins:
 // Config.AnswerTimeoutTicks and one tick more for every 8 nodes above (each
-// Election needs its receiver's turn, and often a new connection: when the
-// lowest of 128 processes on 2 cores sent 127 at once, 3 ticks was far too
-// short, so it won and announced itself while every node above was alive);
-// in a cluster's first election (no leadership ever known, so none to
-// replace in a hurry) a tick more for every node above, up to the election
-// timeout. It depends on k, not on the wave's size: at 128 processes, a
-// first wave of two waited 5 ticks, not the 19 that asking all 16 nodes
-// above had waited, and the node won while they were alive. An Election
+// Election needs its receiver's turn, and often a new connection: a fixed
+// short wait lets a low node win and announce itself while the nodes above
+// are alive but slow to answer); in a cluster's first election (no
+// leadership ever known, so none to replace in a hurry) a tick more for
+// every node above, up to the election timeout. It depends on k, not on the
+// wave's size: an answer's delay grows with the load of all the nodes
+// campaigning at once, which k measures, and a wait sized for a first wave
+// of two ends while the nodes above are alive. An Election
 // that fails (a refused connection: the node above is gone) counts at
 // once, so a crash is won without waiting; the wait only decides for a
 // node above that neither answers nor fails (paused, cut off, or slow).
@@ -231,8 +230,8 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		// under way): ask the leader now rather than at the next heartbeat.
 		// A leader whose process is gone refuses it, this node campaigns
 		// at once and its announcement reaches the sender too. Without
-		// this, every lower node sent back to a dead leader waited for this
-		// node's next heartbeat: the ~200 ms crash failovers.
+		// this, every lower node sent back to a dead leader would wait for
+		// this node's next heartbeat to find the crash.
 		h.AskLeader()
 	default:
 		h.Send(answer)
@@ -250,13 +249,12 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 		// wins without a message to wait for, and its Coordinator reaches
 		// the others while they wait, which settles them (Reset). A node
 		// above that is gone costs the ones below it a tick each. The wait
-		// has no cap: capped (at half the election timeout), every node
-		// below the cap's rank ended its wait on one tick whenever the
-		// winner's Coordinator took longer, and ran the n^2 storm after
-		// all; a wait that outlasts the sender's election timeout costs
-		// only the sender's second campaign, which the waiting nodes
-		// answer. At 128 processes on 2 cores, the storm of a low node's
-		// campaign (its Answers late under load) never settled.
+		// has no cap: under a cap (half the election timeout, say), every
+		// node below the cap's rank would end its wait on one tick whenever
+		// the winner's Coordinator took longer, and run the n^2 storm after
+		// all, which under load (Answers late) need not settle; a wait that
+		// outlasts the sender's election timeout costs only the sender's
+		// second campaign, which the waiting nodes answer.
 		if d := election.RanksAbove(h); d > 0 {
 			b.phase, b.elapsed, b.wait = deferred, 0, d
 			return
@@ -271,20 +269,19 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 // and usually announces itself before the next one's turn; a lower node
 // that hears of an election or a leader meanwhile acts on it as usual. When
 // all n nodes learn of a crash together, the election costs O(n) messages
-// instead of O(n^2). Capped at a leader timeout (600 ms), the 67 lowest of
-// 128 processes on 2 cores campaigned on one tick while the highest
-// survivor's announcement was still on its way over new connections, each
-// sent an Election to every node above it (before the two-node first
-// wave), and the storm never settled. The ring keeps the cap: its
-// campaign is one message.
+// instead of O(n^2). Under a cap (a leader timeout, say), every node ranked
+// below the cap would campaign on one tick whenever the highest survivor's
+// announcement is still on its way over new connections, each sending
+// Elections to the nodes above it, a storm that need not settle. The ring
+// keeps the cap: its campaign is one message.
 //
 // Below the highest survivor the wait is a tick more for each other member
 // (announceLead): the time the highest survivor's n-1 announcements take
-// to go out. Without it, at 128 processes the nodes just below the highest
-// campaigned 10, 20, 30 ms after a crash, while its announcements were
-// still going out over new connections; each of them that lost patience
-// with a loaded node above won and announced itself, and the load of those
-// announcements (18 leaders within a second) starved everything else.
+// to go out. Without it, the nodes just below the highest campaign a few
+// ticks after a crash, while its announcements are still going out over
+// new connections; each of them that loses patience with a loaded node
+// above wins and announces itself, and the load of those announcements
+// starves everything else.
 func (b *Bully) SuspicionDelay(h election.Host) int {
 	above := election.RanksAbove(h)
 	if above == 0 {
@@ -345,10 +342,10 @@ func (b *Bully) Tick(h election.Host) {
 // PeerBusy implements election.BusyObserver: an Election of this attempt
 // that a higher node's process refused as overloaded (its inbox was full)
 // counts as its Answer. The node is alive, and the bully's rule is that a
-// live higher node ends a lower one's campaign. As a failed send it counted
-// as a death: at 128 processes, after a crash, the highest survivor's inbox
-// filled with the Elections of the nodes below, and a node whose Election
-// it refused won while it was announcing itself.
+// live higher node ends a lower one's campaign. Taken as a failed send it
+// would count as a death: after a crash the highest survivor's inbox fills
+// with the Elections of the nodes below, and a node whose Election it
+// refused would win while the survivor announces itself.
 //
 // A busy refusal buys one election timeout, not more: if no node above
 // answered and no Coordinator came, the next attempt counts Answers only

@@ -24,10 +24,10 @@ import (
 //	    names no leader, unless it follows a leader it reaches both ways
 //	    and that leader claims (a bridge's far side following the
 //	    majority's leader, as a Raft follower would; Q1 makes that leader
-//	    the only one). Found missing by the real-network chaos tour: a
-//	    bridged node named, by hearsay, a leader it could not reach. Part of
-//	    Q2: in quorum mode a node takes up a leader only on a message from
-//	    that leader (FollowedSecondHand), never on another node's word.
+//	    the only one): a bridged node must not name, by hearsay, a leader
+//	    it cannot reach. Part of Q2: in quorum mode a node takes up a
+//	    leader only on a message from that leader (FollowedSecondHand),
+//	    never on another node's word.
 //
 // Liveness (L1) is checked by the caller with Sim.RunUntil and Sim.Agreed.
 type Checker struct {

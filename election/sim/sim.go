@@ -50,11 +50,11 @@ type RejoinPolicy uint8
 
 const (
 	// RejoinMissing: every member it ever saw that is missing from its view
-	// (the daemon's policy since issue 10).
+	// (the daemon's policy): any split heals once the network does.
 	RejoinMissing RejoinPolicy = iota
-	// RejoinAlone: the seeds, only when it sees no one else alive (the
-	// daemon's policy before issue 10: a 2|3 split held past
-	// DeadGossipTicks never healed).
+	// RejoinAlone: the seeds, only when it sees no one else alive. Under it
+	// a 2|3 split held past DeadGossipTicks never heals, since neither side
+	// is alone: kept to show that.
 	RejoinAlone
 )
 
@@ -211,105 +211,6 @@ func (s *Sim) Up(id election.NodeID) bool { return s.nodes[id-1].up }
 // Rand is the simulation's seeded source, for fault schedules.
 func (s *Sim) Rand() *rand.Rand { return s.rng }
 
-// ---- faults ----
-
-// Crash stops node id; its persisted term survives.
-func (s *Sim) Crash(id election.NodeID) {
-	n := s.nodes[id-1]
-	if n.up {
-		n.up, s.changed = false, true
-		s.Check.crashed(n)
-	}
-}
-
-// Restart starts a crashed node again from its persisted term.
-func (s *Sim) Restart(id election.NodeID) error {
-	n := s.nodes[id-1]
-	if n.up {
-		return nil
-	}
-	n.inc++ // a new incarnation: joining, it is announced to everyone it reaches
-	for _, o := range s.nodes {
-		if o != n {
-			n.view[o.id] = s.visible(n, o)
-		}
-	}
-	if err := s.start(n); err != nil {
-		return err
-	}
-	s.changed = true
-	s.Check.restarted(n)
-	return nil
-}
-
-// Cut blocks messages from a to b (one way).
-func (s *Sim) Cut(a, b election.NodeID) {
-	s.cut[[2]election.NodeID{a, b}] = true
-	s.changed = true
-}
-
-// Isolate cuts node id off from everyone, both ways.
-func (s *Sim) Isolate(id election.NodeID) {
-	for _, o := range s.nodes {
-		if o.id != id {
-			s.Cut(id, o.id)
-			s.Cut(o.id, id)
-		}
-	}
-}
-
-// Partition splits the cluster into groups that cannot talk to each other.
-// A node named in no group is cut off from everyone.
-func (s *Sim) Partition(groups ...[]election.NodeID) {
-	s.cut, s.changed = map[[2]election.NodeID]bool{}, true
-	group := map[election.NodeID]int{}
-	for gi, g := range groups {
-		for _, id := range g {
-			group[id] = gi + 1
-		}
-	}
-	for _, a := range s.nodes {
-		for _, b := range s.nodes {
-			if a != b && (group[a.id] == 0 || group[a.id] != group[b.id]) {
-				s.Cut(a.id, b.id)
-			}
-		}
-	}
-}
-
-// Bridge splits the cluster into two halves that only bridge sees both of.
-func (s *Sim) Bridge(bridge election.NodeID, left, right []election.NodeID) {
-	s.Partition(append(slices.Clone(left), bridge), append(slices.Clone(right), bridge))
-	for _, id := range left {
-		delete(s.cut, [2]election.NodeID{bridge, id})
-		delete(s.cut, [2]election.NodeID{id, bridge})
-	}
-	s.changed = true
-}
-
-// LateView has node at's membership learn that node of is alive again no
-// sooner than ticks from now, as memberlist learns members back one at a
-// time after a heal: in the chaos run a follower back from isolation sent
-// its first round while it still held the leader dead.
-func (s *Sim) LateView(at, of election.NodeID, ticks int) {
-	s.late[[2]election.NodeID{at, of}] = s.now + uint64(ticks)
-	s.changed = true
-}
-
-// Heal removes every cut, drop and delay.
-func (s *Sim) Heal() {
-	s.cut, s.changed = map[[2]election.NodeID]bool{}, true
-	s.DropRate, s.MaxDelay = 0, 0
-	if s.Trace != nil {
-		s.Trace("t=%d heal", s.now)
-	}
-}
-
-func (s *Sim) linked(a, b election.NodeID) bool { return !s.cut[[2]election.NodeID{a, b}] }
-
-// visible is what gossip would say: o runs and the link works both ways.
-func (s *Sim) visible(n, o *node) bool { return o.up && s.linked(n.id, o.id) && s.linked(o.id, n.id) }
-
 // ---- running ----
 
 // Inject feeds an event to node id, as membership or the transport would.
@@ -413,98 +314,6 @@ func (s *Sim) deliver() {
 			s.Check.fail("node %d rejected a well-formed message: %v", n.id, err)
 		}
 	}
-}
-
-// gossip is one round of membership: each node declares dead the members it
-// cannot reach both ways, and learns a member it can reach is alive only as
-// memberlist would: the member restarted (a new incarnation, which it
-// announces by joining), or it was declared dead less than DeadGossipTicks
-// ago (gossip still reaches it, and it refutes). Otherwise the two stay
-// apart until a join (rejoin).
-func (s *Sim) gossip() {
-	s.split = false
-	for _, n := range s.nodes {
-		if !n.up {
-			continue
-		}
-		for _, o := range s.nodes {
-			if o == n {
-				continue
-			}
-			vis := s.visible(n, o)
-			switch {
-			case vis == n.view[o.id]:
-			case !vis:
-				s.setView(n, o, false)
-			case o.inc > n.deadInc[o.id] || s.now-n.deadAt[o.id] <= uint64(s.opts.DeadGossipTicks):
-				s.setView(n, o, true)
-			default:
-				s.split = true
-			}
-		}
-	}
-}
-
-func (s *Sim) setView(n, o *node, alive bool) {
-	if n.view[o.id] == alive {
-		return
-	}
-	if k := [2]election.NodeID{n.id, o.id}; alive && s.late[k] != 0 {
-		if s.now < s.late[k] {
-			s.changed = true // a later gossip round tries again
-			return
-		}
-		delete(s.late, k)
-	}
-	n.view[o.id] = alive
-	ev := election.Event{Type: election.EventJoin, Member: s.member(o.id)}
-	if !alive {
-		ev.Type = election.EventDead
-		n.deadAt[o.id], n.deadInc[o.id] = s.now, o.inc
-	}
-	n.sm.Observe(ev)
-}
-
-// rejoin runs every node's retry-join: it joins the members its policy
-// names. A join between two nodes that can reach each other makes them
-// alive to each other, and each refutes the other side's verdict of death,
-// so every node that can reach them learns they are alive.
-func (s *Sim) rejoin() {
-	s.split = false
-	for _, n := range s.nodes {
-		if !n.up {
-			continue
-		}
-		var missing []*node
-		alone := true
-		for _, o := range s.nodes {
-			if o == n {
-				continue
-			}
-			if n.view[o.id] {
-				alone = false
-			} else {
-				missing = append(missing, o)
-			}
-		}
-		if s.opts.Rejoin == RejoinAlone && !alone {
-			continue
-		}
-		for _, o := range missing {
-			if !s.visible(n, o) {
-				continue
-			}
-			for _, x := range s.nodes {
-				if x.up && x != n && s.visible(x, n) {
-					s.setView(x, n, true)
-				}
-				if x.up && x != o && s.visible(x, o) {
-					s.setView(x, o, true)
-				}
-			}
-		}
-	}
-	s.changed = true // a last gossip round finds what is still apart
 }
 
 func (s *Sim) drain() {

@@ -1,0 +1,56 @@
+package election
+
+import "fmt"
+
+// Campaign implements StateMachine.
+func (c *core) Campaign() {
+	if c.role == RoleLeader && !c.excluded() {
+		return
+	}
+	c.algo.Campaign(c.host())
+}
+
+// exclude keeps this node out of elections for a few rounds, or until a
+// leader is settled.
+func (c *core) exclude() {
+	c.excludeEnd = c.now + uint64(3*(c.cfg.ElectionTimeoutTicks+c.cfg.LeaderTimeoutTicks))
+}
+
+// Resign implements StateMachine.
+func (c *core) Resign() error {
+	if c.role != RoleLeader {
+		return ErrNotLeader
+	}
+	if len(c.members) == 0 {
+		return ErrNoCandidate
+	}
+	c.exclude()
+	c.noLeader(0)
+	if c.q != nil {
+		c.stepDown() // free the followers of their promises
+	}
+	c.algo.Campaign(c.host())
+	return nil
+}
+
+// Transfer implements StateMachine.
+func (c *core) Transfer(to NodeID) error {
+	if c.role != RoleLeader {
+		return ErrNotLeader
+	}
+	if to == c.cfg.ID {
+		return nil
+	}
+	if _, ok := c.members[to]; !ok {
+		return fmt.Errorf("%w: %d is not a live member", ErrUnknownNode, to)
+	}
+	t := c.leaderTerm
+	c.exclude()
+	c.noLeader(0)
+	c.handingEnd = c.now + uint64(c.cfg.LeaderTimeoutTicks)
+	if c.q != nil {
+		c.stepDown() // free the followers of their promises
+	}
+	c.send(Message{Type: MsgTimeoutNow, To: to, Term: t})
+	return nil
+}
