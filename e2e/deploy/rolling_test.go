@@ -5,7 +5,7 @@ package deploy
 // measured over each whole update (issue 13: goal <= 100 ms in total).
 //
 // Each pod is what the kubelet would make of the overlay's pod template
-// (plain; TestSecureRollingUpdateInDocker runs the secure one): a pause container (`electord pause`) that holds the pod's
+// (plain; TestSecureRollingUpdateInDocker runs the secure one): a pause container (tools/cmd/pause) that holds the pod's
 // network namespace, hostname my-app-<ordinal> and address on a
 // user-defined network, where it carries the headless Service's name as a
 // network alias (electord-peers.default.svc, what --join resolves); the
@@ -99,16 +99,18 @@ type sim struct {
 	network  string
 	image    string
 	appImage string
-	tmpl     *pod // the plain overlay's pod template
-	args     []string
-	health   string // the health port
-	ready    string // readiness path
-	live     string // liveness (startup) path
-	volumes  []string
-	mounts   []string // -v flags: the Secret volumes
-	creds    credentials.TransportCredentials
-	grace    int64
-	appEnv   []string // -e flags for the app beyond the manifest's
+	// pauseImage holds tools/cmd/pause, the pod's pause process.
+	pauseImage string
+	tmpl       *pod // the plain overlay's pod template
+	args       []string
+	health     string // the health port
+	ready      string // readiness path
+	live       string // liveness (startup) path
+	volumes    []string
+	mounts     []string // -v flags: the Secret volumes
+	creds      credentials.TransportCredentials
+	grace      int64
+	appEnv     []string // -e flags for the app beyond the manifest's
 	// adminCreds: an admin client's (the secure overlay) for commands
 	adminCreds credentials.TransportCredentials
 
@@ -169,6 +171,10 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 	appDocker := filepath.Join(t.TempDir(), "Dockerfile")
 	os.WriteFile(appDocker, []byte("FROM scratch\nCOPY exampleapp /exampleapp\nUSER 65532:65532\nENTRYPOINT [\"/exampleapp\"]\n"), 0o644)
 	buildImage(ctx, t, ".", "./exampleapp", appDocker, "exampleapp", s.appImage, s.label)
+	s.pauseImage = "electord-e2e-deploy-pause:" + s.label
+	pauseDocker := filepath.Join(t.TempDir(), "Dockerfile")
+	os.WriteFile(pauseDocker, []byte("FROM scratch\nCOPY pause /pause\nUSER 65532:65532\nENTRYPOINT [\"/pause\"]\n"), 0o644)
+	buildImage(ctx, t, filepath.Join(root, "tools"), "./cmd/pause", pauseDocker, "pause", s.pauseImage, s.label)
 
 	s.network = "electord-e2e-deploy-" + s.label
 	if _, err := docker(ctx, "network", "create", "--label", labelKey+"="+s.label, s.network); err != nil {
@@ -535,7 +541,7 @@ func (s *sim) startPod(ord, rev int) error {
 	if _, err := docker(s.ctx, "run", "-d", "--name", p.prefix+"-pause", "--hostname", name,
 		"--network", s.network, "--network-alias", svc+"."+namespace+".svc", "--network-alias", svc,
 		"--user", "65532:65532", "--read-only", "--cap-drop", "ALL", "--label", labelKey+"="+s.label,
-		s.image, "pause"); err != nil {
+		s.pauseImage); err != nil {
 		return err
 	}
 	out, err := docker(s.ctx, "inspect", "-f", "{{.State.Pid}} {{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", p.prefix+"-pause")
