@@ -39,15 +39,17 @@ proto-check:
 ## test: every test, as CI runs it (.ci/run). The product module and the
 ## tools module run side by side (their tests mostly wait on real processes
 ## and real timeouts, not on the CPU), the tools' output shown when both are
-## done; then each test-only module under e2e/ (a real Kubernetes API
+## done (an interrupt stops both: the tools run in a process group of their
+## own, which the interrupt's trap ends); then each test-only module under e2e/ (a real Kubernetes API
 ## server, kustomize, a headless browser), which keep their heavy
 ## dependencies out of the product's go.mod. Each e2e module installs what
 ## it needs from Debian's packages if it is missing, and says so.
 test:
-	@tools_log=$$(mktemp); trap 'rm -f "$$tools_log"' EXIT; \
-	$(MAKE) --no-print-directory test-tools >"$$tools_log" 2>&1 & tools=$$!; \
+	@tools_log=$$(mktemp); \
+	setsid $(MAKE) --no-print-directory test-tools >"$$tools_log" 2>&1 & tools=$$!; \
+	trap 'kill -TERM -$$tools 2>/dev/null; rm -f "$$tools_log"; exit 130' INT TERM; \
 	$(MAKE) --no-print-directory test-product; product=$$?; \
-	wait $$tools; tools_rc=$$?; cat "$$tools_log"; \
+	wait $$tools; tools_rc=$$?; cat "$$tools_log"; rm -f "$$tools_log"; \
 	[ $$product -eq 0 ] && [ $$tools_rc -eq 0 ]
 	@$(MAKE) --no-print-directory test-e2e
 

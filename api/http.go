@@ -16,7 +16,6 @@ const (
 	httpReadTimeout       = 10 * time.Second // requests have no body worth waiting for
 	httpWriteTimeout      = 10 * time.Second // per response; /watch renews it before every write
 	httpIdleTimeout       = 60 * time.Second // keep-alive connections between requests
-	httpMaxHeaderBytes    = 16 << 10
 	// SSEKeepAlive is how often /watch sends a comment line when nothing
 	// happened, so proxies and clients see the stream is alive.
 	SSEKeepAlive = 15 * time.Second
@@ -118,10 +117,12 @@ func NewHTTPHandler(b Backend) http.Handler {
 }
 
 // NewHTTPServer returns an *http.Server for NewHTTPHandler(b), with read,
-// write and idle timeouts set; run it with Serve(listener) (or set Addr).
+// write and idle timeouts set and request headers bounded by
+// maxHeaderBytes (the max-header-list-bytes key, which bounds the gRPC
+// API's headers too); run it with Serve(listener) (or set Addr).
 // Its /watch streams end when the server shuts down (Shutdown would wait
 // for them otherwise).
-func NewHTTPServer(b Backend) *http.Server {
+func NewHTTPServer(b Backend, maxHeaderBytes int) *http.Server {
 	done := make(chan struct{})
 	srv := &http.Server{
 		Handler:           &httpHandler{b: b, keepAlive: SSEKeepAlive, done: done},
@@ -129,7 +130,7 @@ func NewHTTPServer(b Backend) *http.Server {
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
 		IdleTimeout:       httpIdleTimeout,
-		MaxHeaderBytes:    httpMaxHeaderBytes,
+		MaxHeaderBytes:    maxHeaderBytes,
 	}
 	srv.RegisterOnShutdown(func() { close(done) })
 	return srv

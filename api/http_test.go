@@ -216,7 +216,10 @@ func TestHTTPWatch(t *testing.T) {
 
 func TestHTTPServerShutdownEndsWatch(t *testing.T) {
 	c := apitest.NewCluster(1)
-	srv := api.NewHTTPServer(c.Node(1))
+	srv := api.NewHTTPServer(c.Node(1), apitest.Limits().MaxHeaderListBytes)
+	if srv.MaxHeaderBytes != apitest.Limits().MaxHeaderListBytes {
+		t.Fatalf("MaxHeaderBytes %d, want the configured %d", srv.MaxHeaderBytes, apitest.Limits().MaxHeaderListBytes)
+	}
 	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 || srv.WriteTimeout == 0 || srv.IdleTimeout == 0 {
 		t.Fatalf("timeouts not set: %+v", srv)
 	}

@@ -287,8 +287,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.registerGRPCHealth(d.apiSrv)
-	d.httpSrv = api.NewHTTPServer(b)
-	d.httpSrv.MaxHeaderBytes = limits.MaxHeaderListBytes
+	d.httpSrv = api.NewHTTPServer(b, limits.MaxHeaderListBytes)
 	// The sidecar serves a connection per /watch: room for every allowed
 	// watch on top of max-conns, so a watch flood cannot keep /leader and
 	// /healthz (the kubelet's probes) from being answered.

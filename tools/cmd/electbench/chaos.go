@@ -20,7 +20,7 @@ import (
 )
 
 // chaosCmd is `electbench chaos`: the seeded fault schedule of
-// internal/chaos on real processes in network namespaces, for a duration,
+// tools/chaos on real processes in network namespaces, for a duration,
 // for each algorithm and quorum setting given; it prints fault counts,
 // heal-to-agreement p50/p99/max and every violation. It needs root.
 //

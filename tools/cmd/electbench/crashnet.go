@@ -20,7 +20,7 @@ import (
 
 // crashNet (electbench crash) measures crash failover on a cluster the fault
 // harness builds: each node on its own address, in a network namespace or,
-// with --docker, in a container of its own pod (internal/faultnet), so the
+// with --docker, in a container of its own pod (tools/faultnet), so the
 // survivors reach the leader over a real network. It SIGKILLs the leader's
 // electord process (the pod, or the namespace, keeps its address: the
 // kernel refuses connections, as on a live host) and measures until every
@@ -54,7 +54,7 @@ func crashNet(args []string) error {
 
 	place := "network namespaces (veth pairs on one bridge)"
 	if *docker {
-		place = "Docker containers, one pod each (electord in the network namespace of an `electord pause` container), on a user-defined network"
+		place = "Docker containers, one pod each (electord in the network namespace of a pause container (tools/cmd/pause)), on a user-defined network"
 	}
 	pr("# electbench crash\n\n`electbench crash %s`\n\n", strings.Join(args, " "))
 	pr("- %s, %s/%s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg())
