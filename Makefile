@@ -36,22 +36,23 @@ proto-check:
 
 .PHONY: test test-product test-tools test-e2e
 
-## test: every test, as CI runs it (.ci/run). The product module and the
-## tools module run side by side (their tests mostly wait on real processes
-## and real timeouts, not on the CPU), the tools' output shown when both are
-## done (an interrupt stops both: the tools run in a process group of their
-## own, which the interrupt's trap ends); then each test-only module under e2e/ (a real Kubernetes API
-## server, kustomize, a headless browser), which keep their heavy
-## dependencies out of the product's go.mod. Each e2e module installs what
-## it needs from Debian's packages if it is missing, and says so.
+## test: every test, as CI runs it (.ci/run). Three parts: the product
+## module; the tools module (tools/); and the test-only modules under e2e/
+## (a real Kubernetes API server, kustomize, a headless browser), which keep
+## their heavy dependencies out of the product's go.mod and install what
+## they need from Debian's packages if it is missing. Their tests mostly
+## wait on real processes and real timeouts, not on the CPU, so the tools
+## run beside the other two: the product first (it is the CPU-bound part,
+## under the race detector), then e2e. The tools' output is shown when all
+## are done. An interrupt stops everything: the tools run in a process group
+## of their own, which the interrupt's trap ends.
 test:
 	@tools_log=$$(mktemp); \
 	setsid $(MAKE) --no-print-directory test-tools >"$$tools_log" 2>&1 & tools=$$!; \
 	trap 'kill -TERM -$$tools 2>/dev/null; rm -f "$$tools_log"; exit 130' INT TERM; \
-	$(MAKE) --no-print-directory test-product; product=$$?; \
+	$(MAKE) --no-print-directory test-product && $(MAKE) --no-print-directory test-e2e; rc=$$?; \
 	wait $$tools; tools_rc=$$?; cat "$$tools_log"; rm -f "$$tools_log"; \
-	[ $$product -eq 0 ] && [ $$tools_rc -eq 0 ]
-	@$(MAKE) --no-print-directory test-e2e
+	[ $$rc -eq 0 ] && [ $$tools_rc -eq 0 ]
 
 ## test-product: the product module with the race detector, except the pure
 ## election core and its simulator: election/ has one goroutine (a test there

@@ -85,8 +85,12 @@ func startForger(t *testing.T, id uint64, peer, key, seed string) {
 // TestSecureClusterSlotAfterPartitionHeal below, and
 // membership.TestSlotAfterPartitionHeal on memberlist nodes alone.
 func TestSecureClusterForgedClaims(t *testing.T) {
-	for _, ps := range []string{"lf", "grpc"} {
-		t.Run(ps, testForgedClaims)
+	// Two clusters at a time (see TestSecureCluster).
+	for _, ps := range peerServers {
+		t.Run(ps, func(t *testing.T) {
+			t.Parallel()
+			testForgedClaims(t)
+		})
 	}
 }
 

@@ -62,15 +62,10 @@ var secureTiming = []string{"--heartbeat-timeout", "4s", "--gossip-preset", "lan
 // The leadership is watched on every node's WatchLeader stream from before
 // the first rotation to the end: any other leader or term fails the test.
 func TestSecureCluster(t *testing.T) {
-	for _, alg := range algorithms {
-		t.Run(alg, func(t *testing.T) {
-			// One cluster at a time: the rotation phases judge that nothing
-			// moves, on a machine that may be busy.
-			for _, ps := range []string{"lf", "grpc"} {
-				t.Run(ps, func(t *testing.T) { testSecureCluster(t, alg) })
-			}
-		})
-	}
+	// Two clusters at a time, one per algorithm, as forEachAlgorithm runs
+	// them: the rotation phases judge that nothing moves, and secureTiming
+	// lets a node be descheduled for seconds without a suspicion.
+	forEachAlgorithm(t, testSecureCluster)
 }
 
 func testSecureCluster(t *testing.T, alg string) {
@@ -260,8 +255,12 @@ func testSecureCluster(t *testing.T, alg string) {
 // certificate's node), and a process exports no counter (the refusals are
 // counted in transport.ServerStats and node.Counters, in memory only).
 func TestSecureClusterAttacks(t *testing.T) {
-	for _, ps := range []string{"lf", "grpc"} {
-		t.Run(ps, testSecureAttacks)
+	// Two clusters at a time (see TestSecureCluster).
+	for _, ps := range peerServers {
+		t.Run(ps, func(t *testing.T) {
+			t.Parallel()
+			testSecureAttacks(t)
+		})
 	}
 }
 
