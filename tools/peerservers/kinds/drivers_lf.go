@@ -2,10 +2,11 @@ package kinds
 
 import (
 	"errors"
+	"runtime"
+	"time"
 
 	"google.golang.org/grpc"
 
-	"github.com/electord/electord/config"
 	"github.com/electord/electord/transport/lf"
 	"github.com/electord/electord/transport/lf/engine"
 )
@@ -34,21 +35,33 @@ func init() {
 	}
 }
 
-// maxConns is the pool's connection limit in the benchmark: peerbench's
-// idle and heartbeat shapes open 1,000 connections each, just under a
-// node's 1,024, so the servers it measures accept up to 4,096 and the limit
-// never shapes a result.
-const maxConns = 4096
+// The pool's settings in the benchmark. They are a node's values
+// (config.Default; TestPoolConfigIsANodes keeps them so), written out here
+// because the benchmark's server process must not link the config package
+// (viper, memberlist): what it would allocate at start moves the garbage
+// collector's targets, and with them the memory per idle connection that
+// peerbench measures. The connection limit is the benchmark's own: the idle
+// and heartbeat shapes open 1,000 connections each, just under a node's
+// 1,024, so the servers it measures accept up to 4,096 and the limit never
+// shapes a result.
+const (
+	maxConns         = 4096
+	handshakeTimeout = 10 * time.Second
+	idleTimeout      = 5 * time.Minute
+	maxBufferedBytes = 32 << 20
+)
 
-// poolConfig is the lf pool's Config for opts: a node's settings
-// (config.Default) but for the pool size (opts.Workers; 0: a node's), the
-// limits, TLS and the connection limit, which the benchmark chooses.
+// workersPerCPU is a node's pool size per GOMAXPROCS (config's peer-workers 0).
+const workersPerCPU = 2
+
+// poolConfig is the lf pool's Config for opts: a node's settings but for
+// the pool size (opts.Workers; 0: a node's), the limits, TLS and the
+// connection limit, which the benchmark chooses.
 func poolConfig(opts Options) lf.Config {
-	d := config.Default()
 	workers := opts.Workers
 	if workers == 0 {
-		workers = d.PeerWorkerCount()
+		workers = workersPerCPU * runtime.GOMAXPROCS(0)
 	}
 	return lf.Config{Workers: workers, Limits: opts.limits(), TLS: opts.TLS, MaxConns: maxConns,
-		HandshakeTimeout: d.HandshakeTimeout, IdleTimeout: d.IdleTimeout, MaxBufferedBytes: d.PeerMaxBufferedBytes}
+		HandshakeTimeout: handshakeTimeout, IdleTimeout: idleTimeout, MaxBufferedBytes: maxBufferedBytes}
 }
