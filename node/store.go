@@ -172,9 +172,16 @@ func (s *TermStore) Durable() Persisted { return s.durable }
 // RecoverTerm rewrites the term file of dir so that the node starts at a
 // term of at least atLeast: the operator's way out of ErrTermStore. It can
 // only raise what a readable file held; a missing or unreadable one is
-// replaced (the leadership term it knew is lost, and reported as 0 until
-// the node hears of a leader). It returns what was there (zero if
-// unreadable) and what is there now.
+// replaced. The leader file is kept when its checksum holds and it agrees
+// with what is left: at most a readable term file's term (above it, Load
+// calls it inconsistent), within the range a node starts with when the term
+// file is the damaged one. Its leadership term is a term the node saw, so
+// the new term is at least that term too, even above atLeast: terms never
+// go back, and the node reports that leadership after the repair instead of
+// 0. A leader file that cannot be trusted is replaced, and the leadership
+// term is what a readable term file held, else 0 until the node hears of a
+// leader. It returns what was there (the term zero if unreadable, the
+// leadership term of either file) and what is there now.
 func RecoverTerm(dir string, atLeast election.Term) (old, now Persisted, err error) {
 	if dir == "" {
 		return old, now, errors.New("recover-term: --data-dir is required")
@@ -186,17 +193,24 @@ func RecoverTerm(dir string, atLeast election.Term) (old, now Persisted, err err
 	if err != nil {
 		return old, now, err
 	}
+	termOK := false
 	if b, rerr := os.ReadFile(filepath.Join(dir, termFile)); rerr == nil {
 		if p, derr := decodeTerms(b); derr == nil {
-			old = p
+			old, termOK = p, true
 		}
 	}
-	if slot, err := readLeaderFile(dir); err == nil && slot.term <= old.Term {
-		old.LeaderTerm = max(old.LeaderTerm, slot.term)
+	if slot, err := readLeaderFile(dir); err == nil {
+		if termOK && slot.term <= old.Term || !termOK && slot.term.Epoch() <= election.MaxConfigEpoch {
+			old.LeaderTerm = max(old.LeaderTerm, slot.term)
+		}
 	}
-	now = Persisted{Term: max(old.Term, atLeast), LeaderTerm: min(old.LeaderTerm, max(old.Term, atLeast))}
-	// A new leader file too (it may be the damaged one): write marks the dir
-	// afresh.
+	now = Persisted{Term: max(old.Term, old.LeaderTerm, atLeast), LeaderTerm: old.LeaderTerm}
+	// write makes a new leader file first (it may be the damaged one) and
+	// marks the dir afresh. It holds the leadership term kept, which is on
+	// disk already and at most the term file's term whenever that file is
+	// readable, so a crash at any step leaves a dir that loads or that
+	// recover-term repairs to the same result.
+	s.durable = old
 	if err := s.write(now); err != nil {
 		return old, now, err
 	}

@@ -356,3 +356,78 @@ func TestRetryKeepsTheLeaderTermWrittenInPlace(t *testing.T) {
 		t.Fatalf("after the failed retry and a restart: %+v, %v; want leader term %v", got, err, l2)
 	}
 }
+
+// recover-term keeps a leader file whose checksum holds when the term file
+// is the damaged one: the leadership term it records is one the node saw,
+// so the recovered term is at least that term (terms never go back) and
+// the node reports that leadership, not 0, until it hears a newer one. A
+// damaged leader file, or one beyond the range a node can start with, is
+// replaced as before: the operator's term rules and the leadership is 0.
+func TestRecoverTermKeepsAnIntactLeaderFile(t *testing.T) {
+	lt := election.Term(80<<election.SlotBits | 2)
+	// prepare leaves a dir whose leader file holds lt (written in place,
+	// so the term file still says 68.3) and whose term file is garbage.
+	prepare := func(t *testing.T) string {
+		dir, want := savedStore(t)
+		s := loadedStore(t, dir, want)
+		if err := s.Save(0, lt); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, termFile), []byte("45"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for _, c := range []struct {
+		name    string
+		atLeast election.Term
+		want    Persisted
+	}{
+		{"operator term below the leader file's", 3 << election.SlotBits, Persisted{Term: lt, LeaderTerm: lt}},
+		{"operator term above it", 100 << election.SlotBits, Persisted{Term: 100 << election.SlotBits, LeaderTerm: lt}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := prepare(t)
+			old, now, err := RecoverTerm(dir, c.atLeast)
+			if err != nil || now != c.want || old.LeaderTerm != lt {
+				t.Fatalf("recover-term --at-least %v: old %+v now %+v (%v); want now %+v, old leader term %v", c.atLeast, old, now, err, c.want, lt)
+			}
+			loadedStore(t, dir, c.want)
+			if slot, err := readLeaderFile(dir); err != nil || slot.term != lt {
+				t.Fatalf("leader file after recover-term: %+v, %v; want it to hold %v", slot, err, lt)
+			}
+		})
+	}
+	damaged := map[string]func(b []byte) []byte{
+		"both slots corrupt": func(b []byte) []byte {
+			b[3] ^= 0xff
+			b[leaderSlotGap+3] ^= 0xff
+			return b
+		},
+		"truncated": func(b []byte) []byte { return b[:len(b)-1] },
+		"beyond the range": func([]byte) []byte {
+			b := make([]byte, leaderSlotGap+leaderSlotLen)
+			copy(b, encodeLeaderSlot(leaderSlot{seq: 9, term: election.Term(uint64(election.MaxConfigEpoch+1) << election.SlotBits)}))
+			return b
+		},
+	}
+	for name, damage := range damaged {
+		t.Run("leader file "+name, func(t *testing.T) {
+			dir := prepare(t)
+			path := filepath.Join(dir, leaderFile)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, damage(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			atLeast := election.Term(3 << election.SlotBits)
+			want := Persisted{Term: atLeast}
+			if _, now, err := RecoverTerm(dir, atLeast); err != nil || now != want {
+				t.Fatalf("recover-term: %+v, %v; want %+v", now, err, want)
+			}
+			loadedStore(t, dir, want)
+		})
+	}
+}

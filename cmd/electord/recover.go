@@ -20,7 +20,9 @@ func newRecoverTermCmd() *cobra.Command {
 term file is truncated, corrupt, unreadable or gone (exit code 3). Give it
 a term at least as high as any the cluster used: the highest term another
 node reports (electctl status), as epoch.slot (58.3) or as the integer
-fencing token. A readable file is only ever raised, never lowered.`,
+fencing token. A readable file is only ever raised, never lowered. An
+intact leader file is kept: its leadership term is one the node saw, so
+the term written is at least that term, even above --at-least.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" || atLeast == "" {
@@ -34,7 +36,14 @@ fencing token. A readable file is only ever raised, never lowered.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: term %v (was %v), last leadership %v\n", dir, now.Term, old.Term, now.LeaderTerm)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: term %v (was %v), last leadership %v", dir, now.Term, old.Term, now.LeaderTerm)
+			if now.Term > max(t, old.Term) {
+				// Only the leader file's leadership term raises the term
+				// above both: the operator's term was below a term this
+				// node saw.
+				fmt.Fprintf(cmd.OutOrStdout(), "; the term is raised above --at-least %v to the leadership term the leader file kept", t)
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
 			return nil
 		},
 	}
