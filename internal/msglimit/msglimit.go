@@ -7,11 +7,15 @@ package msglimit
 
 import (
 	"context"
+	"log/slog"
 	"regexp"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,19 +27,19 @@ const Key = "max-message-bytes"
 // size bytes is larger than the receiver's limit.
 func Refused(size, limit int) *status.Status {
 	return status.Newf(codes.ResourceExhausted,
-		"a %d-byte message was refused: the receiver's %s is %d", size, Key, limit)
+		"message of %d bytes refused: the receiver's %s is %d", size, Key, limit)
 }
 
 // notSent: the sender's own limit stopped the request before it left.
 func notSent(size, limit int) error {
 	return status.Errorf(codes.ResourceExhausted,
-		"a %d-byte message was not sent: this node's %s is %d", size, Key, limit)
+		"message of %d bytes not sent: this node's %s is %d", size, Key, limit)
 }
 
 // replyRefused: the caller's limit refused the server's reply.
 func replyRefused(size, limit int) error {
 	return status.Errorf(codes.ResourceExhausted,
-		"a %d-byte reply was refused: this node's %s is %d", size, Key, limit)
+		"reply of %d bytes refused: this node's %s is %d", size, Key, limit)
 }
 
 // grpcText matches grpc-go's own texts for a message over a size limit:
@@ -45,29 +49,36 @@ func replyRefused(size, limit int) error {
 // handler or interceptor of ours runs).
 var grpcText = regexp.MustCompile(`(trying to send|received) message larger than max \((\d+) vs\. (\d+)\)`)
 
+// parse reads grpc-go's text for a message over a size limit from err:
+// whether it was the sending side's, the message's size and the limit.
+func parse(err error) (sending bool, size, limit int, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.ResourceExhausted {
+		return false, 0, 0, false
+	}
+	m := grpcText.FindStringSubmatch(st.Message())
+	if m == nil {
+		return false, 0, 0, false
+	}
+	size, err1 := strconv.Atoi(m[2])
+	limit, err2 := strconv.Atoi(m[3])
+	return m[1] == "trying to send", size, limit, err1 == nil && err2 == nil
+}
+
 // Name returns err with grpc-go's text for a message over a size limit
 // replaced by one naming Key; any other error is returned as it is. req is
 // the call's request: a received message of exactly its size is the
 // request, refused by the server; any other received message is the reply,
 // refused by this side.
 func Name(err error, req any) error {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.ResourceExhausted {
+	sending, size, limit, ok := parse(err)
+	switch {
+	case !ok:
 		return err
-	}
-	m := grpcText.FindStringSubmatch(st.Message())
-	if m == nil {
-		return err
-	}
-	size, err1 := strconv.Atoi(m[2])
-	limit, err2 := strconv.Atoi(m[3])
-	if err1 != nil || err2 != nil {
-		return err
-	}
-	if m[1] == "trying to send" {
+	case sending:
 		return notSent(size, limit)
 	}
-	if p, ok := req.(proto.Message); ok && proto.Size(p) == size {
+	if p, isProto := req.(proto.Message); isProto && proto.Size(p) == size {
 		return Refused(size, limit).Err()
 	}
 	return replyRefused(size, limit)
@@ -81,4 +92,42 @@ func UnaryClientInterceptor(ctx context.Context, method string, req, reply any, 
 		return Name(err, req)
 	}
 	return nil
+}
+
+// LogRefusals is a server's stats.Handler that logs, at WARN and at most
+// once a second, a call whose request the server refused for its size,
+// with a text naming Key. A grpc-go server writes its own text to the
+// caller before any handler or interceptor runs, so the log is where an
+// operator can learn which key refused the request. port names the server
+// in the line.
+func LogRefusals(log *slog.Logger, port string) stats.Handler {
+	return &refusalLog{log: log, port: port}
+}
+
+type refusalLog struct {
+	log     *slog.Logger
+	port    string
+	lastLog atomic.Int64 // UnixNano of the last line
+}
+
+func (r *refusalLog) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (r *refusalLog) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (r *refusalLog) HandleConn(context.Context, stats.ConnStats)                       {}
+
+func (r *refusalLog) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	end, isEnd := s.(*stats.End)
+	if !isEnd || end.Error == nil {
+		return
+	}
+	sending, size, limit, ok := parse(end.Error)
+	if !ok || sending {
+		return
+	}
+	now, last := time.Now().UnixNano(), r.lastLog.Load()
+	if now-last < int64(time.Second) || !r.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	method, _ := grpc.Method(ctx)
+	r.log.Warn(r.port+": refused a request over max-message-bytes (further ones within 1 s are not logged)",
+		"method", method, "err", Refused(size, limit).Message())
 }

@@ -21,11 +21,11 @@ func TestName(t *testing.T) {
 		want string
 	}{
 		{status.Error(codes.ResourceExhausted, "trying to send message larger than max (5003 vs. 4096)"),
-			"a 5003-byte message was not sent: this node's max-message-bytes is 4096"},
+			"message of 5003 bytes not sent: this node's max-message-bytes is 4096"},
 		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5003 vs. 4096)"),
-			"a 5003-byte message was refused: the receiver's max-message-bytes is 4096"},
+			"message of 5003 bytes refused: the receiver's max-message-bytes is 4096"},
 		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (9000 vs. 4096)"),
-			"a 9000-byte reply was refused: this node's max-message-bytes is 4096"},
+			"reply of 9000 bytes refused: this node's max-message-bytes is 4096"},
 	} {
 		got := Name(c.in, req)
 		if st := status.Convert(got); st.Code() != codes.ResourceExhausted || st.Message() != c.want {

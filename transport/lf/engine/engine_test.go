@@ -178,7 +178,7 @@ func TestEngineStatusAndMetadata(t *testing.T) {
 	big := wrapperspb.Bytes(make([]byte, 2<<10))
 	err = cc.Invoke(ctx, "/enginetest.T/Echo", big, new(wrapperspb.BytesValue))
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted ||
-		st.Message() != fmt.Sprintf("a %d-byte message was refused: the receiver's max-message-bytes is 1024", proto.Size(big)) {
+		st.Message() != fmt.Sprintf("message of %d bytes refused: the receiver's max-message-bytes is 1024", proto.Size(big)) {
 		t.Fatalf("oversize: got %v", err)
 	}
 	var hdr, trl metadata.MD
