@@ -23,6 +23,7 @@ import (
 	"github.com/electord/electord/api"
 	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/internal/msglimit"
 	"github.com/electord/electord/membership"
 	"github.com/electord/electord/node"
 	"github.com/electord/electord/security"
@@ -278,7 +279,11 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), Forward: d.Security.ForwardCredentials,
 			Cluster: d.cluster(), Logger: log}
 	}
-	if d.apiSrv, err = api.NewSecureGRPCServer(b, limits, d.APISecurity, d.apiOptions()...); err != nil {
+	// grpc-go answers an API request over max-message-bytes with its own
+	// text, written before any code of ours runs, which does not name the
+	// key: the log does, for the operator.
+	apiOpts := append(d.apiOptions(), grpc.StatsHandler(msglimit.LogRefusals(log, "api port")))
+	if d.apiSrv, err = api.NewSecureGRPCServer(b, limits, d.APISecurity, apiOpts...); err != nil {
 		// Validate checked every limit; this is a field Start forgot.
 		tr.Close()
 		first.Shutdown()

@@ -1,9 +1,13 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/electord/electord/daemon"
@@ -21,12 +26,14 @@ import (
 // A daemon applies max-header-list-bytes to its API (gRPC) and sidecar
 // (HTTP) servers and max-message-bytes to API requests: with 4 KiB, a
 // 6 KiB header list fails on the API, a 12 KiB header block gets 431 from
-// the sidecar, and an 8 KiB request gets ResourceExhausted. Before, the
+// the sidecar, and an 8 KiB request gets ResourceExhausted, logged with a
+// text naming max-message-bytes (before, nothing was logged). Before, the
 // limits were 16 KiB, 16 KiB and 64 KiB.
 func TestDaemonAPILimitsFromConfig(t *testing.T) {
 	cfg := devcluster.Config(1, devcluster.Options{Nodes: 1, Algorithm: "bully"}, t.TempDir(), nil)
 	cfg.MaxHeaderListBytes, cfg.MaxMessageBytes = 4096, 4096
-	d, err := daemon.Start(cfg, daemon.Options{})
+	var logged lockedLog
+	d, err := daemon.Start(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +58,24 @@ func TestDaemonAPILimitsFromConfig(t *testing.T) {
 	} else {
 		t.Logf("a 6 KiB header list on the API: %v", err)
 	}
-	err = cc.Invoke(ctx, method, &wrapperspb.BytesValue{Value: make([]byte, 8<<10)}, &wrapperspb.BytesValue{})
+	bigReq := &wrapperspb.BytesValue{Value: make([]byte, 8<<10)}
+	err = cc.Invoke(ctx, method, bigReq, &wrapperspb.BytesValue{})
 	if grpcstatus.Code(err) != codes.ResourceExhausted {
 		t.Errorf("an 8 KiB API request with max-message-bytes 4096: %v, want ResourceExhausted", err)
+	}
+	// grpc-go's text reaches the caller; the log names the key, the size
+	// and the limit (the line is written when the call ends: wait for it).
+	want := fmt.Sprintf("message of %d bytes refused: the receiver's max-message-bytes is 4096", proto.Size(bigReq))
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logged.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("the log does not say %q after an 8 KiB API request:\n%s", want, logged.String())
+			break
+		}
+	}
+	for _, line := range strings.Split(logged.String(), "\n") {
+		if strings.Contains(line, want) {
+			t.Logf("the log: %s", line)
+		}
 	}
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr+"/leader", nil)
@@ -69,4 +91,22 @@ func TestDaemonAPILimitsFromConfig(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a 12 KiB header block on the sidecar with max-header-list-bytes 4096: %d, want 431", resp.StatusCode)
 	}
+}
+
+// lockedLog is a log destination that many goroutines write to.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/internal/msglimit"
 	pb "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/transport/peerauth"
 )
@@ -56,7 +57,8 @@ type GRPCConfig struct {
 	SendTimeout time.Duration
 	// MaxMessageBytes limits what this side sends and accepts as a reply
 	// (the max-message-bytes key; required). A larger message fails locally
-	// with ResourceExhausted.
+	// with ResourceExhausted, its text naming the key and both sizes, as
+	// does one a peer refuses for its own limit.
 	MaxMessageBytes int
 	// QueueLen is the per-peer send queue length (default DefaultQueueLen).
 	QueueLen int
@@ -299,6 +301,10 @@ func (l *grpcLink) dial() (*grpc.ClientConn, pb.PeerClient, error) {
 			grpc.WaitForReady(false),
 		),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: t.cfg.SendTimeout}),
+		// A message over the size limit, refused by this side or by a grpc
+		// peer server, fails with grpc-go's text, which does not say which
+		// key sets the limit: name it (the lf server names it itself).
+		grpc.WithChainUnaryInterceptor(msglimit.UnaryClientInterceptor),
 		// Static flow-control windows: see staticWindow.
 		grpc.WithStaticStreamWindowSize(staticWindow(t.cfg.MaxMessageBytes)),
 		grpc.WithStaticConnWindowSize(staticWindow(t.cfg.MaxMessageBytes)),

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/electord/electord/internal/msglimit"
 )
 
 // Feed hands the Session bytes read from the connection. It parses every
@@ -479,9 +481,12 @@ func (s *Session) onData(f *http2.DataFrame) error {
 	return s.endOfRequest(strm, f.StreamEnded())
 }
 
+// tooLarge ends a call whose request is over MaxRecvMsgBytes. The text names
+// the key that sets the limit (msglimit.Refused), so the caller learns what
+// to change.
 func (s *Session) tooLarge(strm *stream, size int) {
 	strm.body = nil
-	s.answer(strm, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, s.lim.MaxRecvMsgBytes), nil)
+	s.answer(strm, msglimit.Refused(size, s.lim.MaxRecvMsgBytes), nil)
 }
 
 // endOfRequest queues the stream's call once the client half-closed.
