@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/electord/electord/daemon/devcluster"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
+	"github.com/electord/electord/tools/internal/repo"
 	"github.com/electord/electord/tools/internal/testlock"
 )
 
@@ -50,7 +50,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := buildBinaries(dir); err != nil {
+	if err := repo.Build(dir+string(filepath.Separator), false, "./cmd/electord", "./cmd/electctl"); err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building the binaries:", err)
 		return 1
 	}
@@ -59,31 +59,6 @@ func runMain(m *testing.M) int {
 	electordBin = filepath.Join(dir, "electord")
 	electctlBin = filepath.Join(dir, "electctl")
 	return m.Run()
-}
-
-// buildBinaries builds cmd/electord and cmd/electctl into dir, once.
-func buildBinaries(dir string) error {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			return errors.New("no go command found")
-		}
-	}
-	// The test runs in tools/integration/; the product module is two up.
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", dir+string(filepath.Separator),
-		"./cmd/electord", "./cmd/electctl")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%v\n%s", err, out)
-	}
-	return nil
 }
 
 var (

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/electord/electord/tools/chaos"
 	"github.com/electord/electord/tools/faultnet"
 	"github.com/electord/electord/tools/history"
+	"github.com/electord/electord/tools/internal/repo"
 	"github.com/electord/electord/tools/internal/testlock"
 )
 
@@ -61,16 +61,10 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
 	electordBin = filepath.Join(dir, "electord")
-	cmd := exec.Command(gobin, "build", "-o", electordBin, "./cmd/electord")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static: the Docker variant's FROM scratch image takes it too
-	cmd.Dir = filepath.Join("..", "..", "..")       // the product module, from tools/integration/chaos
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "chaos: building electord: %v\n%s", err, out)
+	// Static: the Docker variant's FROM scratch image takes it too.
+	if err := repo.Build(electordBin, true, "./cmd/electord"); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: building electord: %v\n", err)
 		return 1
 	}
 	return m.Run()
