@@ -67,6 +67,12 @@ type cluster struct {
 	dirs   map[election.NodeID]string
 	algo   string
 	quorum int
+	// expect is each node's BootstrapExpect: the cluster's size, as
+	// `electord dev` and the manifests set it. Without it the first
+	// election depends on start order: on a loaded host node 3 of 3 came
+	// up after node 2 had waited a leader timeout and won, and tests
+	// that expect the highest node to lead first failed.
+	expect int
 	// wrap, if set, wraps each node's transport.
 	wrap func(election.NodeID, transport.Transport) transport.Transport
 }
@@ -77,7 +83,8 @@ func newCluster(t *testing.T, algo string, n int) *cluster {
 
 func newClusterWith(t *testing.T, algo string, n int, wrap func(election.NodeID, transport.Transport) transport.Transport) *cluster {
 	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
-		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{}, algo: algo, wrap: wrap}
+		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{}, algo: algo, wrap: wrap,
+		expect: n}
 	for i := 1; i <= n; i++ {
 		c.start(election.NodeID(i))
 	}
@@ -104,7 +111,7 @@ func (c *cluster) start(id election.NodeID) *Node {
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	nd, err := New(fast(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum,
+	nd, err := New(fast(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum, BootstrapExpect: c.expect,
 		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }}))
 	if err != nil {
 		c.t.Fatal(err)

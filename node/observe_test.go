@@ -41,9 +41,6 @@ func TestElectionsKeepsTheLastOldestFirst(t *testing.T) {
 // won an election that started after the old leader stopped.
 func TestElectionsRecordAFailover(t *testing.T) {
 	c := newCluster(t, "bully", 3)
-	for id := election.NodeID(1); id <= 3; id++ {
-		c.start(id)
-	}
 	c.agree(5*time.Second, 3)
 	stopped := time.Now()
 	c.stop(3)
