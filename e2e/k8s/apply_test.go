@@ -173,9 +173,8 @@ func (a *applier) strayWarnings() []string {
 // statefulset_test.go) as dry runs: those are the requests where pod
 // admission (PodSecurity enforcement, ServiceAccount, LimitRanger,
 // ResourceQuota, DefaultStorageClass, AlwaysPullImages) decides. It
-// returns every finding.
-func (a *applier) applyAll(objs []*unstructured.Unstructured) []string {
-	var findings []string
+// returns every finding, and what the dry runs would have created.
+func (a *applier) applyAll(objs []*unstructured.Unstructured) (findings []string, dryRuns []*unstructured.Unstructured) {
 	stored := make([]*unstructured.Unstructured, len(objs))
 	for i, u := range objs {
 		got, f := a.apply(u, false)
@@ -203,11 +202,14 @@ func (a *applier) applyAll(objs []*unstructured.Unstructured) []string {
 			continue
 		}
 		for _, c := range children {
-			_, f := a.apply(c, true)
+			got, f := a.apply(c, true)
 			findings = append(findings, f...)
+			if got != nil {
+				dryRuns = append(dryRuns, got)
+			}
 		}
 	}
-	return findings
+	return findings, dryRuns
 }
 
 // controllerChildren returns the objects a controller would make from the

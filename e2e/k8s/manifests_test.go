@@ -24,6 +24,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/electord/electord/tools/faultnet"
@@ -147,8 +149,9 @@ func tenantNamespace(t *testing.T, admin kubernetes.Interface, ns string) {
 }
 
 // applyOverlay builds the kustomization in dir and applies it into a new
-// tenant namespace ns; it returns every finding.
-func applyOverlay(t *testing.T, cp *controlPlane, dir, ns string) []string {
+// tenant namespace ns; it returns every finding, and what the dry runs
+// (the controllers' objects) would have created.
+func applyOverlay(t *testing.T, cp *controlPlane, dir, ns string) (findings []string, dryRuns []*unstructured.Unstructured) {
 	objs, err := kustomize(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -158,10 +161,42 @@ func applyOverlay(t *testing.T, cp *controlPlane, dir, ns string) []string {
 	}
 	tenantNamespace(t, kubernetes.NewForConfigOrDie(cp.restConfig(adminToken)), ns)
 	a := newApplier(t, cp.restConfig(adminToken), ns)
-	findings := a.applyAll(objs)
+	findings, dryRuns = a.applyAll(objs)
 	findings = append(findings, a.strayWarnings()...)
-	t.Logf("%s: %d objects applied into namespace %s, %d findings", filepath.Base(dir), len(objs), ns, len(findings))
-	return findings
+	t.Logf("%s: %d objects applied into namespace %s, %d dry runs of their controllers' objects, %d findings",
+		filepath.Base(dir), len(objs), ns, len(dryRuns), len(findings))
+	return findings, dryRuns
+}
+
+// checkAdmitted checks that the dry runs went through mutating admission,
+// as a created pod and claim would (a dry run that skipped admission would
+// make the test blind to it): AlwaysPullImages set every container's pull
+// policy, DefaultStorageClass every claim's class. And that the
+// StatefulSet's three pods were among them.
+func checkAdmitted(t *testing.T, dryRuns []*unstructured.Unstructured) {
+	pods := 0
+	for _, u := range dryRuns {
+		switch u.GetKind() {
+		case "Pod":
+			pods++
+			var pod corev1.Pod
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pod); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+				if c.ImagePullPolicy != corev1.PullAlways {
+					t.Errorf("%s: container %s has imagePullPolicy %s after admission; AlwaysPullImages sets Always", objectName(u), c.Name, c.ImagePullPolicy)
+				}
+			}
+		case "PersistentVolumeClaim":
+			if class, _, _ := unstructured.NestedString(u.Object, "spec", "storageClassName"); class != "standard" {
+				t.Errorf("%s: storageClassName %q after admission; DefaultStorageClass sets the default, standard", objectName(u), class)
+			}
+		}
+	}
+	if pods != 3 {
+		t.Errorf("%d pods went through admission; the StatefulSet has 3", pods)
+	}
 }
 
 // brokenCases are the variants in testdata/broken, each an overlay with
@@ -176,18 +211,19 @@ var brokenCases = map[string][]string{
 	},
 	// A misspelt field, which a client that decodes loosely drops.
 	"unknown-field": {
-		`StatefulSet broken-unknown-field/my-app: `,
-		`readOnlyRootFileSystem`,
+		`StatefulSet broken-unknown-field/my-app: rejected: `,
+		`.spec.template.spec.initContainers[name="electord"].securityContext.readOnlyRootFileSystem: field not declared in schema`,
 	},
 	// A value the schema allows and validation refuses: both
 	// maxUnavailable (the base's) and minAvailable.
 	"invalid": {
-		`PodDisruptionBudget broken-invalid/my-app: rejected: `,
-		`minAvailable and maxUnavailable cannot be both set`,
+		`PodDisruptionBudget broken-invalid/my-app: rejected: PodDisruptionBudget.policy "my-app" is invalid: spec: Invalid value: `,
+		`: minAvailable and maxUnavailable cannot be both set`,
 	},
-	// Accepted with a warning only: 128m of memory is 0.128 bytes.
+	// Accepted with a warning only: 32m of memory is 0.032 bytes.
 	"warning": {
-		`StatefulSet broken-warning/my-app: warning: spec.template.spec.containers[0].resources.limits[memory]: fractional byte value "128m" is invalid, must be an integer`,
+		`StatefulSet broken-warning/my-app: warning: spec.template.spec.containers[0].resources.requests[memory]: fractional byte value "32m" is invalid, must be an integer`,
+		`Pod broken-warning/my-app-0 (dry run): warning: spec.containers[0].resources.requests[memory]: fractional byte value "32m" is invalid, must be an integer`,
 	},
 	// A container without limits: the namespace's quota refuses the pods.
 	"quota": {
@@ -207,9 +243,11 @@ func TestManifestsApply(t *testing.T) {
 		dir := filepath.Dir(k)
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
-			for _, f := range applyOverlay(t, cp, dir, "overlay-"+name) {
+			findings, dryRuns := applyOverlay(t, cp, dir, "overlay-"+name)
+			for _, f := range findings {
 				t.Error(f)
 			}
+			checkAdmitted(t, dryRuns)
 		})
 	}
 	t.Run("catches", func(t *testing.T) {
@@ -225,8 +263,9 @@ func TestManifestsApply(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s: no case in brokenCases", dir)
 				}
-				findings := applyOverlay(t, cp, dir, "broken-"+name)
+				findings, _ := applyOverlay(t, cp, dir, "broken-"+name)
 				all := strings.Join(findings, "\n")
+				t.Logf("the findings:\n%s", all)
 				for _, w := range want {
 					if !strings.Contains(all, w) {
 						t.Errorf("no finding says %q; the findings:\n%s", w, all)
