@@ -6,7 +6,7 @@ package k8s
 // a namespace set up as a tenant's namespace often is (a ResourceQuota
 // that asks every container for requests and limits, a LimitRange, a
 // default StorageClass). Any rejection or warning fails, naming the object
-// and the API server's message. TestManifestsCatch applies broken
+// and the API server's message. TestManifestsApply/catches applies broken
 // variants of an overlay (testdata/broken) to show that each kind of
 // finding fails.
 
@@ -33,8 +33,7 @@ import (
 
 // manifestsControlPlane starts etcd and the API server in a network
 // namespace of their own (a faultnet hub without nodes), with the default
-// StorageClass every namespace's claims get, and returns an admin client's
-// config.
+// StorageClass every namespace's claims get.
 func manifestsControlPlane(t *testing.T) *controlPlane {
 	apiserver, etcd := controlPlaneBinaries(t)
 	c, err := faultnet.New(faultnet.Config{Nodes: 0, Logf: t.Logf})
@@ -101,9 +100,10 @@ func checkAdmissionPlugins(t *testing.T, cp *controlPlane) {
 // up: a ResourceQuota on requests and limits of CPU and memory (so every
 // container, sidecars included, must declare both), on storage and on
 // the count of pods and claims, and a LimitRange bounding one pod.
-// No quota controller runs, so the quota's status (which quota admission
-// needs before it admits anything) is written as that controller would:
-// nothing used yet.
+// No quota controller runs, so the quota's status is written as that
+// controller would (nothing used yet): quota admission checks a pod's
+// totals against the status's hard limits and usage, and without a status
+// only checks that every container declares what the quota counts.
 func tenantNamespace(t *testing.T, admin kubernetes.Interface, ns string) {
 	ctx := context.Background()
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
