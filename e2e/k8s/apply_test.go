@@ -214,8 +214,9 @@ func (a *applier) applyAll(objs []*unstructured.Unstructured) (findings []string
 
 // controllerChildren returns the objects a controller would make from the
 // stored object s: a StatefulSet's pods and claims. Another kind with a
-// pod template (a Deployment, a DaemonSet, a Job) is an error until this
-// test learns to make its pods: its pods' admission would go unchecked.
+// pod template (a Deployment, a DaemonSet, a Job, a CronJob's job) is an
+// error until this test learns to make its pods: its pods' admission
+// would go unchecked.
 func controllerChildren(s *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	if s.GroupVersionKind() == appsv1.SchemeGroupVersion.WithKind("StatefulSet") {
 		var set appsv1.StatefulSet
@@ -224,7 +225,9 @@ func controllerChildren(s *unstructured.Unstructured) ([]*unstructured.Unstructu
 		}
 		return statefulSetChildren(&set)
 	}
-	if _, found, _ := unstructured.NestedMap(s.Object, "spec", "template", "spec"); found {
+	_, found, _ := unstructured.NestedMap(s.Object, "spec", "template", "spec")
+	_, inJob, _ := unstructured.NestedMap(s.Object, "spec", "jobTemplate", "spec", "template", "spec")
+	if found || inJob {
 		return nil, fmt.Errorf("%s: has a pod template, and this test makes pods for StatefulSets only: teach controllerChildren its pods", objectName(s))
 	}
 	return nil, nil

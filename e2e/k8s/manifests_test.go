@@ -225,6 +225,10 @@ var brokenCases = map[string][]string{
 		`StatefulSet broken-warning/my-app: warning: spec.template.spec.containers[0].resources.requests[memory]: fractional byte value "32m" is invalid, must be an integer`,
 		`Pod broken-warning/my-app-0 (dry run): warning: spec.containers[0].resources.requests[memory]: fractional byte value "32m" is invalid, must be an integer`,
 	},
+	// A kind whose pods the test cannot make (a Deployment's).
+	"unchecked-kind": {
+		`Deployment broken-unchecked-kind/other: has a pod template, and this test makes pods for StatefulSets only`,
+	},
 	// A container without limits: the namespace's quota refuses the pods.
 	"quota": {
 		`Pod broken-quota/my-app-0 (dry run): rejected: pods "my-app-0" is forbidden: failed quota: tenant: must specify limits.cpu for: app`,
