@@ -154,6 +154,18 @@ func etcdBinary(t *testing.T) string {
 	return p
 }
 
+// controlPlaneBinaries skips the test where faultnet cannot run (it needs
+// root, ip and iptables for network namespaces), has every faultnet
+// cluster closed on an interrupt, and returns the kube-apiserver and etcd
+// binaries.
+func controlPlaneBinaries(t *testing.T) (apiserver, etcd string) {
+	if err := faultnet.Available(); err != nil {
+		t.Skipf("needs root, ip and iptables for network namespaces: %v", err)
+	}
+	t.Cleanup(faultnet.CleanupOnSignal())
+	return kubeAPIServer(t), etcdBinary(t)
+}
+
 // controlPlane is etcd and kube-apiserver running in a faultnet cluster's
 // hub namespace.
 type controlPlane struct {
@@ -165,11 +177,55 @@ type controlPlane struct {
 	exited []chan struct{}
 }
 
-// hubNamespace is the faultnet cluster's hub: node i's namespace is
-// <prefix>n<i>, the hub's <prefix>hub.
-func hubNamespace(c *faultnet.Cluster) string {
-	return strings.TrimSuffix(c.Node(1).NS, "n1") + "hub"
+// The admission a production cluster runs. kube-apiserver turns on its
+// default plugins by itself (NamespaceLifecycle, LimitRanger,
+// ServiceAccount, PodSecurity, Priority, DefaultTolerationSeconds,
+// DefaultStorageClass, StorageObjectInUseProtection, RuntimeClass,
+// DefaultIngressClass, the webhooks and ValidatingAdmissionPolicy,
+// ResourceQuota, ...: the log lists them, and the manifests test checks
+// the ones it relies on); --enable-admission-plugins adds these, which
+// are off by default and on in the clusters named:
+var extraAdmissionPlugins = []string{
+	// kubeadm, EKS, GKE, AKS: a kubelet may change only its own node and
+	// the pods bound to it (with the Node authorizer, below).
+	"NodeRestriction",
+	// OpenShift: setting ownerReferences needs delete on the owner. The
+	// leader slice sets none, so the Role needs no delete (rbac.yaml).
+	"OwnerReferencesPermissionEnforcement",
+	// The CIS Kubernetes Benchmark (1.2.11): every pod's imagePullPolicy
+	// becomes Always, so a pod cannot use an image another tenant pulled.
+	"AlwaysPullImages",
+	// Hardened clusters since CVE-2020-8554: no Service may set
+	// externalIPs.
+	"DenyServiceExternalIPs",
 }
+
+// admissionConfig configures PodSecurity as a hardened cluster does:
+// every namespace enforces the restricted level unless it is labelled
+// otherwise, and a request that would break it in a workload's pod
+// template (a StatefulSet's) is answered with a warning, which the
+// manifests test treats as a failure too. The manifests claim restricted
+// (non-root, no capabilities, the runtime's seccomp profile, no privilege
+// escalation); nothing here exempts them.
+const admissionConfig = `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: PodSecurity
+    configuration:
+      apiVersion: pod-security.admission.config.k8s.io/v1
+      kind: PodSecurityConfiguration
+      defaults:
+        enforce: restricted
+        enforce-version: latest
+        audit: restricted
+        audit-version: latest
+        warn: restricted
+        warn-version: latest
+      exemptions:
+        usernames: []
+        runtimeClasses: []
+        namespaces: []
+`
 
 // startControlPlane starts etcd and kube-apiserver in c's hub namespace
 // and waits (bounded) for the API server to be ready. Both are stopped by
@@ -180,7 +236,7 @@ func startControlPlane(t *testing.T, c *faultnet.Cluster, apiserver, etcd string
 	cp := &controlPlane{dir: dir, dial: c.DialContext}
 	t.Cleanup(cp.stop)
 	cp.writePKI(t)
-	hub := hubNamespace(c)
+	hub := c.Hub()
 	cp.start(t, "etcd", hub, etcd,
 		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort),
@@ -197,10 +253,9 @@ func startControlPlane(t *testing.T, c *faultnet.Cluster, apiserver, etcd string
 		"--cert-dir", filepath.Join(dir, "certs"),
 		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
 		"--anonymous-auth=false",
-		"--authorization-mode", "RBAC",
-		// On in OpenShift: setting ownerReferences needs delete. The
-		// writer sets none, so the Role needs no delete (rbac.yaml).
-		"--enable-admission-plugins", "OwnerReferencesPermissionEnforcement",
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", strings.Join(extraAdmissionPlugins, ","),
+		"--admission-control-config-file", filepath.Join(dir, "admission.yaml"),
 		"--service-account-issuer", issuer,
 		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
@@ -292,7 +347,8 @@ func (cp *controlPlane) writeKubeconfig(t *testing.T, path, user, token string) 
 }
 
 // writePKI writes a CA, the API server's serving certificate, the service
-// account signing key, and the static token file (the test's admin).
+// account signing key, the static token file (the test's admin), and the
+// admission configuration.
 func (cp *controlPlane) writePKI(t *testing.T) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -337,7 +393,8 @@ func (cp *controlPlane) writePKI(t *testing.T) {
 		"sa.key":     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		"sa.pub":     pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}),
 		// token,user,uid,"group": the test's admin.
-		"tokens.csv": []byte(adminToken + `,e2e-admin,e2e-admin,"system:masters"` + "\n"),
+		"tokens.csv":     []byte(adminToken + `,e2e-admin,e2e-admin,"system:masters"` + "\n"),
+		"admission.yaml": []byte(admissionConfig),
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(cp.dir, name), b, 0o600); err != nil {

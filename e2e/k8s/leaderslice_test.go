@@ -124,13 +124,7 @@ type env struct {
 // setup starts the API server and three electord nodes (quorum: --quorum,
 // 0 = off) writing the slice of Service service.
 func setup(t *testing.T, quorum int) *env {
-	if err := faultnet.Available(); err != nil {
-		t.Skipf("needs root, ip and iptables for network namespaces: %v", err)
-	}
-	stopSig := faultnet.CleanupOnSignal()
-	t.Cleanup(stopSig)
-	apiserver := kubeAPIServer(t)
-	etcd := etcdBinary(t)
+	apiserver, etcd := controlPlaneBinaries(t)
 	bin := buildElectord(t)
 	// E2E_K8S_DIR=dir keeps the nodes' logs in dir/<test> (default: removed).
 	dir := os.Getenv("E2E_K8S_DIR")

@@ -73,7 +73,7 @@ const (
 // Config describes a cluster.
 type Config struct {
 	Binary    string   // electord
-	Nodes     int      // 1..200
+	Nodes     int      // 1..200, or 0: the hub namespace alone, for a harness's own servers (Hub)
 	Algorithm string   // ring or bully
 	Quorum    int      // --quorum, 0 = off
 	Args      []string // more electord flags, for every node
@@ -245,8 +245,11 @@ func run(name string, args ...string) error {
 // New makes the namespaces, the bridge and the veths, and starts every node.
 // It sweeps leftovers of dead earlier runs first. Close it.
 func New(cfg Config) (c *Cluster, err error) {
-	if cfg.Nodes < 1 || cfg.Nodes > maxNodes {
-		return nil, fmt.Errorf("faultnet: %d nodes (1..%d)", cfg.Nodes, maxNodes)
+	if cfg.Nodes < 0 || cfg.Nodes > maxNodes {
+		return nil, fmt.Errorf("faultnet: %d nodes (0..%d)", cfg.Nodes, maxNodes)
+	}
+	if cfg.Nodes == 0 && cfg.Docker {
+		return nil, errors.New("faultnet: 0 nodes (the hub alone) needs network namespaces, not Docker")
 	}
 	Sweep(cfg.Logf)
 	c = &Cluster{cfg: cfg, name: fmt.Sprintf("%s%d-%d-", Prefix, os.Getpid(), seq.Add(1))}
@@ -402,6 +405,16 @@ func ip(host int) string { return subnetPrefix + strconv.Itoa(host) }
 
 // Dir is where the nodes' data dirs and logs (node-<i>.log) are.
 func (c *Cluster) Dir() string { return c.dir }
+
+// Hub is the hub namespace's name (network namespaces only; "" with
+// Docker): the observer's place, which no rule cuts, where a harness runs
+// what every node must reach (ip netns exec HUB ...).
+func (c *Cluster) Hub() string {
+	if d, ok := c.drv.(*nsDriver); ok {
+		return d.hub
+	}
+	return ""
+}
 
 // Node returns node i (1-based).
 func (c *Cluster) Node(i int) *Node { return c.Nodes[i-1] }
