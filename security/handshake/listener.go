@@ -3,6 +3,7 @@ package handshake
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -83,6 +84,11 @@ func (l *listener) handshake(c net.Conn) {
 		default:
 			l.r.Refused(c.RemoteAddr(), err)
 		}
+		// As net/http answers a plaintext request on its TLS port.
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+		}
 		_ = tc.Close()
 		return
 	}
@@ -91,6 +97,15 @@ func (l *listener) handshake(c net.Conn) {
 	case <-l.done:
 		_ = tc.Close()
 	}
+}
+
+// looksLikeHTTP: the first five bytes of a plaintext HTTP request.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
 }
 
 func (l *listener) Close() error {

@@ -1,6 +1,7 @@
 package handshake
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -122,6 +123,18 @@ func (r *Recorder) Refused(remote net.Addr, err error) {
 	if remote != nil {
 		addr = remote.String()
 	}
-	r.parent.log.Warn("tls: handshake refused", "listener", r.name, "remote", addr, "reason", reason.String(),
-		"err", err.Error(), "suppressed", suppressed)
+	r.parent.log.Log(context.Background(), logLevel(reason), "tls: handshake refused", "listener", r.name,
+		"remote", addr, "reason", reason.String(), "err", err.Error(), "suppressed", suppressed)
+}
+
+// logLevel is WARN for every reason but Closed, which is DEBUG: a bare TCP
+// connect and close says nothing about a certificate, and electord's own
+// peer transport makes one to a peer whose connection dropped (an idle
+// one, say) to tell a dead process from a live one (transport/peerdown.go),
+// so a healthy cluster's peer ports see some.
+func logLevel(r Reason) slog.Level {
+	if r == Closed {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
