@@ -8,29 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// logBuf is a log destination many goroutines write to.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines are the refused-handshake lines logged so far.
-func (l *logBuf) lines(t *testing.T) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// logLines are the JSON lines logged to b (one goroutine logs in these
+// tests).
+func logLines(t *testing.T, b *bytes.Buffer) []map[string]any {
 	var out []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, s := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if s == "" {
 			continue
 		}
@@ -49,7 +35,7 @@ var remote = &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40000}
 // it says how many were not logged; every refusal is counted; another
 // listener or reason has its own budget.
 func TestLogIsRateLimited(t *testing.T) {
-	var buf logBuf
+	var buf bytes.Buffer
 	r := New(slog.New(slog.NewJSONHandler(&buf, nil)))
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
@@ -61,12 +47,12 @@ func TestLogIsRateLimited(t *testing.T) {
 	}
 	peer.Refused(remote, errTimeout{})
 	api.Refused(remote, notTLS)
-	if n := len(buf.lines(t)); n != 3 {
-		t.Fatalf("%d lines after 5 peer not_tls, 1 peer timeout, 1 api not_tls within LogEvery, want 3:\n%s", n, buf.b.String())
+	if n := len(logLines(t, &buf)); n != 3 {
+		t.Fatalf("%d lines after 5 peer not_tls, 1 peer timeout, 1 api not_tls within LogEvery, want 3:\n%s", n, buf.String())
 	}
 	now = now.Add(LogEvery)
 	peer.Refused(remote, notTLS)
-	lines := buf.lines(t)
+	lines := logLines(t, &buf)
 	if len(lines) != 4 {
 		t.Fatalf("%d lines, want 4", len(lines))
 	}
@@ -89,7 +75,7 @@ func TestLogIsRateLimited(t *testing.T) {
 // A connection the server closed itself (it is stopping) is no refusal;
 // a nil recorder records nothing.
 func TestNotRefusals(t *testing.T) {
-	var buf logBuf
+	var buf bytes.Buffer
 	r := New(slog.New(slog.NewJSONHandler(&buf, nil)))
 	rec := r.Listener(HTTP)
 	rec.Refused(remote, net.ErrClosed)
@@ -101,8 +87,8 @@ func TestNotRefusals(t *testing.T) {
 			t.Errorf("%+v counted", c)
 		}
 	}
-	if buf.b.Len() != 0 {
-		t.Errorf("logged: %s", buf.b.String())
+	if buf.Len() != 0 {
+		t.Errorf("logged: %s", buf.String())
 	}
 }
 
