@@ -194,6 +194,25 @@ var hsKnocks = []hsKnock{
 		c.MinVersion, c.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 		return c
 	}, do: tlsKnock},
+	// An ALPN protocol the port does not speak.
+	{reason: "protocol", client: func(p *hsPKI, l string) *tls.Config {
+		if !certOnly(l) {
+			return nil
+		}
+		c := presenting(func(p *hsPKI, _ string) *tls.Certificate { return &p.node2 })(p, l)
+		c.NextProtos = []string{"spdy/3"}
+		return c
+	}, do: tlsKnock},
+	// No ALPN at all: grpc-go refuses it after the TLS handshake (the L/F
+	// pool, on the peer port, takes the client's HTTP/2 preface instead).
+	{reason: "protocol", client: func(p *hsPKI, l string) *tls.Config {
+		if l != handshake.API {
+			return nil
+		}
+		c := presenting(func(p *hsPKI, _ string) *tls.Certificate { return &p.node2 })(p, l)
+		c.NextProtos = nil
+		return c
+	}, do: tlsKnock},
 	{reason: "not_tls", do: plainKnock},
 	{reason: "timeout", do: silentKnock},
 	{reason: "closed", do: closeKnock},
@@ -268,7 +287,8 @@ func refusalLines(t *testing.T, log *lockedLog) []map[string]any {
 }
 
 // waitRefused waits until d's /metrics counts want refusals of listener
-// and reason, and the log has a line naming listener, reason and remote.
+// and reason, and, for the first (the next ones are within LogEvery), the
+// log has a line naming listener, reason and remote.
 func waitRefused(t *testing.T, d *daemon.Daemon, log *lockedLog, listener, reason string, want float64, remote net.Addr) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -289,8 +309,12 @@ func waitRefused(t *testing.T, d *daemon.Daemon, log *lockedLog, listener, reaso
 				t.Errorf("%s %s logged at %v, want %s", listener, reason, line["level"], level)
 			}
 		}
-		if got == want && line != nil {
-			t.Logf("%s %s: %v; log: remote %v err %q", listener, reason, got, line["remote"], line["err"])
+		if got == want && (line != nil || want > 1) {
+			if line == nil {
+				t.Logf("%s %s: %v; not logged again within %v", listener, reason, got, handshake.LogEvery)
+			} else {
+				t.Logf("%s %s: %v; log: remote %v err %q", listener, reason, got, line["remote"], line["err"])
+			}
 			return
 		}
 		if time.Now().After(deadline) {
