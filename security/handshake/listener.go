@@ -21,7 +21,7 @@ import (
 // sidecar's listener is capped at its max-conns).
 func NewListener(l net.Listener, cfg *tls.Config, timeout time.Duration, r *Recorder) net.Listener {
 	return &listener{Listener: l, cfg: cfg, timeout: timeout, r: r,
-		ready: make(chan net.Conn), errc: make(chan error), done: make(chan struct{})}
+		ready: make(chan net.Conn), errc: make(chan error), done: make(chan struct{}), pending: map[net.Conn]struct{}{}}
 }
 
 type listener struct {
@@ -35,6 +35,10 @@ type listener struct {
 	done  chan struct{} // closed by Close
 
 	start, stop sync.Once
+
+	mu      sync.Mutex
+	closed  bool
+	pending map[net.Conn]struct{} // connections in their handshake: Close ends them
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -72,12 +76,23 @@ func (l *listener) acceptLoop() {
 }
 
 func (l *listener) handshake(c net.Conn) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	l.pending[c] = struct{}{}
+	l.mu.Unlock()
 	tc := tls.Server(c, l.cfg)
 	_ = c.SetDeadline(time.Now().Add(l.timeout))
 	err := tc.Handshake()
 	if err == nil {
 		err = c.SetDeadline(time.Time{})
 	}
+	l.mu.Lock()
+	delete(l.pending, c)
+	l.mu.Unlock()
 	if err != nil {
 		select {
 		case <-l.done: // closed during the handshake: no refusal
@@ -108,7 +123,16 @@ func looksLikeHTTP(hdr [5]byte) bool {
 	return false
 }
 
+// Close stops accepting and ends the handshakes in progress.
 func (l *listener) Close() error {
-	l.stop.Do(func() { close(l.done) })
+	l.stop.Do(func() {
+		close(l.done)
+		l.mu.Lock()
+		l.closed = true
+		for c := range l.pending {
+			_ = c.Close()
+		}
+		l.mu.Unlock()
+	})
 	return l.Listener.Close()
 }

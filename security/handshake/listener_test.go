@@ -111,8 +111,36 @@ func TestListenerHandshakesOffAccept(t *testing.T) {
 		}
 	}
 
+	// Close ends a handshake in progress at once, not at its timeout,
+	// and does not count it.
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_, _ = slow.Write([]byte{22, 3, 1}) // the start of a record: the server is in its handshake
+	for deadline := time.Now().Add(5 * time.Second); pendingCount(l) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the handshake did not start")
+		}
+	}
+	start := time.Now()
 	l.Close()
+	_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := slow.Read(make([]byte, 1)); err == nil || time.Since(start) >= timeout {
+		t.Errorf("a handshake in progress at Close: read %v after %v, want closed at once", err, time.Since(start))
+	}
 	if _, err := l.Accept(); err == nil {
 		t.Error("Accept after Close succeeded")
 	}
+	if rec.Count(Closed)+rec.Count(Other) != 0 {
+		t.Errorf("a handshake ended by Close was counted: %+v", r.Counts())
+	}
+}
+
+func pendingCount(l net.Listener) int {
+	hl := l.(*listener)
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	return len(hl.pending)
 }
