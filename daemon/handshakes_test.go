@@ -90,14 +90,14 @@ func hsIssue(t *testing.T, ca *security.CA, id security.Identity, nb, na time.Ti
 }
 
 // hsNode starts node 1 of the cluster with TLS on every listener (the
-// sidecar with http-tls), handshake-timeout 1s, logging JSON to log.
+// sidecar with http-tls), handshake-timeout 2s, logging JSON to log.
 func hsNode(t *testing.T, p *hsPKI, peerServer string) (*daemon.Daemon, *lockedLog) {
 	t.Helper()
 	cfg := devcluster.Config(1, devcluster.Options{Nodes: 1, Algorithm: "bully"}, t.TempDir(), nil)
 	cfg.TLSCA = filepath.Join(p.dir, security.CACertFile)
 	cfg.TLSCert, cfg.TLSKey = security.NodeFiles(p.dir, 1)
 	cfg.Cluster, cfg.HTTPTLS, cfg.PeerServer = hsCluster, true, peerServer
-	cfg.HandshakeTimeout = time.Second
+	cfg.HandshakeTimeout = 2 * time.Second
 	log := &lockedLog{}
 	d, err := daemon.Start(cfg, daemon.Options{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
@@ -245,14 +245,11 @@ func plainKnock(t *testing.T, addr string, _ *tls.Config) net.Addr {
 	return c.LocalAddr()
 }
 
-// silentKnock connects and says nothing until the server closes.
+// silentKnock connects and says nothing until the server closes (at
+// handshake-timeout: the reason counted tells).
 func silentKnock(t *testing.T, addr string, _ *tls.Config) net.Addr {
 	c := dialHS(t, addr)
-	start := time.Now()
 	_, _ = io.Copy(io.Discard, c)
-	if d := time.Since(start); d < 900*time.Millisecond {
-		t.Errorf("%s closed a silent connection after %v, before handshake-timeout 1s", addr, d)
-	}
 	return c.LocalAddr()
 }
 
