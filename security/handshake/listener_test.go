@@ -38,28 +38,44 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
 
-// NewListener: a client that never speaks does not hold up Accept, which
-// returns the next client's connection handshaken, as a *tls.Conn; the
-// silent one is refused for its timeout, a plaintext HTTP request gets
-// net/http's 400 and is refused as not TLS; after Close, Accept fails.
-func TestListenerHandshakesOffAccept(t *testing.T) {
-	cert, pool := selfSigned(t)
+// serveTLS is NewListener over a new loopback listener, with a
+// self-signed certificate and timeout, recording in rec; roots trust it.
+func serveTLS(t *testing.T, timeout time.Duration) (l net.Listener, rec *Recorder, roots *x509.CertPool) {
+	t.Helper()
+	cert, roots := selfSigned(t)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := New(slog.New(slog.DiscardHandler))
-	rec := r.Listener(HTTP)
-	const timeout = 500 * time.Millisecond
-	l := NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}, timeout, rec)
-	defer l.Close()
-	addr := raw.Addr().String()
+	rec = New(slog.New(slog.DiscardHandler)).Listener(HTTP)
+	l = NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}, timeout, rec)
+	t.Cleanup(func() { l.Close() })
+	return l, rec, roots
+}
 
-	silent, err := net.Dial("tcp", addr)
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// NewListener: a client that never speaks does not hold up Accept, which
+// returns the next client's connection handshaken, as a *tls.Conn; a
+// plaintext HTTP request gets net/http's 400 and is refused as not TLS;
+// Close ends a handshake in progress at once, uncounted, and Accept fails
+// after it.
+func TestListenerHandshakesOffAccept(t *testing.T) {
+	// A minute: were handshakes done one by one in Accept, the good client
+	// would wait for the silent one's.
+	l, rec, roots := serveTLS(t, time.Minute)
+	addr := l.Addr().String()
+	silent := dial(t, addr)
+	_, _ = silent.Write([]byte{22, 3, 1}) // the start of a record: the server is in its handshake
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := l.Accept()
@@ -68,16 +84,15 @@ func TestListenerHandshakesOffAccept(t *testing.T) {
 		}
 		accepted <- c
 	}()
-	good, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
-	if err != nil {
+	good := tls.Client(dial(t, addr), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	if err := good.Handshake(); err != nil {
 		t.Fatal(err)
 	}
-	defer good.Close()
 	var c net.Conn
 	select {
 	case c = <-accepted:
-	case <-time.After(timeout / 2):
-		t.Fatal("Accept waited for the silent client")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept waits for the silent client")
 	}
 	tc, ok := c.(*tls.Conn)
 	if !ok || !tc.ConnectionState().HandshakeComplete {
@@ -90,51 +105,49 @@ func TestListenerHandshakesOffAccept(t *testing.T) {
 	}
 	c.Close()
 
-	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := silent.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("the silent client: %v, want the server to close its connection", err)
-	}
-	plain, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
+	plain := dial(t, addr)
 	_, _ = io.WriteString(plain, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	_ = plain.SetReadDeadline(time.Now().Add(5 * time.Second))
 	b, _ := io.ReadAll(plain)
 	if !strings.HasPrefix(string(b), "HTTP/1.0 400 Bad Request") {
 		t.Errorf("a plaintext request got %q, want a 400", b)
 	}
-	for deadline := time.Now().Add(5 * time.Second); rec.Count(Timeout) != 1 || rec.Count(NotTLS) != 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); rec.Count(NotTLS) != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("counted %+v, want one timeout and one not_tls", r.Counts())
+			t.Fatalf("not_tls counted %d, want 1", rec.Count(NotTLS))
 		}
 	}
 
-	// Close ends a handshake in progress at once, not at its timeout,
-	// and does not count it.
-	slow, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Close()
-	_, _ = slow.Write([]byte{22, 3, 1}) // the start of a record: the server is in its handshake
-	for deadline := time.Now().Add(5 * time.Second); pendingCount(l) != 1; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); pendingCount(l) != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the handshake did not start")
+			t.Fatalf("%d handshakes in progress, want the silent client's", pendingCount(l))
 		}
 	}
-	start := time.Now()
 	l.Close()
-	_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := slow.Read(make([]byte, 1)); err == nil || time.Since(start) >= timeout {
-		t.Errorf("a handshake in progress at Close: read %v after %v, want closed at once", err, time.Since(start))
+	if _, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Error("the silent client's connection is still open after Close")
 	}
 	if _, err := l.Accept(); err == nil {
 		t.Error("Accept after Close succeeded")
 	}
-	if rec.Count(Closed)+rec.Count(Other) != 0 {
-		t.Errorf("a handshake ended by Close was counted: %+v", r.Counts())
+	for _, r := range Reasons() {
+		if n := rec.Count(r); n != 0 && r != NotTLS {
+			t.Errorf("%s counted %d: a handshake ended by Close is no refusal", r, n)
+		}
+	}
+}
+
+// A client that says nothing is refused at the listener's timeout.
+func TestListenerTimeout(t *testing.T) {
+	l, rec, _ := serveTLS(t, 200*time.Millisecond)
+	go func() { _, _ = l.Accept() }()
+	silent := dial(t, l.Addr().String())
+	if _, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the silent client: %v, want the server to close its connection", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); rec.Count(Timeout) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout counted %d, want 1", rec.Count(Timeout))
+		}
 	}
 }
 
