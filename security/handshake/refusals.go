@@ -42,13 +42,19 @@ func New(log *slog.Logger) *Refusals {
 	return &Refusals{log: log, now: time.Now}
 }
 
-// Listener returns a new recorder of the listener name (Peer, API, HTTP):
-// the metric lists every reason of it from then on, zero or not.
+// Listener returns the recorder of the listener name (Peer, API, HTTP),
+// made on the first call: the metric lists every reason of it from then
+// on, zero or not. One per name, so no series is exported twice.
 func (r *Refusals) Listener(name string) *Recorder {
-	rec := &Recorder{name: name, parent: r}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.lis {
+		if rec.name == name {
+			return rec
+		}
+	}
+	rec := &Recorder{name: name, parent: r}
 	r.lis = append(r.lis, rec)
-	r.mu.Unlock()
 	return rec
 }
 

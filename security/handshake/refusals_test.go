@@ -67,6 +67,9 @@ func TestLogIsRateLimited(t *testing.T) {
 	for _, c := range r.Counts() {
 		counts[[2]string{c.Listener, c.Reason.String()}] = c.N
 	}
+	if r.Listener(Peer) != peer {
+		t.Error("a second recorder of one listener")
+	}
 	if len(counts) != 2*int(numReasons) || counts[[2]string{"api", "not_tls"}] != 1 || counts[[2]string{"peer", "timeout"}] != 1 {
 		t.Errorf("Counts: %v", counts)
 	}
