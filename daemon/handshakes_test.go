@@ -183,6 +183,13 @@ var hsKnocks = []hsKnock{
 		}
 		return nil
 	}), do: tlsKnock},
+	// Bytes that are no certificate (with a valid key to sign with).
+	{reason: "bad_certificate", client: presenting(func(p *hsPKI, l string) *tls.Certificate {
+		if !certOnly(l) {
+			return nil
+		}
+		return &tls.Certificate{Certificate: [][]byte{[]byte("not a certificate")}, PrivateKey: p.node2.PrivateKey}
+	}), do: tlsKnock},
 	// A client of another CA refuses the node's certificate.
 	{reason: "refused_by_client", client: func(p *hsPKI, l string) *tls.Config {
 		c := presenting(func(p *hsPKI, _ string) *tls.Certificate { return &p.node2 })(p, l)

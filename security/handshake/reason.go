@@ -84,10 +84,13 @@ func Reasons() []Reason {
 
 // crypto/tls reports a few refusals with an error of no type of its own
 // (read from Go 1.26's handshake_server*.go, and grpc-go's
-// credentials/tls.go). Those, and only those, are
-// told apart by their text; TestClassifyRealHandshakes makes each with a
-// real client, so a Go release that rewords one fails that test instead of
-// moving it to Other unnoticed.
+// credentials/tls.go). Those, and only those, are told apart by their
+// text. The daemon's TestRefusedHandshakesCountedAndLogged makes a missing
+// certificate, a TLS 1.2 client, an unknown ALPN protocol, no ALPN (grpc-go)
+// and an unparsable certificate with real clients, so a release that
+// rewords one of them fails it instead of moving it to Other unnoticed;
+// the others (a legacy version field, no cipher suite or key exchange in
+// common) take a hand-made ClientHello and are not tested.
 var untyped = []struct {
 	prefix string
 	reason Reason
