@@ -19,6 +19,7 @@ import (
 
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 	"github.com/electord/electord/security"
+	"github.com/electord/electord/security/handshake"
 )
 
 // ForwardedForKey is the gRPC metadata key a forwarding node sets to the
@@ -56,6 +57,9 @@ type Security struct {
 	Cluster string
 	// Logger gets refusals and forwarded commands; nil discards.
 	Logger *slog.Logger
+	// Refused counts and logs the TLS handshakes the API refuses (nil:
+	// none).
+	Refused *handshake.Recorder
 
 	denied atomic.Uint64
 }
@@ -122,7 +126,7 @@ func callerIdentity(ctx context.Context) (security.Identity, error) {
 // serverOptions are the credentials and interceptors of a secured API.
 func (s *Security) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(s.ServerTLS)),
+		grpc.Creds(handshake.Credentials(credentials.NewTLS(s.ServerTLS), s.Refused)),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := s.authorize(ctx, info.FullMethod); err != nil {
 				return nil, err

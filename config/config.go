@@ -183,7 +183,7 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("max-header-list-bytes", d.MaxHeaderListBytes, "largest request header list on the peer, API and sidecar HTTP servers")
 	fs.Duration("peer-stream-timeout", d.PeerStreamTimeout, "grpc peer server: how long a stream may take to deliver its request and be answered (above the heartbeat handler's 10s wait)")
 	fs.Int("max-watchers", d.MaxWatchers, "open watches (/watch and WatchLeader together); one more is refused (503, ResourceExhausted)")
-	fs.Duration("handshake-timeout", d.HandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake in time")
+	fs.Duration("handshake-timeout", d.HandshakeTimeout, "close a peer or API connection that has not finished its HTTP/2 handshake (a sidecar connection with http-tls: its TLS handshake) in time")
 	fs.Duration("idle-timeout", d.IdleTimeout, "close a peer or API connection with no stream for this long")
 	fs.String("cluster", "", "cluster name: every certificate's spiffe://<cluster>/... identity must name it, and the default gossip-label (default: the cluster of tls-cert)")
 	fs.String("tls-cert", "", "this node's certificate (PEM, spiffe://<cluster>/node/<id>; electord certs node); reloaded when it changes")

@@ -144,9 +144,10 @@ const (
 	// DefaultMaxWatchers bounds open watches (/watch and WatchLeader).
 	DefaultMaxWatchers = 1024
 	// DefaultHandshakeTimeout closes a peer or API connection that has not
-	// finished its HTTP/2 handshake (a client that connects and says
-	// nothing): ample for a TLS and HTTP/2 handshake across a loaded
-	// network, short enough that silent connections do not pile up.
+	// finished its HTTP/2 handshake, or a sidecar connection (http-tls) its
+	// TLS handshake (a client that connects and says nothing): ample for a
+	// TLS and HTTP/2 handshake across a loaded network, short enough that
+	// silent connections do not pile up.
 	DefaultHandshakeTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a peer or API connection with no stream. A
 	// peer connection carries a heartbeat every heartbeat-interval, so only

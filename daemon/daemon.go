@@ -27,6 +27,7 @@ import (
 	"github.com/electord/electord/membership"
 	"github.com/electord/electord/node"
 	"github.com/electord/electord/security"
+	"github.com/electord/electord/security/handshake"
 	"github.com/electord/electord/transport"
 	"github.com/electord/electord/transport/peerauth"
 )
@@ -103,6 +104,9 @@ type PeerTLS struct {
 	// port verify chains against it at every handshake (nil: the pools in
 	// Server and Client, fixed).
 	Pool func() *x509.CertPool
+	// Refused counts and logs the handshakes the peer server refuses
+	// (nil: none; Start sets it).
+	Refused *handshake.Recorder
 }
 
 // peerTLSHook turns the peer port's TLS on. The peer-TLS change sets it
@@ -237,7 +241,9 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	d.initOps(svc)
 	if d.PeerTLS != nil {
 		if peerTLSHook != nil {
-			d.peerSrv = peerTLSHook(*d.PeerTLS, cfg, &tc, svc, log)
+			p := *d.PeerTLS
+			p.Refused = d.ops.handshakes.Listener(handshake.Peer)
+			d.peerSrv = peerTLSHook(p, cfg, &tc, svc, log)
 		} else {
 			log.Warn("the peer port is plaintext: this build has no peer-port TLS yet; the API and gossip are secured")
 		}
@@ -277,7 +283,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	b := api.LimitWatchers(backend{nd}, limits.MaxWatchers)
 	if d.Security != nil {
 		d.APISecurity = &api.Security{ServerTLS: d.Security.ServerConfig(), Forward: d.Security.ForwardCredentials,
-			Cluster: d.cluster(), Logger: log}
+			Cluster: d.cluster(), Logger: log, Refused: d.ops.handshakes.Listener(handshake.API)}
 	}
 	// grpc-go answers an API request over max-message-bytes with its own
 	// text, written before any code of ours runs, which does not name the
@@ -299,7 +305,8 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	apiLis, httpLis = api.LimitListener(apiLis, limits.MaxConns), api.LimitListener(httpLis, limits.MaxConns+limits.MaxWatchers)
 	peerLis, apiLis, httpLis = d.countServers(peerLis, apiLis, httpLis)
 	if cfg.HTTPTLS {
-		httpLis = tls.NewListener(httpLis, d.Security.SidecarConfig())
+		httpLis = handshake.NewListener(httpLis, d.Security.SidecarConfig(), cfg.HandshakeTimeout,
+			d.ops.handshakes.Listener(handshake.HTTP))
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/electord/electord/membership"
 	"github.com/electord/electord/metrics"
+	"github.com/electord/electord/security/handshake"
 	"github.com/electord/electord/transport"
 	"github.com/electord/electord/transport/lf"
 )
@@ -18,15 +19,20 @@ import (
 // opsState is what health-addr's metrics read beyond the node: set by
 // Start. With health-addr off, api is nil and nothing is counted.
 type opsState struct {
-	api    *metrics.API
-	svc    *transport.PeerService
-	gossip atomic.Pointer[membership.Membership] // the node's current gossip
-	extra  []prometheus.Collector                // Options.Collectors
+	api *metrics.API
+	svc *transport.PeerService
+	// handshakes count and log the TLS handshakes the node's servers
+	// refuse (a listener appears once its TLS is on), with or without
+	// health-addr.
+	handshakes *handshake.Refusals
+	gossip     atomic.Pointer[membership.Membership] // the node's current gossip
+	extra      []prometheus.Collector                // Options.Collectors
 }
 
 // initOps prepares the counters Start wires into the servers.
 func (d *Daemon) initOps(svc *transport.PeerService) {
 	d.ops.svc = svc
+	d.ops.handshakes = handshake.New(d.log)
 	if d.Config.HealthAddr != "" {
 		d.ops.api = metrics.NewAPI()
 	}
@@ -57,7 +63,7 @@ func (d *Daemon) countServers(peer, api, http net.Listener) (net.Listener, net.L
 
 // mountMetrics serves Prometheus /metrics (docs/OPERATIONS.md).
 func (d *Daemon) mountMetrics(mux *http.ServeMux) {
-	s := metrics.Sources{Node: d.Node, Client: d.tr.Stats, API: d.ops.api,
+	s := metrics.Sources{Node: d.Node, Client: d.tr.Stats, API: d.ops.api, Handshakes: d.ops.handshakes,
 		GossipHealth: func() int {
 			if m := d.ops.gossip.Load(); m != nil {
 				return m.HealthScore()

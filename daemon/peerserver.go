@@ -13,6 +13,7 @@ import (
 
 	"github.com/electord/electord/config"
 	pb "github.com/electord/electord/proto/electord/v1"
+	"github.com/electord/electord/security/handshake"
 	"github.com/electord/electord/transport"
 	"github.com/electord/electord/transport/lf"
 	"github.com/electord/electord/transport/lf/engine"
@@ -41,6 +42,8 @@ type peerServerInputs struct {
 	// port (peerauth.ServerConfig): either server serves mutual TLS with it.
 	// nil: plaintext.
 	PeerTLS *tls.Config
+	// Refused counts and logs the handshakes PeerTLS refuses (nil: none).
+	Refused *handshake.Recorder
 }
 
 func init() { peerTLSHook = peerServerTLS }
@@ -62,7 +65,7 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 	tc.TLS, tc.Cluster, tc.TLSPool = p.Client, p.Cluster, p.Pool
 	svc.BindIdentity(p.Cluster)
 	return buildPeerServer(peerServerInputs{Config: cfg, Service: svc, Log: log,
-		PeerTLS: peerauth.ServerConfigPool(p.Server, p.Cluster, p.Pool)})
+		PeerTLS: peerauth.ServerConfigPool(p.Server, p.Cluster, p.Pool), Refused: p.Refused})
 }
 
 // buildPeerServer builds the server in.Config.PeerServer names around
@@ -75,11 +78,15 @@ func peerServerTLS(p PeerTLS, cfg config.Config, tc *transport.GRPCConfig, svc *
 func buildPeerServer(in peerServerInputs) peerServer {
 	cfg, svc, log := in.Config, in.Service, in.Log
 	if cfg.PeerServer == "lf" {
+		var refused func(net.Addr, error)
+		if in.PeerTLS != nil {
+			refused = in.Refused.Refused
+		}
 		reg := engine.NewRegistry()
 		pb.RegisterPeerServer(reg, svc)
 		s, err := lf.New(reg, lf.Config{Workers: cfg.PeerWorkerCount(),
 			MaxConns: cfg.MaxConns, HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
-			MaxBufferedBytes: cfg.PeerMaxBufferedBytes, TLS: in.PeerTLS,
+			MaxBufferedBytes: cfg.PeerMaxBufferedBytes, TLS: in.PeerTLS, TLSRefused: refused,
 			Limits: engine.Limits{MaxRecvMsgBytes: cfg.MaxMessageBytes, MaxHeaderListBytes: uint32(cfg.MaxHeaderListBytes),
 				MaxConcurrentStreams: uint32(cfg.PeerMaxStreams)}})
 		if err == nil {
@@ -100,7 +107,7 @@ func buildPeerServer(in peerServerInputs) peerServer {
 		svc.BufferBudget(cfg.PeerMaxBufferedBytes, cfg.MaxMessageBytes, cfg.PeerStreamTimeout),
 	}
 	if in.PeerTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(in.PeerTLS)))
+		opts = append(opts, grpc.Creds(handshake.Credentials(credentials.NewTLS(in.PeerTLS), in.Refused)))
 	}
 	return limitedGRPC{transport.NewGRPCServer(svc, cfg.MaxMessageBytes, opts...), cfg.MaxConns}
 }

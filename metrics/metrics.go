@@ -14,6 +14,7 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/node"
+	"github.com/electord/electord/security/handshake"
 	"github.com/electord/electord/transport"
 	"github.com/electord/electord/transport/lf"
 )
@@ -38,6 +39,8 @@ type Sources struct {
 	APIDenied func() uint64
 	// GossipHealth is memberlist's awareness score (0 is healthy).
 	GossipHealth func() int
+	// Handshakes are the TLS handshakes the node's listeners refused.
+	Handshakes *handshake.Refusals
 }
 
 // Registry returns a registry with electord's metrics for s, Go's runtime
@@ -93,6 +96,7 @@ var (
 	connsTotalDesc     = desc("connections_accepted_total", "Connections accepted, by listener.", "listener")
 	connsRefusedDesc   = desc("connections_refused_total", "Connections closed at once because the listener's max-conns were open, by listener.", "listener")
 	apiDeniedDesc      = desc("api_denied_total", "API calls refused for the caller's identity or role (TLS).")
+	handshakesDesc     = desc("tls_handshakes_refused_total", "TLS handshakes refused, by listener (peer, api, http; those serving TLS) and reason (docs/OPERATIONS.md).", "listener", "reason")
 )
 
 type collector struct{ s Sources }
@@ -220,6 +224,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.s.APIDenied != nil {
 		ch <- counter(apiDeniedDesc, c.s.APIDenied())
+	}
+	if c.s.Handshakes != nil {
+		for _, n := range c.s.Handshakes.Counts() {
+			ch <- counter(handshakesDesc, n.N, n.Listener, n.Reason.String())
+		}
 	}
 }
 

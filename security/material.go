@@ -329,9 +329,25 @@ func (m *Material) serverConfig() *tls.Config {
 	}
 }
 
+// IdentityError is a peer certificate, verified against the CA, that names
+// no identity this side accepts (none, another cluster's, another role).
+// Its text is Err's; handshake.Classify counts it as a wrong identity.
+type IdentityError struct{ Err error }
+
+func (e *IdentityError) Error() string { return e.Err.Error() }
+func (e *IdentityError) Unwrap() error { return e.Err }
+
 // checkPeer reads a verified peer's identity and checks its cluster and,
-// if want is set, its role.
+// if want is set, its role; a refusal is an *IdentityError.
 func (m *Material) checkPeer(chain []*x509.Certificate, want Role, side string) (Identity, error) {
+	id, err := m.peerIdentity(chain, want, side)
+	if err != nil {
+		return Identity{}, &IdentityError{err}
+	}
+	return id, nil
+}
+
+func (m *Material) peerIdentity(chain []*x509.Certificate, want Role, side string) (Identity, error) {
 	if len(chain) == 0 {
 		return Identity{}, fmt.Errorf("tls: the %s sent no certificate", side)
 	}

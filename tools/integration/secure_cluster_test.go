@@ -248,12 +248,14 @@ func testSecureCluster(t *testing.T, alg string) {
 //     caller's identity); node 3's process keeps running;
 //   - a node without the gossip key (with the cluster's gossip label) that
 //     joins node 1's gossip is never listed; node 1 logs memberlist's
-//     refusal of its unencrypted state.
+//     refusal of its unencrypted state;
+//   - every refused handshake above is logged, `tls: handshake refused`
+//     with its listener and reason: on the followers' peer ports not_tls,
+//     no_certificate and wrong_identity (a reader's or admin's
+//     certificate), on node 1's API not_tls and no_certificate.
 //
-// Not asserted, because the product does not do it yet: the peer port logs no refusal of its own
-// (a failed handshake, or the PermissionDenied of a From that is not the
-// certificate's node), and a process exports no counter (the refusals are
-// counted in transport.ServerStats and node.Counters, in memory only).
+// Not asserted, because the product does not do it yet: the peer port logs
+// no PermissionDenied of a From that is not the certificate's node.
 func TestSecureClusterAttacks(t *testing.T) {
 	// Two clusters at a time (see TestSecureCluster).
 	for _, ps := range peerServers {
@@ -308,6 +310,11 @@ func testSecureAttacks(t *testing.T) {
 		}
 	}
 	holdsFor(t, ps, w, l0, fewTimeouts, "after outsiders' forgeries")
+	for _, p := range followers {
+		for _, reason := range []string{"not_tls", "no_certificate", "wrong_identity"} {
+			waitLog(t, p, 5*time.Second, 1, "level=WARN", `msg="tls: handshake refused" listener=peer`, "reason="+reason)
+		}
+	}
 
 	// A member's certificate (follower f1's) speaking for the leader.
 	asF1 := k.pair(t, k.nodeCert(f1.id), k.nodeKey(f1.id))
@@ -352,6 +359,9 @@ func testSecureAttacks(t *testing.T) {
 		t.Fatalf("kill 3 --exit with a reader certificate: %v, want exit 7 naming the admin role", r)
 	}
 	waitLog(t, n1, 5*time.Second, 1, "api: call refused", "Kill", "client/web")
+	for _, reason := range []string{"not_tls", "no_certificate"} {
+		waitLog(t, n1, 5*time.Second, 1, "level=WARN", `msg="tls: handshake refused" listener=api`, "reason="+reason)
+	}
 	holdsFor(t, ps, w, l0, fewTimeouts, "after the refused kills")
 	if !n3.running() {
 		t.Fatalf("node 3's process exited: %v", n3.err)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -73,6 +74,11 @@ type Config struct {
 	// state as credentials.TLSInfo in peer.FromContext(ctx).AuthInfo, as on
 	// a grpc-go server. nil: plain HTTP/2.
 	TLS *tls.Config
+	// TLSRefused, if set, is told of every TLS handshake that failed, with
+	// the client's address and crypto/tls's error (a handshake ended
+	// because the server stops is not reported). It runs on the
+	// handshake's own goroutine, off the pool.
+	TLSRefused func(remote net.Addr, err error)
 }
 
 // checked returns c ready to serve, or an error naming every required

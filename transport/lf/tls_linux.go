@@ -234,6 +234,9 @@ func (s *Server) handshake(c *handle, remote net.Addr) {
 			s.handshakeMu.Lock()
 			delete(s.handshakes, t)
 			s.handshakeMu.Unlock()
+			if err != nil && s.cfg.TLSRefused != nil && !s.stopping.Load() {
+				s.cfg.TLSRefused(remote, err)
+			}
 		}
 		t.endHandshake()
 	}
