@@ -1,0 +1,145 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The bound a watcher of a quorum leader is held to: it hears that the node
+// stopped claiming within lapseTick of when Leader (what /leader/self
+// answers) first says so, plus lapseSlack.
+const (
+	// lapseTick is the promise: one tick of the nodes' clock (fast: 10 ms),
+	// the granularity at which a node tracks its lease.
+	lapseTick = 10 * time.Millisecond
+	// lapseSlack is what the test allows on top for its own goroutines:
+	// the poller of Leader and the subscriber must each get a core of a
+	// shared two-core machine, under -race, to note the time of what they
+	// saw. 15 ms is one and a half of Linux's default scheduling latency
+	// (CFS: 6 ms x 2 cores, rounded up); the lease is 190 ms.
+	lapseSlack = 15 * time.Millisecond
+)
+
+// TestQuorumWatchHearsTheLapseWhileTheLoopStalls: a quorum leader's loop
+// stalls (a command that does not return, as a paused or starved loop)
+// past its lease. Its watcher hears that it stopped claiming within a tick
+// of when Leader first answers so, not when the loop runs again; nothing
+// claims that leadership again after it; and every claim a watcher hears
+// of, on any node, is one Leader makes when the watcher gets it (a lease
+// that starts is announced after it started).
+func TestQuorumWatchHearsTheLapseWhileTheLoopStalls(t *testing.T) {
+	for _, algo := range []string{"ring", "bully"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newQuorumCluster(t, algo, 3, 3, nil)
+			// Watch every node from its start: a claim heard must have
+			// been published under a lease already stored.
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var early []string
+			var subs []*Subscription
+			defer func() {
+				for _, sub := range subs {
+					sub.Close()
+				}
+				wg.Wait()
+				if len(early) > 0 {
+					t.Errorf("watchers heard claims before the lease was stored: %v", early)
+				}
+			}()
+			for _, n := range c.nodes {
+				sub := n.Subscribe()
+				subs = append(subs, sub)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ev := range sub.C() {
+						if ev.Self && n.leaseUntil.Load() == 0 {
+							mu.Lock()
+							early = append(early, fmt.Sprintf("node %d claimed term %v", n.Self(), ev.Term))
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			li := c.agree(10*time.Second, 0)
+
+			leader := c.nodes[li.ID]
+			sub := leader.Subscribe()
+			defer sub.Close()
+			if first := <-sub.C(); !first.Self || first.Term != li.Term {
+				t.Fatalf("leader %d: the first event %+v, want its claim in term %v", li.ID, first, li.Term)
+			}
+			release := stallLoop(leader)
+			released := false
+			defer func() {
+				if !released {
+					release()
+				}
+			}()
+			// Only the loop moves the lease: its end is fixed now.
+			end := time.Unix(0, leader.leaseUntil.Load())
+			notSelf := make(chan time.Time, 1)
+			go func() {
+				deadline := time.Now().Add(5 * time.Second)
+				for leader.Leader().Self && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond) // polling interval, not a wait for an outcome
+				}
+				notSelf <- time.Now()
+			}()
+			var lapse LeaderInfo
+			var heard time.Time
+			timeout := time.After(2 * time.Second)
+			for heard.IsZero() {
+				select {
+				case ev := <-sub.C():
+					if !ev.Self {
+						lapse, heard = ev, time.Now()
+					}
+				case <-timeout:
+					t.Fatalf("leader %d: its loop stalled, its lease ended at %s, and 2s later its watcher has heard nothing (Leader: %+v)",
+						li.ID, end.Format("15:04:05.000"), leader.Leader())
+				}
+			}
+			answered := <-notSelf
+			t.Logf("leader %d: the lease ended at +0; Leader said not-leader at %+v; the watcher heard %s in term %v at %+v",
+				li.ID, answered.Sub(end), lapse.State, lapse.Term, heard.Sub(end))
+			if late := heard.Sub(answered); late > lapseTick+lapseSlack {
+				t.Errorf("leader %d: the watcher heard of the lapse %v after Leader said so; want within a tick (%v) plus %v of slack",
+					li.ID, late, lapseTick, lapseSlack)
+			}
+			if heard.Before(end) {
+				t.Errorf("leader %d: the watcher heard of the lapse at %v, before the lease ended", li.ID, heard.Sub(end))
+			}
+			if want := (LeaderInfo{State: StateNoLeader, Term: li.Term}); lapse != want {
+				t.Errorf("leader %d: the lapse event %+v, want %+v (what Leader answers)", li.ID, lapse, want)
+			}
+
+			// Running again, the old leader steps down; nothing it says
+			// claims the lapsed leadership again.
+			release()
+			released = true
+			c.agree(10*time.Second, 0)
+			for len(sub.C()) > 0 {
+				if ev := <-sub.C(); ev.Self && ev.Term <= li.Term {
+					t.Errorf("leader %d: after the lapse its watcher heard the claim in term %v again: %+v", li.ID, li.Term, ev)
+				}
+			}
+		})
+	}
+}
+
+// In plain mode there is no lease, and no timer.
+func TestPlainModeHasNoLeaseTimer(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(5*time.Second, 3)
+	for id, n := range c.nodes {
+		n.ann.mu.Lock()
+		timer := n.ann.timer
+		n.ann.mu.Unlock()
+		if timer != nil {
+			t.Errorf("node %d runs a lease timer in plain mode", id)
+		}
+	}
+}
