@@ -32,8 +32,7 @@ type announcer struct {
 }
 
 // announce publishes Leader's answer now if it differs from the last one
-// published (who leads, in which term, this node's state: what an event
-// has always meant), and keeps the lapse timer at the end of the lease
+// published (sameView), and keeps the lapse timer at the end of the lease
 // that answer claims under (stopped when it claims nothing).
 func (n *Node) announce() {
 	a := &n.ann
@@ -45,7 +44,7 @@ func (n *Node) announce() {
 func (n *Node) announceLocked() {
 	a := &n.ann
 	li, until := n.leaseView()
-	if li.ID != a.last.ID || li.Term != a.last.Term || li.State != a.last.State {
+	if !sameView(li, a.last) {
 		a.last = li
 		n.hub.publish(li)
 	}
@@ -71,6 +70,10 @@ func (n *Node) announceLocked() {
 	}
 	a.timer.Reset(d)
 }
+
+// sameView reports whether a and b mean the same to a watcher: who leads,
+// in which term, and this node's state (an event is a change of these).
+func sameView(a, b LeaderInfo) bool { return a.ID == b.ID && a.Term == b.Term && a.State == b.State }
 
 // leaseTimerFired runs on the timer's own goroutine at the lease's end: it
 // publishes the lapse without waiting for the loop, which may be paused or

@@ -80,7 +80,7 @@ func (n *Node) publish() {
 	}
 	slices.SortFunc(members, func(a, b MemberInfo) int { return cmp.Compare(a.ID, b.ID) })
 	n.mu.Lock()
-	if n.leader.ID != li.ID || n.leader.Term != li.Term || n.leader.State != li.State {
+	if !sameView(n.leader, li) {
 		n.announceDue = true
 	}
 	n.leader = li
