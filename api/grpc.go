@@ -222,7 +222,9 @@ func (s *service) Members(context.Context, *electordv1.MembersRequest) (*elector
 
 // WatchLeader sends this node's current LeaderInfo, then every change the
 // Backend's subscription delivers, until the client goes away or the
-// subscription ends (then Unavailable, so the client reconnects).
+// subscription ends (then Unavailable, so the client reconnects). A node's
+// subscription says what its Leader answers (in quorum mode, the lease's
+// start and its lapse by the clock), as /watch does.
 //
 // Seq starts at 1 and grows by one per event sent. Dropped is how many
 // changes the subscription lost (slow reader) since the previous event

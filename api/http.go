@@ -106,7 +106,9 @@ func writeEncoded(w http.ResponseWriter, e *encodedAnswer, err error) {
 //	GET /leader/self  200 when this node leads, 503 otherwise (leader-only readiness probe);
 //	                  body {"self","state","term","term_epoch_slot"}
 //	GET /watch        Server-Sent Events: "event: leader" with the /leader JSON as data,
-//	                  the current state at once and then every change; a comment every 15 s
+//	                  the current state at once and then every change (in quorum mode the
+//	                  lease's start and lapse too: never "self" when /leader/self is 503);
+//	                  a comment every 15 s
 //	GET /             {"name": "<leader name>"} (the Kubernetes leader-elector sidecar's answer)
 //	GET /healthz      200 "ok", or 503 and the reason the node takes no part in elections
 //

@@ -34,6 +34,9 @@ type Event struct {
 // answered it waits (exponential backoff with jitter) before the next one.
 // Read the channel promptly: while it is not read, the server drops events
 // for this watcher (counted in Dropped) but the newest state always comes.
+// In quorum mode an event's Self follows the node's lease: the node sends
+// an event when its lease starts and when it lapses by the clock, so Self
+// is never true longer than the node's IsLeader answer would be.
 func (c *Client) Watch(ctx context.Context) <-chan Event {
 	out := make(chan Event)
 	go c.watch(ctx, out)

@@ -40,6 +40,7 @@ func (n *Node) storeFailed(err error, want Persisted) {
 	n.in.serving.Store(false)
 	n.leading.Store(false)
 	n.leaseUntil.Store(0)
+	n.announce() // watchers hear now that it claims nothing, as Leader answers
 	n.in.drain()
 	n.retryC = time.After(n.retryDelay)
 }

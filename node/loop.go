@@ -12,6 +12,7 @@ import (
 func (n *Node) Run(ctx context.Context) error {
 	defer close(n.stopped)
 	defer n.hub.closeAll()
+	defer n.stopAnnouncing()
 	if err := n.joinGossip(); err != nil {
 		return err
 	}
@@ -77,7 +78,12 @@ func (n *Node) Run(ctx context.Context) error {
 			n.retrySave()
 		}
 		n.process(reply, replyTo)
-		n.updateLease()
+		if n.updateLease() || n.announceDue {
+			// After the lease: a new leadership's first event is its
+			// claim, not the moment before its lease was stored.
+			n.announceDue = false
+			n.announce()
+		}
 		n.clock.arm()
 	}
 }

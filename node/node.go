@@ -67,6 +67,10 @@ type Node struct {
 	// leading (quorum mode): this node led at the last updateLease; its
 	// clock then applies every tick it missed (see tickClock).
 	leading atomic.Bool
+	// ann publishes to the hub what Leader answers (announce.go);
+	// announceDue (owned by the loop): publish changed what it answers.
+	ann         announcer
+	announceDue bool
 }
 
 // Counters are the node's event counts, for metrics and tests.
@@ -108,6 +112,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.publish()
+	n.ann.last, n.announceDue = n.Leader(), false // no one watched it before
 	return n, nil
 }
 

@@ -82,9 +82,14 @@ func newCluster(t *testing.T, algo string, n int) *cluster {
 }
 
 func newClusterWith(t *testing.T, algo string, n int, wrap func(election.NodeID, transport.Transport) transport.Transport) *cluster {
+	return newQuorumCluster(t, algo, n, 0, wrap)
+}
+
+// newQuorumCluster starts n nodes with the given quorum (0: plain mode).
+func newQuorumCluster(t *testing.T, algo string, n, quorum int, wrap func(election.NodeID, transport.Transport) transport.Transport) *cluster {
 	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
-		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{}, algo: algo, wrap: wrap,
-		expect: n}
+		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{},
+		algo: algo, quorum: quorum, wrap: wrap, expect: n}
 	for i := 1; i <= n; i++ {
 		c.start(election.NodeID(i))
 	}
@@ -342,28 +347,14 @@ func TestTermStoreWritesAReserve(t *testing.T) {
 // then. Without the wall-clock check, Leader() kept saying Self for as long
 // as the loop was stalled.
 func TestQuorumLeaderStopsClaimingWhenItsLoopStalls(t *testing.T) {
-	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
-		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{},
-		algo: "bully", quorum: 3}
-	for i := 1; i <= 3; i++ {
-		c.start(election.NodeID(i))
-	}
-	t.Cleanup(func() {
-		for id := range c.cancel {
-			c.stop(id)
-		}
-	})
+	c := newQuorumCluster(t, "bully", 3, 3, nil)
 	li := c.agree(10*time.Second, 0)
 	leader := c.nodes[li.ID]
 	if !leader.Leader().Self {
 		t.Fatalf("leader %d does not claim leadership: %+v", li.ID, leader.Leader())
 	}
 	// Stall the leader's loop for well over a lease (200ms by default).
-	stalled := make(chan struct{})
-	release := make(chan struct{})
-	go leader.do(context.Background(), func() error { close(stalled); <-release; return nil })
-	<-stalled
-	defer close(release)
+	defer stallLoop(leader)()
 	deadline := time.Now().Add(2 * time.Second)
 	for leader.Leader().Self {
 		if time.Now().After(deadline) {
@@ -371,6 +362,16 @@ func TestQuorumLeaderStopsClaimingWhenItsLoopStalls(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
+}
+
+// stallLoop blocks n's loop (a command that does not return) until the
+// returned func is called: a paused or starved loop, in process.
+func stallLoop(n *Node) (release func()) {
+	stalled := make(chan struct{})
+	done := make(chan struct{})
+	go n.do(context.Background(), func() error { close(stalled); <-done; return nil })
+	<-stalled
+	return func() { close(done) }
 }
 
 // A bully node waits for an Answer at most AnswerTimeout, however long the

@@ -42,11 +42,13 @@ func (n *Node) withdraw() {
 	n.mu.Unlock()
 	if claimed {
 		n.dirty = true // the full publish after the batch
-		n.hub.publish(li)
+		n.announce()
 	}
 }
 
 // publish recomputes the published snapshot; called by the loop only.
+// Watchers hear of a change when the loop announces it, after the lease is
+// updated for the same state (see announce.go).
 func (n *Node) publish() {
 	n.dirty = false
 	st := n.sm.Status()
@@ -78,7 +80,9 @@ func (n *Node) publish() {
 	}
 	slices.SortFunc(members, func(a, b MemberInfo) int { return cmp.Compare(a.ID, b.ID) })
 	n.mu.Lock()
-	changed := n.leader.ID != li.ID || n.leader.Term != li.Term || n.leader.State != li.State
+	if !sameView(n.leader, li) {
+		n.announceDue = true
+	}
 	n.leader = li
 	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed, Term: st.Term}
 	if n.storeErr != nil {
@@ -86,9 +90,6 @@ func (n *Node) publish() {
 		n.status.Fault = "cannot persist the term: " + n.storeErr.Error()
 	}
 	n.mu.Unlock()
-	if changed {
-		n.hub.publish(li)
-	}
 }
 
 func (n *Node) memberInfo(m Meta, alive bool, li LeaderInfo) MemberInfo {
@@ -119,16 +120,11 @@ func roleState(r election.Role) string {
 	return StateNoLeader
 }
 
-// Leader is who leads, as this node sees it.
+// Leader is who leads, as this node sees it. In quorum mode this node
+// claims leadership only while its lease holds by the wall clock (see
+// leaseView).
 func (n *Node) Leader() LeaderInfo {
-	n.mu.RLock()
-	li := n.leader
-	n.mu.RUnlock()
-	if li.Self && !n.leaseHeld() {
-		// Quorum mode: the lease ran out by the wall clock, although the
-		// loop (paused, starved) has not stepped down yet. Claim nothing.
-		li = LeaderInfo{State: StateNoLeader, Term: li.Term}
-	}
+	li, _ := n.leaseView()
 	return li
 }
 
@@ -145,7 +141,10 @@ func (n *Node) Status() StatusInfo {
 func (n *Node) Members() []MemberInfo { return n.Status().Members }
 
 // Subscribe streams leadership changes; the current state comes first.
-func (n *Node) Subscribe() *Subscription { return n.hub.add(n.Leader) }
+// Every event is what Leader answered when it was published: in quorum
+// mode a lease that starts or lapses is an event, the lapse published at
+// the lease's end even while the loop is paused or starved.
+func (n *Node) Subscribe() *Subscription { return n.subscribe() }
 
 // DroppedEvents counts leadership events lost by slow subscribers.
 func (n *Node) DroppedEvents() uint64 { return n.hub.dropped.Load() }

@@ -37,11 +37,11 @@ const subBuffer = 64
 // add registers a subscriber whose first event is current(). It reads the
 // current state under the hub's lock, so a change the loop publishes
 // meanwhile is either in that first event or delivered after it, never lost
-// between the read and the registration. (The loop updates the state before
-// it publishes, so the subscriber may see the newest state twice.) Only
-// published changes are events: in quorum mode the first event is filtered
-// by the lease (Node.Leader), and a lease that starts or lapses without a
-// role change publishes nothing.
+// between the read and the registration. (The state is updated before it
+// is published, so the subscriber may see the newest state twice.) The
+// node's announcer (announce.go) publishes, and registers subscribers,
+// under its own lock: current and every event are what Node.Leader
+// answered at that moment, lease included.
 func (h *hub) add(current func() LeaderInfo) *Subscription {
 	s := &Subscription{ch: make(chan LeaderInfo, subBuffer), hub: h}
 	h.mu.Lock()
@@ -71,8 +71,9 @@ func (h *hub) remove(s *Subscription) {
 	}
 }
 
-// publish never blocks. It is called by the instance loop only, so a
-// subscriber's channel has one sender and the drop-oldest dance is safe.
+// publish never blocks. Its callers (the loop, the lease timer) hold the
+// announcer's lock, and it holds the hub's: a subscriber's channel has one
+// sender at a time, so the drop-oldest dance is safe.
 func (h *hub) publish(li LeaderInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

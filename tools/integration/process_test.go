@@ -29,6 +29,9 @@ type proc struct {
 	extra                    []string // more flags
 	uid                      int      // run as this user (root only); 0: as the test
 	cl                       *client.Client
+	// out, if set, is the process's stdout and stderr instead of logPath
+	// (which still gets the start and exit lines).
+	out *os.File
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -76,6 +79,9 @@ func (p *proc) start() {
 	fmt.Fprintf(f, "=== %s: electord %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
 	cmd := exec.Command(electordBin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if p.out != nil {
+		cmd.Stdout, cmd.Stderr = p.out, p.out
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.uid != 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.uid)}
