@@ -46,6 +46,7 @@ func (c *core) Observe(ev Event) {
 			// refutation rejoins it, its answers are refused as a
 			// non-member's.
 			c.noLeader(c.suspicionWait(c.jitter()))
+			c.followHeld()
 		}
 	case EventLeaderTimeout:
 		if c.role == RoleFollower {
@@ -56,6 +57,13 @@ func (c *core) Observe(ev Event) {
 		// else is a caller's bug, and the algorithms would resend it.
 		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
 			c.rejected++
+			return
+		}
+		if ev.Type == EventSendFailed && ev.Msg.Type == MsgHeartbeat && c.held != nil && c.role == RoleFollower && ev.Msg.To == c.leader {
+			// A bound follower asked its leader while it held a rival's
+			// announcement, and the leader cannot be reached: it is found
+			// gone, and the rival is followed (plain_mode.go).
+			c.suspect()
 			return
 		}
 		if b, ok := c.algo.(BusyObserver); ok && ev.Type == EventPeerBusy {
