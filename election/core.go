@@ -41,6 +41,8 @@ type core struct {
 	carriedEnd    uint64   // ... claimable until this tick
 	held          *Message // bound follower: a rival's announcement held while it asks its leader
 	heldAt        uint64
+	supportN      int    // leader: its support as last counted (support)
+	supportAt     uint64 // ... at this tick plus one; 0: count again
 
 	// q is quorum mode's state: proposals, promises and the lease. It is
 	// nil in plain mode, where a leader leads on its own word.

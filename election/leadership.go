@@ -96,6 +96,7 @@ func (c *core) becomeLeader(t Term) {
 	if c.role != RoleLeader {
 		c.lastHeard = make(map[NodeID]uint64, len(c.members))
 		c.leaseFrom = c.now
+		c.supportAt = 0 // count again (plain_mode.go)
 	}
 	if c.q != nil {
 		// The members that acknowledged the proposal were heard, and their

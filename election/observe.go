@@ -32,7 +32,7 @@ func (c *core) Observe(ev Event) {
 		}
 		delete(c.members, id)
 		delete(c.lastHeard, id)
-		c.ring = nil
+		c.ring, c.supportAt = nil, 0
 		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || !c.leaderFresh()) {
 			// A leader that said it leaves is gone. Gossip's death verdict
 			// alone is not taken against a leader that answered this node's

@@ -39,18 +39,35 @@ package election
 
 // support is how many members, this leader included, it heard from within a
 // leader timeout, or the support it carries from a handover while that lasts.
+//
+// The count is kept for the rest of the tick (a leader stamps it on every
+// answer and announcement, and counting is O(members)) unless a member not
+// counted is heard (heard) or one leaves.
 func (c *core) support() int {
-	n := 1
-	lt := uint64(c.cfg.LeaderTimeoutTicks)
-	for id, at := range c.lastHeard {
-		if _, ok := c.members[id]; ok && c.now-at <= lt {
-			n++
+	if c.supportAt != c.now+1 {
+		n := 1
+		lt := uint64(c.cfg.LeaderTimeoutTicks)
+		for id, at := range c.lastHeard {
+			if _, ok := c.members[id]; ok && c.now-at <= lt {
+				n++
+			}
 		}
+		c.supportN, c.supportAt = n, c.now+1
 	}
+	n := c.supportN
 	if c.now < c.carriedEnd {
 		n = max(n, c.carried)
 	}
 	return n
+}
+
+// heard records that this leader heard from member id now (a heartbeat, an
+// ack). A member not counted before makes support count again.
+func (c *core) heard(id NodeID) {
+	if at, ok := c.lastHeard[id]; !ok || c.now-at > uint64(c.cfg.LeaderTimeoutTicks) {
+		c.supportAt = 0
+	}
+	c.lastHeard[id] = c.now
 }
 
 // claimed is the support a message claims, clamped to the live members this

@@ -89,7 +89,7 @@ func (c *core) validate(m Message) error {
 
 func (c *core) stepHeartbeat(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm && m.Leader == c.cfg.ID {
-		c.lastHeard[m.From] = c.now
+		c.heard(m.From)
 		resp := Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.cfg.ID}
 		if c.q != nil {
 			// The heartbeat renews the follower's support for the lease,
@@ -161,6 +161,11 @@ func (c *core) stepHeartbeatResp(m Message) {
 		c.sinceAck = 0
 		if m.Support != 0 {
 			c.leaderSupport = c.claimed(m)
+		}
+		if c.held != nil && c.now > c.heldAt {
+			// The leader answered after this node held a rival's
+			// announcement: it is alive, and the rival stays refused.
+			c.held = nil
 		}
 	case m.Term < c.leaderTerm:
 		// The leader has not yet heard of its own newer term (a ring
@@ -284,7 +289,7 @@ func (c *core) refuseStaleCoordinator(m Message) {
 // shows that a member of this leadership is alive.
 func (c *core) stepAckPlain(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm {
-		c.lastHeard[m.From] = c.now
+		c.heard(m.From)
 	}
 }
 
