@@ -50,6 +50,9 @@ type schedule struct {
 	// minority of followers partitioned off.
 	followerFault      string
 	followerFaultTicks int
+	// rivalAtHeal (plain mode): a node of the cut-off side led at a term
+	// above the leader's when the fault healed, the case a blip is about.
+	rivalAtHeal bool
 }
 
 func (sc schedule) String() string {
@@ -305,6 +308,11 @@ func blipPhase(s *Sim, r *rand.Rand, sc *schedule, leader election.NodeID, term 
 				sc.followerFault, id, leader, term, st.Leader, st.LeaderTerm, s.Describe())
 		}
 	}
+	for _, id := range cutOff {
+		if st := s.Node(id).Status(); s.Up(id) && st.Role == election.RoleLeader && st.LeaderTerm > term {
+			sc.rivalAtHeal = true
+		}
+	}
 	if !crash && r.IntN(2) == 0 {
 		// The cut-off side learns the leader is alive last (LateView).
 		for _, id := range cutOff {
@@ -336,7 +344,7 @@ func blipPhase(s *Sim, r *rand.Rand, sc *schedule, leader election.NodeID, term 
 func TestPropertyRandomFaultSchedules(t *testing.T) {
 	for _, algo := range []string{"ring", "bully"} {
 		t.Run(algo, func(t *testing.T) {
-			var worst, total int
+			var worst, total, blips, rivals int
 			var heal []int
 			byN := map[string]int{}
 			for i := range *propCount {
@@ -351,6 +359,12 @@ func TestPropertyRandomFaultSchedules(t *testing.T) {
 						algo, seed, sc, err, algo, seed)
 				}
 				total++
+				if !sc.quorum && sc.followerFault != "" {
+					blips++
+					if sc.rivalAtHeal {
+						rivals++
+					}
+				}
 				heal = append(heal, sc.healedAfter)
 				worst = max(worst, sc.healedAfter)
 				byN[fmt.Sprintf("n=%d/q=%v", sc.n, sc.quorum)]++
@@ -359,6 +373,7 @@ func TestPropertyRandomFaultSchedules(t *testing.T) {
 			t.Logf("%s: %d schedules, seeds %d..%d, 0 violations of S1/S2/S3/Q1/Q2/L1/stability; ticks from heal to agreement p50=%d p99=%d max=%d",
 				algo, total, *propSeed, *propSeed+uint64(total)-1, heal[len(heal)/2], heal[len(heal)*99/100], worst)
 			t.Logf("%s: schedules by size and mode: %v", algo, byN)
+			t.Logf("%s: plain-mode follower faults %d, of which %d healed with the cut-off side led at a term above the leader's", algo, blips, rivals)
 		})
 	}
 }
