@@ -79,7 +79,7 @@ func (c *core) follow(leader NodeID, t Term) {
 	}
 	c.leader, c.leaderTerm, c.role = leader, t, RoleFollower
 	c.sinceAck, c.hbElapsed = 0, 0
-	c.held, c.carriedEnd = nil, 0
+	c.held = nil
 	c.suspectAt = c.cfg.LeaderTimeoutTicks + c.jitter()
 	c.settled()
 }

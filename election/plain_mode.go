@@ -95,14 +95,15 @@ func (c *core) stampSupport(m *Message) {
 		return
 	}
 	switch {
+	case (m.Type == MsgTimeoutNow || m.Type == MsgCoordinator && m.Initiator == c.cfg.ID) && c.now < c.carriedEnd:
+		// A handover, or a ring round started by a leader that resigned
+		// (which already follows the winner it names, Host.Adopt): the
+		// successor succeeds that leadership.
+		m.Support = uint32(c.carried)
 	case m.Leader == c.cfg.ID && c.role == RoleLeader:
 		m.Support = uint32(c.support())
 	case m.Leader != 0 && m.Leader == c.leader && c.role == RoleFollower:
 		m.Support = uint32(c.leaderSupport)
-	case (m.Type == MsgTimeoutNow || m.Type == MsgCoordinator && m.Initiator == c.cfg.ID) && c.now < c.carriedEnd:
-		// A handover, or a ring round started by a leader that resigned:
-		// the successor succeeds that leadership.
-		m.Support = uint32(c.carried)
 	}
 }
 
