@@ -59,10 +59,10 @@ func (c *core) Observe(ev Event) {
 			c.rejected++
 			return
 		}
-		if ev.Type == EventSendFailed && ev.Msg.Type == MsgHeartbeat && c.held != nil && c.role == RoleFollower && ev.Msg.To == c.leader {
-			// A bound follower asked its leader while it held a rival's
-			// announcement, and the leader cannot be reached: it is found
-			// gone, and the rival is followed (plain_mode.go).
+		if ev.Type == EventSendFailed && c.leaderFailed(ev.Msg) {
+			// A follower asked its leader because another node's word cast
+			// doubt on it, and the leader cannot be reached: it is found
+			// gone, and a rival held meanwhile is followed (plain_mode.go).
 			c.suspect()
 			return
 		}

@@ -136,6 +136,31 @@ func (c *core) holdRival(m Message) {
 	c.askLeader()
 }
 
+// doubtLeader: in plain mode a bound follower that sees another node's
+// Election, started after its leadership, asks its leader at once (after
+// it answered or passed the Election on): the
+// campaigner lost it, and if it is gone (its heartbeat fails) this node is
+// bound no more by the time the round's announcement comes (which would
+// otherwise be held until that check), so a crash failover is not slowed
+// by the binding. A live leader only answers one heartbeat more.
+func (c *core) doubtLeader(m Message) {
+	if m.Type == MsgElection && c.role == RoleFollower && m.Term > c.leaderTerm && m.Initiator != c.leader {
+		c.askLeader()
+	}
+}
+
+// leaderFailed reports whether a failed heartbeat to the leader this node
+// follows shows it gone, in plain mode: it was sent while this node held a
+// rival's announcement, or out of turn (askLeader) within a leader timeout,
+// because another node's word cast doubt on the leader. (On real processes
+// a refused connection to the leader is taken as its death anyway.)
+func (c *core) leaderFailed(m Message) bool {
+	if c.q != nil || m.Type != MsgHeartbeat || c.role != RoleFollower || m.To != c.leader {
+		return false
+	}
+	return c.held != nil || (c.askedAt != 0 && c.now+1-c.askedAt <= uint64(c.cfg.LeaderTimeoutTicks))
+}
+
 // followHeld takes up the rival announcement this node held while it was
 // bound, once it lost its leader, if it was held within a leader timeout.
 // It reports whether this node now follows or leads.

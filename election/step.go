@@ -40,8 +40,12 @@ func (c *core) Step(m Message) error {
 		if c.q != nil && c.refuseRivalElection(m) {
 			return nil
 		}
+		bound := c.bound()
 		c.observeTerm(m.Term)
 		c.algo.Step(c.host(), m)
+		if bound {
+			c.doubtLeader(m)
+		}
 	}
 	return nil
 }
