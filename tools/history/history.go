@@ -77,11 +77,16 @@ type Topology struct {
 type Heal struct {
 	At   time.Time
 	What string // the fault that ended
+	// Kind groups heals for the per-kind figures (the fault kind); ""
+	// groups by What.
+	Kind string
 }
 
-// Calm is a fault that touched only followers (Affected) of Leader: from
-// From to To the other nodes must go on following Leader at Term, and after
-// the fault Leader still leads at Term.
+// Calm is a fault that touched only followers (Affected) of Leader, who
+// led at Term when it began. From From to To the other nodes must go on
+// following Leader, and after the fault Leader still leads. With quorum
+// the term must stay Term throughout; in plain mode it may rise (see
+// checker.keeps).
 type Calm struct {
 	From, To time.Time
 	Leader   uint64
