@@ -132,10 +132,10 @@ func tour(t *testing.T, o chaos.Options, limit time.Duration) {
 func report(t *testing.T, res *chaos.Result) {
 	t.Helper()
 	r := res.Report
-	t.Logf("%.1f s, faults %v; %d answers (%d failed requests), %d claims; %d heals: p50 %v, p99 %v, max %v, %d without agreement",
+	t.Logf("%.1f s, faults %v; %d answers (%d failed requests), %d claims; %d heals: p50 %v, p99 %v, max %v, %d without agreement; %d follower-only faults, %d followed by another leader",
 		res.Elapsed.Seconds(), res.Faults, r.Obs, r.Errs, r.Claims, r.Heals,
 		history.Percentile(r.HealTimes, .5).Round(time.Millisecond), history.Percentile(r.HealTimes, .99).Round(time.Millisecond),
-		history.Percentile(r.HealTimes, 1).Round(time.Millisecond), r.Unhealed)
+		history.Percentile(r.HealTimes, 1).Round(time.Millisecond), r.Unhealed, r.Calms, r.LeaderChanges)
 	if len(r.Violations) == 0 {
 		return
 	}
