@@ -176,6 +176,9 @@ func (b *blipCluster) judge(t *testing.T, from time.Time) {
 		}
 	}
 	t.Errorf("%d violations:\n%s\nfault log:\n%s", len(bad), strings.Join(bad, "\n"), strings.Join(notes, "\n"))
+	t.Logf("the nodes' leadership changes in this scenario, with their causes:\n%s", leadershipChanges(b.c.Dir(), r.Start, func(at time.Time) bool {
+		return !at.Before(from) && at.Before(to)
+	}))
 }
 
 // isolatedFollower cuts the lowest follower off both ways until it has
