@@ -13,12 +13,14 @@ package election
 //
 //   - A follower bound to a healthy leader (its answer came within a leader
 //     timeout) follows a rival's announcement only if the rival's support is
-//     at least its leader's (a tie goes to the rival, whose term is higher:
-//     today's rule), or if its own leader is found gone. Otherwise it holds
-//     the announcement, refuses it naming its leader, its term and its
-//     support, and asks its leader at once: if that heartbeat fails (or the
-//     leader times out, or is declared dead or gone), it takes the held
-//     announcement up.
+//     at least its leader's (a tie goes to the rival, whose term is higher,
+//     as terms alone would decide), or if its own leader is found gone.
+//     Otherwise it holds the announcement, refuses it naming its leader, its
+//     term and its support, and asks its leader at once: if that heartbeat
+//     fails (or the leader times out, or is declared dead or gone), it takes
+//     the held announcement up. It asks its leader too when a rival's
+//     Election passes it, so that after a crash the check is over before
+//     the round's announcement comes.
 //   - A leader that meets a rival leadership first-hand (its announcement, or
 //     its refusal naming itself) compares supports: the smaller yields. A
 //     yielding leader at the higher term goes leaderless, keeping its
