@@ -25,6 +25,9 @@ func (c *core) Resign() error {
 		return ErrNoCandidate
 	}
 	c.exclude()
+	if c.q == nil {
+		c.carry(c.support()) // its successor's (plain_mode.go)
+	}
 	c.noLeader(0)
 	if c.q != nil {
 		c.stepDown() // free the followers of their promises
@@ -45,6 +48,9 @@ func (c *core) Transfer(to NodeID) error {
 		return fmt.Errorf("%w: %d is not a live member", ErrUnknownNode, to)
 	}
 	t := c.leaderTerm
+	if c.q == nil {
+		c.carry(c.support()) // its successor's (plain_mode.go)
+	}
 	c.exclude()
 	c.noLeader(0)
 	c.handingEnd = c.now + uint64(c.cfg.LeaderTimeoutTicks)

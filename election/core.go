@@ -35,6 +35,15 @@ type core struct {
 	askedAt   uint64            // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
 	resigned  NodeID            // a leader that resigned and handed this node the election
 
+	// Plain mode's support (plain_mode.go).
+	leaderSupport int      // follower: the support its leader last told it of
+	carried       int      // support handed over with a leadership (TimeoutNow, a resign's round)
+	carriedEnd    uint64   // ... claimable until this tick
+	held          *Message // bound follower: a rival's announcement held while it asks its leader
+	heldAt        uint64
+	supportN      int    // leader: its support as last counted (support)
+	supportAt     uint64 // ... at this tick plus one; 0: count again
+
 	// q is quorum mode's state: proposals, promises and the lease. It is
 	// nil in plain mode, where a leader leads on its own word.
 	q *quorum

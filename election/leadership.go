@@ -7,6 +7,7 @@ func (c *core) send(m Message) {
 		return // the term space is exhausted; see usable
 	}
 	m.From = c.cfg.ID
+	c.stampSupport(&m)
 	if c.q != nil && m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader {
 		// In quorum mode the leader's own announcement asks for a promise,
 		// like its heartbeat answers, so a new leadership renews its lease
@@ -73,8 +74,12 @@ func (c *core) follow(leader NodeID, t Term) {
 	if c.q != nil && (leader != c.leader || t != c.leaderTerm) {
 		c.q.lastStamp = 0 // stamps are only good for the leadership that gave them
 	}
+	if leader != c.leader || t != c.leaderTerm {
+		c.leaderSupport = 1 // until the leader says (see plain_mode.go)
+	}
 	c.leader, c.leaderTerm, c.role = leader, t, RoleFollower
 	c.sinceAck, c.hbElapsed = 0, 0
+	c.held = nil
 	c.suspectAt = c.cfg.LeaderTimeoutTicks + c.jitter()
 	c.settled()
 }
@@ -91,6 +96,7 @@ func (c *core) becomeLeader(t Term) {
 	if c.role != RoleLeader {
 		c.lastHeard = make(map[NodeID]uint64, len(c.members))
 		c.leaseFrom = c.now
+		c.supportAt = 0 // count again (plain_mode.go)
 	}
 	if c.q != nil {
 		// The members that acknowledged the proposal were heard, and their

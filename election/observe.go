@@ -32,7 +32,7 @@ func (c *core) Observe(ev Event) {
 		}
 		delete(c.members, id)
 		delete(c.lastHeard, id)
-		c.ring = nil
+		c.ring, c.supportAt = nil, 0
 		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || !c.leaderFresh()) {
 			// A leader that said it leaves is gone. Gossip's death verdict
 			// alone is not taken against a leader that answered this node's
@@ -46,6 +46,7 @@ func (c *core) Observe(ev Event) {
 			// refutation rejoins it, its answers are refused as a
 			// non-member's.
 			c.noLeader(c.suspicionWait(c.jitter()))
+			c.followHeld()
 		}
 	case EventLeaderTimeout:
 		if c.role == RoleFollower {
@@ -56,6 +57,13 @@ func (c *core) Observe(ev Event) {
 		// else is a caller's bug, and the algorithms would resend it.
 		if ev.Msg.From != c.cfg.ID || CheckMessage(ev.Msg, 0) != nil {
 			c.rejected++
+			return
+		}
+		if ev.Type == EventSendFailed && c.leaderFailed(ev.Msg) {
+			// A follower asked its leader because another node's word cast
+			// doubt on it, and the leader cannot be reached: it is found
+			// gone, and a rival held meanwhile is followed (plain_mode.go).
+			c.suspect()
 			return
 		}
 		if b, ok := c.algo.(BusyObserver); ok && ev.Type == EventPeerBusy {

@@ -40,8 +40,12 @@ func (c *core) Step(m Message) error {
 		if c.q != nil && c.refuseRivalElection(m) {
 			return nil
 		}
+		bound := c.bound()
 		c.observeTerm(m.Term)
 		c.algo.Step(c.host(), m)
+		if bound {
+			c.doubtLeader(m)
+		}
 	}
 	return nil
 }
@@ -89,7 +93,7 @@ func (c *core) validate(m Message) error {
 
 func (c *core) stepHeartbeat(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm && m.Leader == c.cfg.ID {
-		c.lastHeard[m.From] = c.now
+		c.heard(m.From)
 		resp := Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.cfg.ID}
 		if c.q != nil {
 			// The heartbeat renews the follower's support for the lease,
@@ -124,6 +128,9 @@ func (c *core) stepHeartbeatResp(m Message) {
 	if c.q != nil && c.stepHeartbeatRespQuorum(m) {
 		return
 	}
+	if c.q == nil && c.rivalNamed(m) {
+		return
+	}
 	newer := m.Leader != 0 && m.Leader != c.cfg.ID && m.Term > c.leaderTerm && m.Term.OwnedBy(m.Leader)
 	// The leader itself, asked, says it still leads the term this node last
 	// knew (its answer to the query of a restarted or rejoining node, or its
@@ -142,7 +149,9 @@ func (c *core) stepHeartbeatResp(m Message) {
 		// lower nodes' elections back to it (bully).
 		c.observeTerm(m.Term)
 		c.follow(m.Leader, m.Term)
-		if m.From != m.Leader {
+		if m.From == m.Leader {
+			c.leaderSupport = c.claimed(m)
+		} else {
 			c.askLeader()
 		}
 	case c.role == RoleLeader && m.Reject && m.Term > c.leaderTerm:
@@ -154,6 +163,14 @@ func (c *core) stepHeartbeatResp(m Message) {
 		// Late or unsolicited: nothing to do.
 	case m.Leader == c.leader && m.Term == c.leaderTerm:
 		c.sinceAck = 0
+		if m.Support != 0 {
+			c.leaderSupport = c.claimed(m)
+		}
+		if c.held != nil && c.now > c.heldAt {
+			// The leader answered after this node held a rival's
+			// announcement: it is alive, and the rival stays refused.
+			c.held = nil
+		}
 	case m.Term < c.leaderTerm:
 		// The leader has not yet heard of its own newer term (a ring
 		// Coordinator still on its way, or lost), or this answers an older
@@ -168,6 +185,28 @@ func (c *core) stepHeartbeatResp(m Message) {
 	}
 }
 
+// rivalNamed handles, in plain mode, a heartbeat answer or refusal that
+// names another leadership than this node's, at another term, and reports
+// whether it did: a leader compares supports (first-hand) or asks the rival
+// (second-hand), and a bound follower does not follow a rival with less
+// support than its leader's on another member's word (see plain_mode.go).
+func (c *core) rivalNamed(m Message) bool {
+	if !m.Reject || m.Leader == 0 || m.Leader == c.cfg.ID || m.Term == c.leaderTerm || !m.Term.OwnedBy(m.Leader) {
+		return false
+	}
+	switch {
+	case c.role == RoleLeader && m.From == m.Leader:
+		return c.leaderMeetsRival(m)
+	case c.role == RoleLeader && !(m.Term > c.leaderTerm && c.rivalWins(m, c.support(), c.leaderTerm)):
+		return c.leaderHearsOfRival(m)
+	case m.Term > c.leaderTerm && m.From != c.leader && c.bound() && !c.rivalWins(m, c.leaderSupport, c.leaderTerm):
+		c.observeTerm(m.Term)
+		c.askLeader()
+		return true
+	}
+	return false
+}
+
 // stepCoordinatorPlain handles an announcement in plain mode: a newer
 // leadership is followed at once, whoever passed it on.
 func (c *core) stepCoordinatorPlain(m Message) {
@@ -177,22 +216,55 @@ func (c *core) stepCoordinatorPlain(m Message) {
 	accepted := c.acceptsCoordinator(m, same)
 	switch {
 	case !accepted:
-		c.refuseStaleCoordinator(m)
+		if m.From != m.Leader || !c.leaderMeetsRival(m) {
+			c.refuseStaleCoordinator(m)
+		}
+	case c.meetsRival(m):
+		accepted = false
 	case m.Leader == c.cfg.ID:
 		// A ring announcement that names this node. Only a newer term makes
 		// it lead: a late copy of a term it already led and gave up (resign or
-		// transfer) must not bring it back.
+		// transfer) must not bring it back. A round started by a leader that
+		// resigned hands its support on (see plain_mode.go).
 		if m.Term > c.leaderTerm && !c.excluded() {
+			if s := c.claimed(m); s > 1 {
+				c.carry(s)
+			}
 			c.becomeLeader(m.Term)
 		}
 	case same && c.role == RoleFollower:
 		c.sinceAck = 0
+		if m.From == c.leader {
+			c.leaderSupport = c.claimed(m)
+		}
 	default:
 		c.follow(m.Leader, m.Term)
+		c.leaderSupport = c.claimed(m)
 	}
 	if c.observer != nil {
 		c.observer.Coordinated(c.host(), m, accepted)
 	}
+}
+
+// meetsRival handles, in plain mode, an announcement of another leadership
+// than this node's: refused as stale, held by a bound follower, or compared
+// by a leader (see plain_mode.go). It reports whether the announcement was
+// dealt with so, and is not to be followed.
+func (c *core) meetsRival(m Message) bool {
+	if m.Term <= c.leaderTerm || (m.Leader == c.leader && c.role == RoleFollower) {
+		return false // this leadership, or its leader's reassertion
+	}
+	switch {
+	case c.bound() && !c.rivalWins(m, c.leaderSupport, c.leaderTerm):
+		c.holdRival(m)
+	case m.From == m.Leader:
+		return c.leaderMeetsRival(m)
+	case c.role == RoleLeader && !c.rivalWins(m, c.support(), c.leaderTerm):
+		return c.leaderHearsOfRival(m)
+	default:
+		return false
+	}
+	return true
 }
 
 // acceptsCoordinator reports whether an announcement is taken: its term is
@@ -221,7 +293,7 @@ func (c *core) refuseStaleCoordinator(m Message) {
 // shows that a member of this leadership is alive.
 func (c *core) stepAckPlain(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm {
-		c.lastHeard[m.From] = c.now
+		c.heard(m.From)
 	}
 }
 
@@ -232,6 +304,8 @@ func (c *core) stepTimeoutNow(m Message) {
 	c.observeTerm(m.Term)
 	if c.q != nil {
 		c.q.release(m.From) // it handed over: it claims nothing any more
+	} else {
+		c.carry(c.claimed(m)) // and its support with it (plain_mode.go)
 	}
 	if m.Elect {
 		// The sender resigned: it will not answer, so leave it out.

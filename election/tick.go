@@ -34,20 +34,12 @@ func (c *core) tickLeader() {
 	}
 	if c.q != nil {
 		c.tickLease()
+	} else {
+		c.tickPreempt()
 	}
 }
 
 func (c *core) tickFollower() {
-	if c.cfg.Preempt && !c.excluded() && c.q == nil {
-		// With preempt a higher node deposes a lower leader as soon as it
-		// knows the leader's rank (membership may learn it after the leader).
-		// In quorum mode followers' promises bind them, and the leader hands
-		// over instead (tickLease).
-		if lr, ok := c.rankOf(c.leader); ok && lr.Less(c.self) {
-			c.Campaign()
-			return
-		}
-	}
 	c.hbElapsed++
 	if c.hbElapsed >= c.cfg.HeartbeatTicks {
 		c.hbElapsed = 0
@@ -127,13 +119,10 @@ func (c *core) TicksUntilDue() int {
 		at(int(lt - (c.now-c.leaseFrom)%lt)) // the re-announcement round
 		if c.q != nil {
 			at(c.leaseDue())
+		} else if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID {
+			at(1) // a handover to a higher-ranked member (tickPreempt)
 		}
 	case RoleFollower:
-		if c.cfg.Preempt && !c.excluded() && c.q == nil {
-			if lr, ok := c.rankOf(c.leader); ok && lr.Less(c.self) {
-				at(1)
-			}
-		}
 		at(c.cfg.HeartbeatTicks - c.hbElapsed)
 		at(c.suspectAt - c.sinceAck + 1)
 	case RoleElecting:
@@ -175,6 +164,9 @@ func (c *core) bootstrap() bool {
 func (c *core) suspect() {
 	wait := c.suspicionWait(0)
 	c.noLeader(wait)
+	if c.followHeld() {
+		return // a rival's announcement held while bound (plain_mode.go)
+	}
 	if wait == 0 {
 		c.Campaign()
 	}

@@ -211,6 +211,13 @@ type Message struct {
 	// Release (quorum mode): a HeartbeatResp by which a leader that stepped
 	// down frees its followers of their promise to it.
 	Release bool
+	// Support (plain mode): on a Coordinator or HeartbeatResp, the support of
+	// the leadership it names: how many members, the leader included, that
+	// leader heard from within a leader timeout (a follower names its
+	// leader's as the leader last told it). On a TimeoutNow, the support of
+	// the leadership handed over, which the successor claims for a leader
+	// timeout. 0: not given (an older peer), read as 1. See plain_mode.go.
+	Support uint32
 }
 
 // EventType is a local event from membership or the transport.

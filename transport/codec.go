@@ -56,6 +56,7 @@ func Encode(m election.Message) (proto.Message, error) {
 			Initiator:  uint64(m.Initiator),
 			Confirmed:  m.Confirmed,
 			LeaseStamp: m.Stamp,
+			Support:    m.Support,
 		}, nil
 	case election.MsgCoordinatorAck:
 		return &pb.CoordinatorAck{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term)}, nil
@@ -63,9 +64,9 @@ func Encode(m election.Message) (proto.Message, error) {
 		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), LeaseStamp: m.Stamp}, nil
 	case election.MsgHeartbeatResp:
 		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), Reject: m.Reject,
-			LeaseStamp: m.Stamp, Release: m.Release}, nil
+			LeaseStamp: m.Stamp, Release: m.Release, Support: m.Support}, nil
 	case election.MsgTimeoutNow:
-		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Elect: m.Elect}, nil
+		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Elect: m.Elect, Support: m.Support}, nil
 	}
 	return nil, fmt.Errorf("transport: cannot encode message type %v", m.Type)
 }
@@ -128,6 +129,7 @@ func decode(x proto.Message) (election.Message, error) {
 			Initiator: election.NodeID(x.GetInitiator()),
 			Confirmed: x.GetConfirmed(),
 			Stamp:     x.GetLeaseStamp(),
+			Support:   x.GetSupport(),
 		}, nil
 	case *pb.CoordinatorAck:
 		if x == nil {
@@ -148,14 +150,15 @@ func decode(x proto.Message) (election.Message, error) {
 		}
 		return election.Message{Type: election.MsgHeartbeatResp,
 			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
-			Leader: election.NodeID(x.GetLeader()), Reject: x.GetReject(), Stamp: x.GetLeaseStamp(), Release: x.GetRelease()}, nil
+			Leader: election.NodeID(x.GetLeader()), Reject: x.GetReject(), Stamp: x.GetLeaseStamp(), Release: x.GetRelease(),
+			Support: x.GetSupport()}, nil
 	case *pb.TimeoutNow:
 		if x == nil {
 			break
 		}
 		return election.Message{Type: election.MsgTimeoutNow,
 			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
-			Elect: x.GetElect()}, nil
+			Elect: x.GetElect(), Support: x.GetSupport()}, nil
 	}
 	return election.Message{}, fmt.Errorf("%w: unexpected wire message %T", ErrInvalidMessage, x)
 }

@@ -23,6 +23,10 @@ func TestCodecRoundTrip(t *testing.T) {
 		election.Message{Type: election.MsgHeartbeat, From: 2, To: 1, Term: 5, Leader: 1, Stamp: 77},
 		election.Message{Type: election.MsgHeartbeatResp, From: 1, To: 2, Term: 5, Leader: 1, Stamp: 78},
 		election.Message{Type: election.MsgHeartbeatResp, From: 1, To: 2, Term: 5, Release: true},
+		// Plain mode's support of a leadership.
+		election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: 5, Leader: 1, Confirmed: true, Support: 4},
+		election.Message{Type: election.MsgHeartbeatResp, From: 3, To: 2, Term: 5, Leader: 1, Reject: true, Support: 4},
+		election.Message{Type: election.MsgTimeoutNow, From: 1, To: 2, Term: 5, Support: 3},
 	)
 	for _, m := range msgs {
 		x, err := Encode(m)

@@ -337,6 +337,9 @@ func Format(m election.Message) string {
 	if m.Stamp != 0 {
 		fmt.Fprintf(&b, " stamp=%d", m.Stamp)
 	}
+	if m.Support != 0 {
+		fmt.Fprintf(&b, " support=%d", m.Support)
+	}
 	if m.MaxTerm != 0 {
 		fmt.Fprintf(&b, " maxterm=%v", m.MaxTerm)
 	}
@@ -449,6 +452,10 @@ func (d *driver) message(typ string, args map[string]string, flags []string) (el
 			m.FromRank, err = parseRank(v)
 		case "stamp":
 			m.Stamp, err = strconv.ParseUint(v, 10, 64)
+		case "support":
+			var u uint64
+			u, err = strconv.ParseUint(v, 10, 32)
+			m.Support = uint32(u)
 		default:
 			return m, fmt.Errorf("%v: unknown key %q", t, k)
 		}

@@ -45,9 +45,14 @@ type schedule struct {
 	faults       int
 	healedAfter  int // ticks from heal to agreement
 	stableChurns int
-	// followerFault (quorum mode) is the follower-only fault run last.
+	// followerFault is the fault run last that leaves the leader's side
+	// the larger: a follower cut off or crashed, or (plain mode) a
+	// minority of followers partitioned off.
 	followerFault      string
 	followerFaultTicks int
+	// rivalAtHeal (plain mode): a node of the cut-off side led at a term
+	// above the leader's when the fault healed, the case a blip is about.
+	rivalAtHeal bool
 }
 
 func (sc schedule) String() string {
@@ -244,14 +249,102 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 			return sc, fmt.Errorf("stability violated: after the %s of follower %d for %d ticks, leader %d term %v changed to %d %v (agreed=%v): %s",
 				sc.followerFault, f, sc.followerFaultTicks, leader, term, l, t, ok, s.Describe())
 		}
+	} else if !sc.quorum && sc.n >= 3 {
+		if err := blipPhase(s, r, &sc, leader, term, bound); err != nil {
+			return sc, err
+		}
 	}
 	return sc, nil
+}
+
+// blipPhase is plain mode's follower-fault phase: a fault that leaves the
+// leader on the strictly larger side (one follower cut off or crashed, or a
+// minority of followers partitioned off, each side electing its own leader)
+// must not move the leader. During the fault the larger side keeps it at
+// its term; from the heal on no node of the larger side names another
+// leader (its term may rise, never go back: S3), and after 3·L1Bound ticks
+// every node agrees on it.
+func blipPhase(s *Sim, r *rand.Rand, sc *schedule, leader election.NodeID, term election.Term, bound int) error {
+	var followers []election.NodeID
+	for i := 1; i <= sc.n; i++ {
+		if id := election.NodeID(i); id != leader {
+			followers = append(followers, id)
+		}
+	}
+	r.Shuffle(len(followers), func(i, j int) { followers[i], followers[j] = followers[j], followers[i] })
+	// Up to the largest minority: k < n-k.
+	cutOff := followers[:1+r.IntN((sc.n-1)/2)]
+	var larger []election.NodeID
+	for i := 1; i <= sc.n; i++ {
+		if id := election.NodeID(i); !slices.Contains(cutOff, id) {
+			larger = append(larger, id)
+		}
+	}
+	crash := len(cutOff) == 1 && r.IntN(3) == 0
+	switch {
+	case crash:
+		sc.followerFault = fmt.Sprintf("crash%v", cutOff)
+		s.Crash(cutOff[0])
+	default:
+		sc.followerFault = fmt.Sprintf("partition%v", cutOff)
+		s.Partition(cutOff, larger)
+	}
+	sc.followerFaultTicks = 1 + r.IntN(2*bound)
+	moved := func(minTerm election.Term, exact bool) (election.NodeID, election.Status, bool) {
+		for _, id := range larger {
+			st := s.Node(id).Status()
+			if st.Leader != leader || st.LeaderTerm < minTerm || (exact && st.LeaderTerm != minTerm) {
+				return id, st, true
+			}
+		}
+		return 0, election.Status{}, false
+	}
+	for range sc.followerFaultTicks {
+		if err := s.Step(); err != nil {
+			return err
+		}
+		if id, st, bad := moved(term, true); bad {
+			return fmt.Errorf("stability violated: %s moved node %d of the larger side off leader %d term %v (to %d at %v) during the fault: %s",
+				sc.followerFault, id, leader, term, st.Leader, st.LeaderTerm, s.Describe())
+		}
+	}
+	for _, id := range cutOff {
+		if st := s.Node(id).Status(); s.Up(id) && st.Role == election.RoleLeader && st.LeaderTerm > term {
+			sc.rivalAtHeal = true
+		}
+	}
+	if !crash && r.IntN(2) == 0 {
+		// The cut-off side learns the leader is alive last (LateView).
+		for _, id := range cutOff {
+			s.LateView(id, leader, r.IntN(4*sc.n))
+		}
+	}
+	s.Heal()
+	if crash {
+		if err := s.Restart(cutOff[0]); err != nil {
+			return err
+		}
+	}
+	for range 3 * bound {
+		if err := s.Step(); err != nil {
+			return err
+		}
+		if id, st, bad := moved(term, false); bad {
+			return fmt.Errorf("stability violated: after the %s for %d ticks, node %d of the larger side moved off leader %d (term %v) to %d at %v: %s",
+				sc.followerFault, sc.followerFaultTicks, id, leader, term, st.Leader, st.LeaderTerm, s.Describe())
+		}
+	}
+	if l, t, ok := s.Agreed(); !ok || l != leader || t < term {
+		return fmt.Errorf("stability violated: after the %s for %d ticks, leader %d term %v changed to %d %v (agreed=%v): %s",
+			sc.followerFault, sc.followerFaultTicks, leader, term, l, t, ok, s.Describe())
+	}
+	return nil
 }
 
 func TestPropertyRandomFaultSchedules(t *testing.T) {
 	for _, algo := range []string{"ring", "bully"} {
 		t.Run(algo, func(t *testing.T) {
-			var worst, total int
+			var worst, total, blips, rivals int
 			var heal []int
 			byN := map[string]int{}
 			for i := range *propCount {
@@ -266,6 +359,12 @@ func TestPropertyRandomFaultSchedules(t *testing.T) {
 						algo, seed, sc, err, algo, seed)
 				}
 				total++
+				if !sc.quorum && sc.followerFault != "" {
+					blips++
+					if sc.rivalAtHeal {
+						rivals++
+					}
+				}
 				heal = append(heal, sc.healedAfter)
 				worst = max(worst, sc.healedAfter)
 				byN[fmt.Sprintf("n=%d/q=%v", sc.n, sc.quorum)]++
@@ -274,6 +373,7 @@ func TestPropertyRandomFaultSchedules(t *testing.T) {
 			t.Logf("%s: %d schedules, seeds %d..%d, 0 violations of S1/S2/S3/Q1/Q2/L1/stability; ticks from heal to agreement p50=%d p99=%d max=%d",
 				algo, total, *propSeed, *propSeed+uint64(total)-1, heal[len(heal)/2], heal[len(heal)*99/100], worst)
 			t.Logf("%s: schedules by size and mode: %v", algo, byN)
+			t.Logf("%s: plain-mode follower faults %d, of which %d healed with the cut-off side led at a term above the leader's", algo, blips, rivals)
 		})
 	}
 }

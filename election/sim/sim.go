@@ -356,7 +356,11 @@ func (s *Sim) drain() {
 func (s *Sim) send(m election.Message) {
 	s.Counts[m.Type]++
 	if s.Trace != nil {
-		s.Trace("t=%d %v %d->%d term=%v leader=%d cands=%d stamp=%d rel=%v conf=%v", s.now, m.Type, m.From, m.To, m.Term, m.Leader, len(m.Candidates), m.Stamp, m.Release, m.Confirmed)
+		support := "" // plain mode's; empty in quorum mode, whose traces it leaves as they were
+		if m.Support != 0 {
+			support = fmt.Sprintf(" support=%d", m.Support)
+		}
+		s.Trace("t=%d %v %d->%d term=%v leader=%d cands=%d stamp=%d rel=%v conf=%v%s", s.now, m.Type, m.From, m.To, m.Term, m.Leader, len(m.Candidates), m.Stamp, m.Release, m.Confirmed, support)
 	}
 	if s.Hook != nil && !s.Hook(m) {
 		return

@@ -7,8 +7,13 @@
 // parameters (which nodes, how long). Before each fault the schedule waits
 // for an agreed leader; after it, it heals (restores every link, restarts or
 // resumes the node) and records the heal, so the checker can time
-// heal-to-agreement. Faults that touch only followers are recorded as such:
-// they must not change the leader.
+// heal-to-agreement. Faults that touch only followers are recorded as such
+// (history.Calm): they must not change the leader. They are: a kill, pause
+// or SIGTERM of a follower; isolating a follower, or flapping one; a cut
+// between two followers, either way or both; and a partition whose side
+// with the leader is strictly larger (the other side is the affected one:
+// without quorum it may elect its own leader, which must yield after the
+// heal; with quorum the larger side is the majority).
 package chaos
 
 import (
@@ -16,7 +21,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/electord/electord/tools/faultnet"
@@ -52,6 +56,7 @@ type Options struct {
 	Algorithm string
 	Quorum    int
 	Args      []string // more electord flags
+	Tag       string   // in the namespaces' names (faultnet.Config.Tag)
 	Seed      uint64
 	// Duration: tours run until it has passed (a tour is never cut short);
 	// 0 = one tour.
@@ -122,7 +127,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	t0 := time.Now()
 	c, err := faultnet.New(faultnet.Config{
-		Binary: o.Binary, Nodes: o.Nodes, Algorithm: o.Algorithm, Quorum: o.Quorum, Args: o.Args, Dir: o.Dir, Docker: o.Docker,
+		Binary: o.Binary, Nodes: o.Nodes, Algorithm: o.Algorithm, Quorum: o.Quorum, Args: o.Args, Tag: o.Tag, Dir: o.Dir, Docker: o.Docker,
 		OnChange: func(t faultnet.Topology) { rec.Topology(history.Topology(t)) },
 		Logf:     logf,
 	})
@@ -131,20 +136,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r.c = c
 	r.res.Dir = c.Dir()
-	urls := map[int]string{}
-	for _, nd := range c.Nodes {
-		urls[nd.ID] = nd.HTTPURL
-	}
-	pctx, stopPoll := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		(&history.Poller{Client: c.HTTPClient(), URLs: urls, Rec: rec}).Run(pctx)
-	}()
+	stopPoll := Poll(c, rec)
 	runErr := r.schedule(ctx)
 	stopPoll()
-	wg.Wait()
 	if err := c.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -152,6 +146,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.res.Report = history.Check(history.Config{Nodes: o.Nodes, Quorum: o.Quorum, Grace: o.Grace, AgreeMax: o.AgreeMax}, r.res.History)
 	r.res.Elapsed = time.Since(t0)
 	return r.res, runErr
+}
+
+// Poll starts polling every node of c (history.Poller, from the
+// observer's place) into rec; stop ends it and waits for the poller.
+func Poll(c *faultnet.Cluster, rec *history.Recorder) (stop func()) {
+	urls := map[int]string{}
+	for _, nd := range c.Nodes {
+		urls[nd.ID] = nd.HTTPURL
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&history.Poller{Client: c.HTTPClient(), URLs: urls, Rec: rec}).Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // note logs and records a line of the fault log.
@@ -243,6 +256,9 @@ func (r *runner) step(ctx context.Context, kind string) error {
 		a, b := r.split(r.all)
 		r.note("%s: %v | %v for %v (leader %d)", kind, a, b, hold, leader)
 		err = r.c.Partition(a, b)
+		if minority := smallerSideWithout(a, b, leader); minority != nil {
+			endCalm = calm(r.c.Topology().At, minority...)
+		}
 	case OneWay:
 		from := leader
 		if r.rng.IntN(2) == 0 {
@@ -251,6 +267,9 @@ func (r *runner) step(ctx context.Context, kind string) error {
 		to := pick(without(r.all, from))
 		r.note("%s: %d -> %d dropped for %v (leader %d)", kind, from, to, hold, leader)
 		err = r.c.Cut(from, to)
+		if from != leader && to != leader {
+			endCalm = calm(r.c.Topology().At, from, to)
+		}
 	case Bridge:
 		mid := anyNode()
 		a, b := r.split(without(r.all, mid))
@@ -269,9 +288,7 @@ func (r *runner) step(ctx context.Context, kind string) error {
 		f := pick(followers)
 		r.note("%s: node %d for %v (leader %d)", kind, f, hold, leader)
 		err = r.c.Isolate(f)
-		if r.o.Quorum > 0 {
-			endCalm = calm(r.c.Topology().At, f)
-		}
+		endCalm = calm(r.c.Topology().At, f)
 	case FollowerCut:
 		if len(followers) < 2 {
 			return nil
@@ -293,6 +310,9 @@ func (r *runner) step(ctx context.Context, kind string) error {
 			}
 			if err != nil {
 				break
+			}
+			if endCalm == nil && n != leader {
+				endCalm = calm(r.c.Topology().At, n)
 			}
 			r.sleep(ctx, time.Duration(150+r.rng.IntN(300))*time.Millisecond)
 		}
@@ -338,7 +358,7 @@ func (r *runner) step(ctx context.Context, kind string) error {
 				break
 			}
 			at := r.c.Topology().At
-			r.rec.Heal(history.Heal{At: at, What: fmt.Sprintf("%s of node %d", kind, i)})
+			r.rec.Heal(history.Heal{At: at, What: fmt.Sprintf("%s of node %d", kind, i), Kind: kind})
 			if _, ok := r.agreed(at, r.o.AgreeTimeout); !ok {
 				r.note("%s: no agreement within %v after restarting node %d", kind, r.o.AgreeTimeout, i)
 			}
@@ -358,7 +378,7 @@ func (r *runner) step(ctx context.Context, kind string) error {
 	if endCalm != nil {
 		endCalm(at)
 	}
-	r.rec.Heal(history.Heal{At: at, What: kind})
+	r.rec.Heal(history.Heal{At: at, What: kind, Kind: kind})
 	if a, ok := r.agreed(at, r.o.AgreeTimeout); ok {
 		r.note("%s: healed, agreed on node %d after %.0f ms", kind, a.Leader, float64(a.At.Sub(at).Microseconds())/1000)
 	} else {
@@ -367,13 +387,13 @@ func (r *runner) step(ctx context.Context, kind string) error {
 	settle := 300 * time.Millisecond
 	switch kind {
 	case Partition, OneWay, Bridge, IsolateLeader, IsolateFollower, FollowerCut, Flap:
-		settle = linkSettle
+		settle = LinkSettle
 	}
 	r.sleep(ctx, settle)
 	return nil
 }
 
-// linkSettle is the pause after a fault that dropped packets on links,
+// LinkSettle is the pause after a fault that dropped packets on links,
 // before the next fault. TCP retransmits what was dropped with a timeout
 // that doubles at each loss (200 ms, 400 ms, 800 ms, ...), so after a cut
 // of one to three seconds the first exchange on an old connection may come
@@ -383,7 +403,20 @@ func (r *runner) step(ctx context.Context, kind string) error {
 // a CI run did: node 3, whose leader's packets had been dropped until
 // 0.3 s before a pause of node 2 began, lost its leader for 15 ms 0.7 s
 // after the heal. Agreement after the heal is still checked (heal-agreement).
-const linkSettle = 2 * time.Second
+const LinkSettle = 2 * time.Second
+
+// smallerSideWithout returns the side of a two-way split without the
+// leader if the leader's side is strictly larger (a follower-only fault),
+// else nil.
+func smallerSideWithout(a, b []int, leader int) []int {
+	if slices.Contains(a, leader) {
+		a, b = b, a
+	}
+	if slices.Contains(b, leader) && len(b) > len(a) {
+		return a
+	}
+	return nil
+}
 
 // split splits nodes at random into two non-empty sorted sides.
 func (r *runner) split(nodes []int) (a, b []int) {

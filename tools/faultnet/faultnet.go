@@ -50,7 +50,7 @@ import (
 )
 
 // Prefix starts the name of every namespace faultnet makes:
-// Prefix + "<pid>-<seq>-" + "hub" or "n<i>".
+// Prefix + "<pid>-<seq>-" + ["<tag>-"] + "hub" or "n<i>".
 const Prefix = "efn-"
 
 // Ports every node binds inside its own namespace (namespaces do not share
@@ -77,6 +77,10 @@ type Config struct {
 	Algorithm string   // ring or bully
 	Quorum    int      // --quorum, 0 = off
 	Args      []string // more electord flags, for every node
+	// Tag, if set, goes into every namespace's (and Docker object's)
+	// name after the pid and sequence, so that an operator can tell whose
+	// run made them: 1 to 16 of a-z, 0-9. Uniqueness comes from the pid.
+	Tag string
 	// Dir holds the nodes' data dirs and logs; "" = a temporary directory,
 	// removed by Close.
 	Dir string
@@ -251,8 +255,14 @@ func New(cfg Config) (c *Cluster, err error) {
 	if cfg.Nodes == 0 && cfg.Docker {
 		return nil, errors.New("faultnet: 0 nodes (the hub alone) needs network namespaces, not Docker")
 	}
+	if !validTag(cfg.Tag) {
+		return nil, fmt.Errorf("faultnet: tag %q: want at most 16 of a-z and 0-9", cfg.Tag)
+	}
 	Sweep(cfg.Logf)
 	c = &Cluster{cfg: cfg, name: fmt.Sprintf("%s%d-%d-", Prefix, os.Getpid(), seq.Add(1))}
+	if cfg.Tag != "" {
+		c.name += cfg.Tag + "-"
+	}
 	if cfg.Docker {
 		c.drv = &dockerDriver{}
 	} else {
@@ -327,6 +337,19 @@ func New(cfg Config) (c *Cluster, err error) {
 	}
 	c.changed()
 	return c, nil
+}
+
+// validTag says whether tag may go into a namespace or container name.
+func validTag(tag string) bool {
+	if len(tag) > 16 {
+		return false
+	}
+	for _, r := range tag {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // nsDriver runs every node in its own network namespace, plugged into a

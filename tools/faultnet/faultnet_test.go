@@ -31,3 +31,24 @@ func TestStale(t *testing.T) {
 		t.Error("a name without a pid is not stale")
 	}
 }
+
+func TestTag(t *testing.T) {
+	for _, ok := range []string{"", "blip", "run7", "abcdefghij123456"} {
+		if !validTag(ok) {
+			t.Errorf("tag %q refused", ok)
+		}
+	}
+	for _, bad := range []string{"Blip", "a-b", "a b", "../x", "abcdefghij1234567"} {
+		if validTag(bad) {
+			t.Errorf("tag %q accepted", bad)
+		}
+		if _, err := New(Config{Nodes: 1, Tag: bad}); err == nil || !strings.Contains(err.Error(), "tag") {
+			t.Errorf("New with tag %q: %v, want an error naming the tag", bad, err)
+		}
+	}
+	// A tagged name still starts with the creator's pid, so Sweep can
+	// judge it.
+	if stale(Prefix + strconv.Itoa(os.Getpid()) + "-1-blip-n1") {
+		t.Error("a tagged name of this process called stale")
+	}
+}

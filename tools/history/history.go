@@ -77,11 +77,16 @@ type Topology struct {
 type Heal struct {
 	At   time.Time
 	What string // the fault that ended
+	// Kind groups heals for the per-kind figures (the fault kind); ""
+	// groups by What.
+	Kind string
 }
 
-// Calm is a fault that touched only followers (Affected) of Leader: from
-// From to To the other nodes must go on following Leader at Term, and after
-// the fault Leader still leads at Term.
+// Calm is a fault that touched only followers (Affected) of Leader, who
+// led at Term when it began. From From to To the other nodes must go on
+// following Leader, and after the fault Leader still leads. With quorum
+// the term must stay Term throughout; in plain mode it may rise (see
+// checker.keeps).
 type Calm struct {
 	From, To time.Time
 	Leader   uint64
@@ -206,23 +211,38 @@ func agreed(latest func(node int, k Kind) (Obs, bool), nodes []int, since time.T
 // WaitAgreed waits until the latest answers of nodes, sent at or after
 // since, agree on one leader (see Agreement), or until timeout.
 func (r *Recorder) WaitAgreed(nodes []int, since time.Time, timeout time.Duration) (Agreement, bool) {
+	var a Agreement
+	ok := r.WaitFor(timeout, func(latest func(n int, k Kind) (Obs, bool)) bool {
+		var ok bool
+		a, ok = agreed(latest, nodes, since)
+		return ok
+	})
+	return a, ok
+}
+
+// WaitFor waits until cond holds, or until timeout; it reports which.
+// cond gets each node's latest answer of each kind; it is called now and
+// after every answer recorded, with the Recorder locked (it must not call
+// the Recorder).
+func (r *Recorder) WaitFor(timeout time.Duration, cond func(latest func(n int, k Kind) (Obs, bool)) bool) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	latest := func(n int, k Kind) (Obs, bool) {
+		o, ok := r.latest[[2]int{n, int(k)}]
+		return o, ok
+	}
 	for {
 		r.mu.Lock()
-		a, ok := agreed(func(n int, k Kind) (Obs, bool) {
-			o, ok := r.latest[[2]int{n, int(k)}]
-			return o, ok
-		}, nodes, since)
+		ok := cond(latest)
 		wake := r.wake
 		r.mu.Unlock()
 		if ok {
-			return a, true
+			return true
 		}
 		select {
 		case <-wake:
 		case <-deadline.C:
-			return Agreement{}, false
+			return false
 		}
 	}
 }

@@ -20,6 +20,10 @@ const (
 	RuleCalm             = "follower-fault"      // a fault of followers only changed the leader
 )
 
+// Unkinded is the per-kind key of heals recorded without a kind or a
+// description.
+const Unkinded = "(unnamed)"
+
 // DefaultGrace covers electord's default timings: a cut-off follower names
 // its leader until it suspects it, at most the heartbeat timeout plus its
 // jitter (600 ms + 150 ms) after the last answer, which came up to one
@@ -62,8 +66,21 @@ type Report struct {
 	HealTimes []time.Duration
 	Unhealed  int
 	Heals     int
-	Obs, Errs int // answers recorded, and requests that got none
-	Claims    int
+	// ByKind splits the heal figures by Heal.Kind (What when Kind is
+	// empty), so that one kind's slow heals are not averaged away.
+	ByKind map[string]*KindHeals
+	// Calms counts the follower-only faults judged; LeaderChanges those
+	// after which the agreed leader was another node.
+	Calms, LeaderChanges int
+	Obs, Errs            int // answers recorded, and requests that got none
+	Claims               int
+}
+
+// KindHeals are the heal figures of one fault kind.
+type KindHeals struct {
+	Heals    int
+	Times    []time.Duration // heal to agreement, of the heals that agreed
+	Unhealed int
 }
 
 // Rules counts violations by rule.
@@ -95,7 +112,7 @@ func Check(cfg Config, h History) Report {
 	sort.SliceStable(obs, func(i, j int) bool { return obs[i].Sent.Before(obs[j].Sent) })
 	topo := slices.Clone(h.Topo)
 	sort.SliceStable(topo, func(i, j int) bool { return topo[i].At.Before(topo[j].At) })
-	r := Report{Heals: len(h.Heals)}
+	r := Report{Heals: len(h.Heals), ByKind: map[string]*KindHeals{}, Calms: len(h.Calms)}
 	switch {
 	case len(topo) > 0:
 		r.Start = topo[0].At
@@ -419,9 +436,23 @@ func (c *checker) agreementAfter(since time.Time) (Agreement, bool, time.Time) {
 // AgreeMax.
 func (c *checker) heals(heals []Heal) {
 	for _, h := range heals {
+		kind := h.Kind
+		if kind == "" {
+			kind = h.What
+		}
+		if kind == "" {
+			kind = Unkinded
+		}
+		kh := c.r.ByKind[kind]
+		if kh == nil {
+			kh = &KindHeals{}
+			c.r.ByKind[kind] = kh
+		}
+		kh.Heals++
 		a, ok, end := c.agreementAfter(h.At)
 		if !ok {
 			c.r.Unhealed++
+			kh.Unhealed++
 			until := "the end of the run"
 			if !end.IsZero() {
 				until = fmt.Sprintf("the next fault %.1f s later", end.Sub(h.At).Seconds())
@@ -431,6 +462,7 @@ func (c *checker) heals(heals []Heal) {
 		}
 		d := a.At.Sub(h.At)
 		c.r.HealTimes = append(c.r.HealTimes, d)
+		kh.Times = append(kh.Times, d)
 		if d > c.cfg.AgreeMax {
 			c.add(h.At, RuleHealAgreement, "after %s healed, agreement on node %d (term %s) took %.0f ms (max %v)",
 				h.What, a.Leader, c.term(a.Term), float64(d.Milliseconds()), c.cfg.AgreeMax)
@@ -463,9 +495,26 @@ func (c *checker) lastViews(from, to time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
+// keeps says whether an answer naming leader id at term t keeps calm k's
+// leader. With quorum the term must not move: a bound node refuses a
+// rival's round, so nothing raises the leader's term while it keeps its
+// majority. In plain mode a cut-off node or minority elects itself at a
+// higher term, and the leader the larger side kept following reasserts
+// above it after the heal: the leader node stays, its term may rise.
+func (c *checker) keeps(k Calm, id, t uint64) bool {
+	if id != k.Leader {
+		return false
+	}
+	if c.cfg.Quorum > 0 {
+		return t == k.Term
+	}
+	return t >= k.Term
+}
+
 // calms: while a fault touches only followers, every other node keeps
-// following the leader at its term, no other node claims, and after the
-// fault the same leader at the same term is agreed.
+// following the leader (at its term, with quorum), no other node claims,
+// and after the fault the same leader is agreed (at the same term with
+// quorum, at a term at least as high without).
 func (c *checker) calms(calms []Calm) {
 	for _, k := range calms {
 		reported := map[int]bool{}
@@ -475,7 +524,7 @@ func (c *checker) calms(calms []Calm) {
 			}
 			bad := ""
 			switch {
-			case o.Kind == Leader && (o.Code != http.StatusOK || o.ID != k.Leader || o.Term != k.Term):
+			case o.Kind == Leader && (o.Code != http.StatusOK || !c.keeps(k, o.ID, o.Term)):
 				bad = fmt.Sprintf("answered /leader %d: leader %d term %s", o.Code, o.ID, c.term(o.Term))
 			case o.Claim() && uint64(o.Node) != k.Leader:
 				bad = fmt.Sprintf("claimed leadership at term %s", c.term(o.Term))
@@ -488,7 +537,14 @@ func (c *checker) calms(calms []Calm) {
 					k.What, k.Affected, k.Leader, c.term(k.Term), o.Node, bad)
 			}
 		}
-		if a, ok, _ := c.agreementAfter(k.To); ok && (a.Leader != k.Leader || a.Term != k.Term) {
+		a, ok, _ := c.agreementAfter(k.To)
+		if !ok {
+			continue // heal-agreement reports it
+		}
+		if a.Leader != k.Leader {
+			c.r.LeaderChanges++
+		}
+		if !c.keeps(k, a.Leader, a.Term) {
 			c.add(a.At, RuleCalm, "after %s (nodes %v only), the agreed leader is node %d at term %s, was node %d at term %s",
 				k.What, k.Affected, a.Leader, c.term(a.Term), k.Leader, c.term(k.Term))
 		}

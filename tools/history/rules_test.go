@@ -2,6 +2,7 @@ package history
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,17 @@ func agreed3(l, t uint64, ms int) []Obs {
 }
 
 func rules(r Report) map[string]int { return r.Rules() }
+
+// only returns r's violations of rule, in order.
+func only(r Report, rule string) []Violation {
+	var vs []Violation
+	for _, v := range r.Violations {
+		if v.Rule == rule {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
 
 func TestCleanHistoryHasNoViolation(t *testing.T) {
 	h := History{Topo: []Topology{topo(0, 3)}, Heals: []Heal{{At: at(100), What: "x"}}}
@@ -193,6 +205,121 @@ func TestFollowerFaultChangesLeader(t *testing.T) {
 	r := Check(Config{Nodes: 3}, h)
 	if rules(r)[RuleCalm] != 2 {
 		t.Fatalf("want two follower-fault violations, got %v", r.Violations)
+	}
+	if r.Calms != 1 || r.LeaderChanges != 1 {
+		t.Fatalf("want 1 follower fault and 1 leader change counted, got %d and %d", r.Calms, r.LeaderChanges)
+	}
+}
+
+// blip is the history of a plain-mode blip in 5 nodes: leader 5 at term
+// 3.5; a follower fault of affected from 1000 to 3000 ms, during which the
+// affected nodes elect node affected[0] at term 9; after the heal at 3000,
+// every node agrees on after at term afterTerm from 3100 on.
+func blip(affected []int, after, afterTerm uint64) History {
+	var cuts [][2]int
+	for _, a := range affected {
+		for o := 1; o <= 5; o++ {
+			if !slices.Contains(affected, o) {
+				cuts = append(cuts, [2]int{a, o}, [2]int{o, a})
+			}
+		}
+	}
+	h := History{
+		Topo:  []Topology{topo(0, 5), topo(1000, 5, cuts...), topo(3000, 5)},
+		Heals: []Heal{{At: at(3000), What: "partition", Kind: "partition"}},
+		Calms: []Calm{{From: at(1000), To: at(3000), Leader: 5, Term: term(3, 5), Affected: affected, What: "partition"}},
+	}
+	for ms := 0; ms < 3000; ms += 100 {
+		for n := 1; n <= 5; n++ {
+			switch {
+			case ms >= 1000 && slices.Contains(affected, n):
+				// the cut-off side elects its own leader, higher
+				own := uint64(affected[0])
+				h.Obs = append(h.Obs, follows(n, own, term(9, own), ms, ms+1))
+				if uint64(n) == own {
+					h.Obs = append(h.Obs, claim(n, term(9, own), ms, ms+1))
+				}
+			case n == 5:
+				h.Obs = append(h.Obs, follows(n, 5, term(3, 5), ms, ms+1), claim(n, term(3, 5), ms, ms+1))
+			default:
+				h.Obs = append(h.Obs, follows(n, 5, term(3, 5), ms, ms+1), self(n, term(3, 5), ms, ms+1))
+			}
+		}
+	}
+	for n := 1; n <= 5; n++ {
+		h.Obs = append(h.Obs, follows(n, after, afterTerm, 3100, 3101))
+		if uint64(n) == after {
+			h.Obs = append(h.Obs, claim(n, afterTerm, 3100, 3101))
+		} else {
+			h.Obs = append(h.Obs, self(n, afterTerm, 3100, 3101))
+		}
+	}
+	return h
+}
+
+func TestPlainBlipMayRaiseTheTermNotMoveTheLeader(t *testing.T) {
+	// Leader 5 reasserts above the minority's 9.1: fine without quorum,
+	// with quorum the term had to stay 3.5.
+	h := blip([]int{1, 2}, 5, term(10, 5))
+	if r := Check(Config{Nodes: 5}, h); len(r.Violations) != 0 || r.LeaderChanges != 0 || r.Calms != 1 {
+		t.Fatalf("plain: leader 5 kept at a higher term: want no violation and no leader change, got %v (%d changes)", r.Violations, r.LeaderChanges)
+	}
+	// (With quorum the minority's own leader breaks the minority rules
+	// too; only the follower-fault rule is the point here.)
+	r := Check(Config{Nodes: 5, Quorum: 5}, h)
+	calm := only(r, RuleCalm)
+	if len(calm) != 1 || r.LeaderChanges != 0 || !strings.Contains(calm[0].Detail, "node 5 at term 10.5, was node 5 at term 3.5") {
+		t.Fatalf("quorum: want one follower-fault violation for the new term (same leader), got %v (%d changes)", calm, r.LeaderChanges)
+	}
+}
+
+func TestPlainBlipThatMovesTheLeaderIsReported(t *testing.T) {
+	// The isolated follower 2 elected itself at 9.2 and leads everyone
+	// after the heal: the blip moved the leader.
+	r := Check(Config{Nodes: 5}, blip([]int{2}, 2, term(9, 2)))
+	if rules(r)[RuleCalm] != 1 || len(r.Violations) != 1 || r.LeaderChanges != 1 {
+		t.Fatalf("want one follower-fault violation and one leader change, got %v (%d changes)", r.Violations, r.LeaderChanges)
+	}
+	if !strings.Contains(r.Violations[0].Detail, "the agreed leader is node 2 at term 9.2, was node 5 at term 3.5") {
+		t.Fatalf("the detail should name both leaders: %s", r.Violations[0].Detail)
+	}
+}
+
+func TestPlainFollowerFaultLeaderLostDuringTheFault(t *testing.T) {
+	// Node 3, on the larger side, names the minority's leader during the
+	// fault; node 4 names no leader. Both are violations, the minority's
+	// own answers are not.
+	h := blip([]int{1, 2}, 5, term(10, 5))
+	h.Obs = append(h.Obs, follows(3, 1, term(9, 1), 2000, 2001), follows(4, 0, term(3, 5), 2000, 2001))
+	calm := only(Check(Config{Nodes: 5}, h), RuleCalm)
+	if len(calm) != 2 {
+		t.Fatalf("want two follower-fault violations (nodes 3 and 4), got %v", calm)
+	}
+	for i, n := range []string{"node 3 answered /leader 200: leader 1", "node 4 answered /leader 503"} {
+		if !strings.Contains(calm[i].Detail, n) {
+			t.Fatalf("violation %d should say %q: %s", i, n, calm[i].Detail)
+		}
+	}
+}
+
+func TestHealFiguresByKind(t *testing.T) {
+	h := History{Topo: []Topology{topo(0, 3)}, Heals: []Heal{
+		{At: at(0), What: "one-way", Kind: "one-way"},
+		{At: at(1000), What: "rolling-restart of node 3", Kind: "rolling-restart"},
+		{At: at(2000), What: "isolate-leader"},
+	}}
+	h.Obs = append(h.Obs, agreed3(3, term(1, 3), 300)...)
+	h.Obs = append(h.Obs, agreed3(3, term(1, 3), 1100)...)
+	r := Check(Config{Nodes: 3}, h)
+	want := map[string][]time.Duration{"one-way": {301 * time.Millisecond}, "rolling-restart": {101 * time.Millisecond}, "isolate-leader": nil}
+	if len(r.ByKind) != len(want) {
+		t.Fatalf("kinds %v, want %v", r.ByKind, want)
+	}
+	for k, ds := range want {
+		kh := r.ByKind[k]
+		if kh == nil || kh.Heals != 1 || !slices.Equal(kh.Times, ds) || kh.Unhealed != 1-len(ds) {
+			t.Fatalf("%s: got %+v, want times %v", k, kh, ds)
+		}
 	}
 }
 

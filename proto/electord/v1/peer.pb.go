@@ -287,7 +287,12 @@ type Coordinator struct {
 	Confirmed bool `protobuf:"varint,7,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
 	// Quorum mode, on the leader's own confirmed announcement: its clock plus
 	// one; the follower promises its support and echoes it (see Heartbeat).
-	LeaseStamp    uint64 `protobuf:"varint,8,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	LeaseStamp uint64 `protobuf:"varint,8,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	// Plain mode: the announced leadership's support, the number of members
+	// (the leader included) its leader heard from within a leader timeout. A
+	// follower bound to a healthy leader follows a rival only with at least
+	// its leader's support. 0: not given, read as 1.
+	Support       uint32 `protobuf:"varint,9,opt,name=support,proto3" json:"support,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +379,13 @@ func (x *Coordinator) GetConfirmed() bool {
 func (x *Coordinator) GetLeaseStamp() uint64 {
 	if x != nil {
 		return x.LeaseStamp
+	}
+	return 0
+}
+
+func (x *Coordinator) GetSupport() uint32 {
+	if x != nil {
+		return x.Support
 	}
 	return 0
 }
@@ -547,7 +559,9 @@ type HeartbeatReply struct {
 	LeaseStamp uint64 `protobuf:"varint,6,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
 	// Quorum mode: the sender stepped down and frees the recipient of its
 	// promise (sent on its own, not as an answer).
-	Release       bool `protobuf:"varint,7,opt,name=release,proto3" json:"release,omitempty"`
+	Release bool `protobuf:"varint,7,opt,name=release,proto3" json:"release,omitempty"`
+	// Plain mode: the support of the leadership named (see Coordinator).
+	Support       uint32 `protobuf:"varint,8,opt,name=support,proto3" json:"support,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -631,6 +645,13 @@ func (x *HeartbeatReply) GetRelease() bool {
 	return false
 }
 
+func (x *HeartbeatReply) GetSupport() uint32 {
+	if x != nil {
+		return x.Support
+	}
+	return 0
+}
+
 // TimeoutNow hands leadership to the recipient (transfer), or asks it to
 // run an election without the sender (resign).
 type TimeoutNow struct {
@@ -642,7 +663,10 @@ type TimeoutNow struct {
 	// The sender's leadership term; the successor announces a later one.
 	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
 	// Resign rather than transfer: run an election instead of announcing.
-	Elect         bool `protobuf:"varint,4,opt,name=elect,proto3" json:"elect,omitempty"`
+	Elect bool `protobuf:"varint,4,opt,name=elect,proto3" json:"elect,omitempty"`
+	// Plain mode: the support of the leadership handed over, which the
+	// successor claims for a leader timeout (see Coordinator).
+	Support       uint32 `protobuf:"varint,5,opt,name=support,proto3" json:"support,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -705,6 +729,13 @@ func (x *TimeoutNow) GetElect() bool {
 	return false
 }
 
+func (x *TimeoutNow) GetSupport() uint32 {
+	if x != nil {
+		return x.Support
+	}
+	return 0
+}
+
 // Ack is the empty receipt for one-way peer messages.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -765,7 +796,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x06Answer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"\xee\x01\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"\x88\x02\n" +
 	"\vCoordinator\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -776,7 +807,8 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\tinitiator\x18\x06 \x01(\x04R\tinitiator\x12\x1c\n" +
 	"\tconfirmed\x18\a \x01(\bR\tconfirmed\x12\x1f\n" +
 	"\vlease_stamp\x18\b \x01(\x04R\n" +
-	"leaseStamp\"H\n" +
+	"leaseStamp\x12\x18\n" +
+	"\asupport\x18\t \x01(\rR\asupport\"H\n" +
 	"\x0eCoordinatorAck\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -787,7 +819,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1f\n" +
 	"\vlease_stamp\x18\x05 \x01(\x04R\n" +
-	"leaseStamp\"\xb3\x01\n" +
+	"leaseStamp\"\xcd\x01\n" +
 	"\x0eHeartbeatReply\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -796,13 +828,15 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x06reject\x18\x05 \x01(\bR\x06reject\x12\x1f\n" +
 	"\vlease_stamp\x18\x06 \x01(\x04R\n" +
 	"leaseStamp\x12\x18\n" +
-	"\arelease\x18\a \x01(\bR\arelease\"Z\n" +
+	"\arelease\x18\a \x01(\bR\arelease\x12\x18\n" +
+	"\asupport\x18\b \x01(\rR\asupport\"t\n" +
 	"\n" +
 	"TimeoutNow\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x14\n" +
-	"\x05elect\x18\x04 \x01(\bR\x05elect\"\x05\n" +
+	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
+	"\asupport\x18\x05 \x01(\rR\asupport\"\x05\n" +
 	"\x03Ack2\x9c\x03\n" +
 	"\x04Peer\x123\n" +
 	"\bElection\x12\x15.electord.v1.Election\x1a\x10.electord.v1.Ack\x12/\n" +

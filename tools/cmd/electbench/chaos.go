@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
@@ -43,6 +44,7 @@ func chaosCmd(args []string) error {
 	dir := fs.String("dir", "", "keep the nodes' data dirs and logs here (default: a temporary directory, removed)")
 	out := fs.String("out", "", "also write the report to this file")
 	verbose := fs.Bool("v", false, "log every fault and process change")
+	tag := fs.String("tag", "", "a label in the names of the namespaces and containers of the run (a-z, 0-9, at most 16)")
 	docker := fs.Bool("docker", false, "run the nodes as containers of a FROM scratch image on a Docker network (electord built with CGO_ENABLED=0) instead of in network namespaces")
 	fs.Parse(args)
 	if err := faultnet.Available(); err != nil {
@@ -117,7 +119,7 @@ func chaosCmd(args []string) error {
 				break
 			}
 			logf("chaos: %s, quorum %d, %v", algo, q, *duration)
-			o := chaos.Options{Binary: path, Nodes: *nodes, Algorithm: algo, Quorum: q, Args: strings.Fields(*extra),
+			o := chaos.Options{Binary: path, Nodes: *nodes, Algorithm: algo, Quorum: q, Args: strings.Fields(*extra), Tag: *tag,
 				Seed: *seed, Duration: *duration, Kinds: ks, HoldMin: *holdMin, HoldMax: *holdMax, Logf: quiet, Docker: *docker}
 			if *verbose {
 				o.Logf = logf
@@ -141,19 +143,56 @@ func chaosCmd(args []string) error {
 		}
 	}
 	pr("\n## Summary\n\n")
-	pr("| algorithm | quorum | ran | faults | heals | heal→agreement p50 ms | p99 ms | max ms | unhealed | violations |\n")
-	pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	pr("| algorithm | quorum | ran | faults | heals | heal→agreement p50 ms | p99 ms | max ms | unhealed | leader changes after follower faults | violations |\n")
+	pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		rep := r.res.Report
 		faults := 0
 		for _, n := range r.res.Faults {
 			faults += n
 		}
-		pr("| %s | %d | %.0f s | %d | %d | %s | %s | %s | %d | %s |\n", r.algo, r.quorum, r.res.Elapsed.Seconds(), faults, rep.Heals,
+		pr("| %s | %d | %.0f s | %d | %d | %s | %s | %s | %d | %d of %d | %s |\n", r.algo, r.quorum, r.res.Elapsed.Seconds(), faults, rep.Heals,
 			ms(history.Percentile(rep.HealTimes, .5)), ms(history.Percentile(rep.HealTimes, .99)), ms(history.Percentile(rep.HealTimes, 1)),
-			rep.Unhealed, ruleCounts(rep))
+			rep.Unhealed, rep.LeaderChanges, rep.Calms, ruleCounts(rep))
+	}
+	pr("\n### Heal to agreement by fault kind (p50 / p99 / max ms, unhealed)\n\n")
+	var healKinds []string
+	head, sep := "| fault |", "|---|"
+	for _, r := range rows {
+		for k := range r.res.Report.ByKind {
+			if !slices.Contains(healKinds, k) {
+				healKinds = append(healKinds, k)
+			}
+		}
+		head += fmt.Sprintf(" %s, quorum %d |", r.algo, r.quorum)
+		sep += "---|"
+	}
+	slices.Sort(healKinds)
+	pr("%s\n%s\n", head, sep)
+	for _, k := range healKinds {
+		line := "| " + k + " |"
+		for _, r := range rows {
+			line += " " + kindHeals(r.res.Report.ByKind[k]) + " |"
+		}
+		pr("%s\n", line)
 	}
 	return nil
+}
+
+// kindHeals prints one kind's heal figures: "p50 / p99 / max" in ms, and
+// the heals without agreement if any.
+func kindHeals(kh *history.KindHeals) string {
+	if kh == nil {
+		return "–"
+	}
+	s := "–"
+	if len(kh.Times) > 0 {
+		s = fmt.Sprintf("%s / %s / %s", ms(history.Percentile(kh.Times, .5)), ms(history.Percentile(kh.Times, .99)), ms(history.Percentile(kh.Times, 1)))
+	}
+	if kh.Unhealed > 0 {
+		s += fmt.Sprintf(", %d unhealed", kh.Unhealed)
+	}
+	return s
 }
 
 // staticElectord builds cmd/electord with CGO_ENABLED=0, for a FROM
@@ -201,6 +240,10 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 	pr("- %d answers observed, %d requests unanswered, %d leadership claims\n", rep.Obs, rep.Errs, rep.Claims)
 	pr("- %d heals: heal-to-agreement p50 %s ms, p99 %s ms, max %s ms; %d without agreement\n", rep.Heals,
 		ms(history.Percentile(rep.HealTimes, .5)), ms(history.Percentile(rep.HealTimes, .99)), ms(history.Percentile(rep.HealTimes, 1)), rep.Unhealed)
+	pr("- follower-only faults: %d; after %d of them another node led\n", rep.Calms, rep.LeaderChanges)
+	for _, k := range slices.Sorted(maps.Keys(rep.ByKind)) {
+		pr("  - heals after %s: %d, heal-to-agreement p50 / p99 / max ms %s\n", k, rep.ByKind[k].Heals, kindHeals(rep.ByKind[k]))
+	}
 	pr("- violations: %s\n", ruleCounts(rep))
 	if len(rep.Violations) == 0 {
 		return

@@ -132,10 +132,10 @@ func tour(t *testing.T, o chaos.Options, limit time.Duration) {
 func report(t *testing.T, res *chaos.Result) {
 	t.Helper()
 	r := res.Report
-	t.Logf("%.1f s, faults %v; %d answers (%d failed requests), %d claims; %d heals: p50 %v, p99 %v, max %v, %d without agreement",
+	t.Logf("%.1f s, faults %v; %d answers (%d failed requests), %d claims; %d heals: p50 %v, p99 %v, max %v, %d without agreement; %d follower-only faults, %d followed by another leader",
 		res.Elapsed.Seconds(), res.Faults, r.Obs, r.Errs, r.Claims, r.Heals,
 		history.Percentile(r.HealTimes, .5).Round(time.Millisecond), history.Percentile(r.HealTimes, .99).Round(time.Millisecond),
-		history.Percentile(r.HealTimes, 1).Round(time.Millisecond), r.Unhealed)
+		history.Percentile(r.HealTimes, 1).Round(time.Millisecond), r.Unhealed, r.Calms, r.LeaderChanges)
 	if len(r.Violations) == 0 {
 		return
 	}
@@ -163,7 +163,21 @@ func report(t *testing.T, res *chaos.Result) {
 // violation, with times relative to the start, so a failure in CI says
 // why a node lost or changed its leader.
 func changesNear(res *chaos.Result, vs []history.Violation) string {
-	logs, _ := filepath.Glob(filepath.Join(res.Dir, "node-*.log"))
+	return leadershipChanges(res.Dir, res.Report.Start, func(at time.Time) bool {
+		for _, v := range vs {
+			if !at.Before(v.At.Add(-2*time.Second)) && !at.After(v.At.Add(time.Second)) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// leadershipChanges returns the "leadership changed" lines of the logs
+// node-*.log in dir whose time keep accepts, sorted, each with its node
+// and its time relative to start.
+func leadershipChanges(dir string, start time.Time, keep func(time.Time) bool) string {
+	logs, _ := filepath.Glob(filepath.Join(dir, "node-*.log"))
 	var out []string
 	for _, path := range logs {
 		data, err := os.ReadFile(path)
@@ -177,16 +191,11 @@ func changesNear(res *chaos.Result, vs []history.Violation) string {
 			}
 			ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
 			at, err := time.Parse(time.RFC3339Nano, ts)
-			if err != nil {
+			if err != nil || !keep(at) {
 				continue
 			}
-			for _, v := range vs {
-				if !at.Before(v.At.Add(-2*time.Second)) && !at.After(v.At.Add(time.Second)) {
-					_, rest, _ := strings.Cut(line, `msg="leadership changed" `)
-					out = append(out, fmt.Sprintf("%9.3fs node %s: %s", at.Sub(res.Report.Start).Seconds(), node, rest))
-					break
-				}
-			}
+			_, rest, _ := strings.Cut(line, `msg="leadership changed" `)
+			out = append(out, fmt.Sprintf("%9.3fs node %s: %s", at.Sub(start).Seconds(), node, rest))
 		}
 	}
 	slices.Sort(out)
