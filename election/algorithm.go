@@ -52,6 +52,16 @@ type MessageChecker interface {
 	CheckMessage(h Host, m Message) (reason string)
 }
 
+// ElectionRefuser is an optional Algorithm feature: RefusesElections
+// reports whether this node cannot take part in an election now, so that
+// its node refuses every Election before the machine sees it
+// (Status.RefusesElections) and the sender's transport reports the send
+// failed (EventSendFailed): the sender skips it as it skips a dead node,
+// at once, instead of losing its election in a silent drop.
+type ElectionRefuser interface {
+	RefusesElections(h Host) bool
+}
+
 // SuspicionDelayer is an optional Algorithm feature: when a node loses its
 // leader (it timed out, the leader's process is gone, or membership says it
 // left), the core asks how many ticks to wait before campaigning, counted

@@ -185,5 +185,8 @@ func (c *core) Status() Status {
 	if c.role == RoleLeader && c.q != nil {
 		st.LeaseEnd = c.leaseEnd()
 	}
+	if r, ok := c.algo.(ElectionRefuser); ok {
+		st.RefusesElections = r.RefusesElections(c.host())
+	}
 	return st
 }

@@ -15,6 +15,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.joinGossip(); err != nil {
 		return err
 	}
+	n.in.refusing.Store(n.sm.Status().RefusesElections)
 	n.in.serving.Store(true)
 	n.clock.start()
 	defer n.clock.stop()
@@ -77,6 +78,9 @@ func (n *Node) Run(ctx context.Context) error {
 			n.retrySave()
 		}
 		n.process(reply, replyTo)
+		// What the inbox refuses follows the machine: a membership event
+		// (the view reaching BootstrapExpect) changes it without a Ready.
+		n.in.refusing.Store(n.sm.Status().RefusesElections)
 		n.updateLease()
 		n.clock.arm()
 	}
