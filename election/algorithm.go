@@ -52,14 +52,17 @@ type MessageChecker interface {
 	CheckMessage(h Host, m Message) (reason string)
 }
 
-// ElectionRefuser is an optional Algorithm feature: RefusesElections
-// reports whether this node cannot take part in an election now, so that
-// its node refuses every Election before the machine sees it
-// (Status.RefusesElections) and the sender's transport reports the send
-// failed (EventSendFailed): the sender skips it as it skips a dead node,
-// at once, instead of losing its election in a silent drop.
+// ElectionRefuser is an optional Algorithm feature: an algorithm whose
+// RefusesElectionsWhileBootstrapping is true takes no part in an election
+// while this node is bootstrapping (Host.Bootstrapping), so its node
+// refuses every Election meanwhile, before the machine sees it
+// (Status.RefusesElections), and the sender's transport reports the send
+// failed (EventSendFailed): the sender skips it as it skips a dead node, at
+// once, instead of losing its election in a silent drop. Status reads it
+// without asking Host.Bootstrapping, which latches: a snapshot changes
+// nothing.
 type ElectionRefuser interface {
-	RefusesElections(h Host) bool
+	RefusesElectionsWhileBootstrapping() bool
 }
 
 // SuspicionDelayer is an optional Algorithm feature: when a node loses its

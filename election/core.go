@@ -186,7 +186,7 @@ func (c *core) Status() Status {
 		st.LeaseEnd = c.leaseEnd()
 	}
 	if r, ok := c.algo.(ElectionRefuser); ok {
-		st.RefusesElections = r.RefusesElections(c.host())
+		st.RefusesElections = st.Bootstrapping && r.RefusesElectionsWhileBootstrapping()
 	}
 	return st
 }

@@ -69,15 +69,15 @@ var (
 	_ election.ElectionRefuser     = (*Ring)(nil)
 )
 
-// RefusesElections implements election.ElectionRefuser: a node that is
-// still bootstrapping (it has seen fewer members than BootstrapExpect) may
+// RefusesElectionsWhileBootstrapping implements election.ElectionRefuser:
+// a node that is still bootstrapping (it has seen fewer members than BootstrapExpect) may
 // not know its true successor and does not forward Elections (see Step).
 // Refused, the sender skips it as it skips a dead successor, and the lap
 // goes on at once; dropped, every lap would end here, and each initiator
 // would wait out its round timeout (2n hops) and try again, for as long as
 // this node's view stays short. The node misses the round as a candidate;
 // it learns the winner from the Coordinator, which it does accept.
-func (r *Ring) RefusesElections(h election.Host) bool { return h.Bootstrapping() }
+func (r *Ring) RefusesElectionsWhileBootstrapping() bool { return true }
 
 // CheckMessage implements election.MessageChecker: an Election's initiator
 // owns its term, and each candidate's rank is the one membership knows.
@@ -153,7 +153,7 @@ func (r *Ring) Step(h election.Host, m election.Message) {
 		// A first start that has not seen the whole cluster yet may not know
 		// its true successor: forwarding could route the election past
 		// members it has not heard of. Its node refuses such an Election
-		// before it gets here (RefusesElections), so the sender skips this
+		// before it gets here (RefusesElectionsWhileBootstrapping), so the sender skips this
 		// node; one that came in before the refusal began is dropped, and
 		// its initiator's round timeout recovers.
 		return
