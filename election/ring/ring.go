@@ -49,17 +49,33 @@ type Ring struct {
 	own     bool          // this node initiated it
 	term    election.Term // its term, when own
 	elapsed int
+	// lost counts this node's rounds in a row that timed out since a
+	// leadership was last settled (see timeout).
+	lost int
 }
 
 // Name implements election.Algorithm.
 func (r *Ring) Name() string { return Name }
 
 // Reset implements election.Algorithm.
-func (r *Ring) Reset() { r.active, r.own = false, false }
+func (r *Ring) Reset() { r.active, r.own, r.lost = false, false, 0 }
 
+// timeout is how long a round may take: the election timeout and a hop
+// allowance per member for the Election's lap and the Coordinator's;
+// doubled in a cluster's first election (no leader ever known) and doubled
+// again for each round of this node's lost since a leadership was last
+// settled, up to eight times. A cluster's first lap goes over connections
+// still being opened, on hosts still starting processes: at 64 members and
+// more it is slower than its allowance, and a round that times out starts
+// a new one at a newer epoch, which supersedes the lap still in flight, so
+// without the room no lap ever finished.
 func (r *Ring) timeout(h election.Host) int {
 	cfg := h.Config()
-	return cfg.ElectionTimeoutTicks + 2*len(h.Ring())*cfg.HopTicks
+	lost := r.lost
+	if h.Standing().LeaderTerm == 0 {
+		lost++
+	}
+	return (cfg.ElectionTimeoutTicks + 2*len(h.Ring())*cfg.HopTicks) << min(lost, 3)
 }
 
 var (
@@ -265,6 +281,9 @@ func (r *Ring) Tick(h election.Host) {
 		return
 	}
 	r.active = false
+	if r.own {
+		r.lost++
+	}
 	st := h.Standing()
 	if st.Role != election.RoleFollower && st.Role != election.RoleLeader && !st.Excluded && !h.Bootstrapping() {
 		r.Campaign(h) // the round was lost: start a new one

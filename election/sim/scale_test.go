@@ -144,3 +144,41 @@ func TestCrashWithSlowSendsNoOneBelowCampaigns(t *testing.T) {
 		t.Errorf("%d nodes below the highest survivor campaigned while its announcements went out, want none", len(campaigned))
 	}
 }
+
+// TestRingFirstElectionWithSlowHops: 64 ring nodes form a cluster while
+// each hop takes 1 to 7 ticks (a message's random delay), more than the
+// tick a hop the round allows (HopTicks): the first lap of a cluster goes
+// over connections still being opened on a loaded host. A round whose
+// timeout had no room for that timed out every time, and each new round,
+// at a newer epoch, superseded the lap still in flight: no agreement in
+// 6,000 ticks. A first election's round now has twice the allowance, and
+// each round lost doubles it again.
+func TestRingFirstElectionWithSlowHops(t *testing.T) {
+	const n = 64
+	for seed := uint64(1); seed <= uint64(*scenarioSeeds); seed++ {
+		r := rand.New(rand.NewPCG(seed, 64))
+		learn := map[[2]election.NodeID]int{}
+		for a := election.NodeID(1); a <= n; a++ {
+			for b := election.NodeID(1); b <= n; b++ {
+				learn[[2]election.NodeID{a, b}] = 1 + r.IntN(150)
+			}
+		}
+		s, err := New(Options{N: n, Algorithm: "ring", Seed: seed, SendsPerTick: 4,
+			Forming: func(at, of election.NodeID) int { return learn[[2]election.NodeID{at, of}] },
+			Tune: func(c *election.Config) {
+				daemonBullyTimings(c)
+				c.BootstrapExpect = n
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.MaxDelay = 6
+		agreed, err := s.RunUntil(firstAgreementTicks+100, func() bool { _, _, ok := s.Agreed(); return ok })
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if !agreed {
+			t.Fatalf("seed %d: no first agreement within %d ticks with slow hops: %s", seed, firstAgreementTicks+100, s.Describe())
+		}
+	}
+}
