@@ -12,6 +12,18 @@ import (
 // electbench scale measures on real processes.
 const firstAgreementTicks = 500
 
+// formingViews says when each of n nodes learns each other one at the
+// start (Options.Forming): at a random tick from 1 to spread.
+func formingViews(r *rand.Rand, n, spread int) map[[2]election.NodeID]int {
+	learn := map[[2]election.NodeID]int{}
+	for a := election.NodeID(1); a <= election.NodeID(n); a++ {
+		for b := election.NodeID(1); b <= election.NodeID(n); b++ {
+			learn[[2]election.NodeID{a, b}] = 1 + r.IntN(spread)
+		}
+	}
+	return learn
+}
+
 // TestFirstElectionWithLateViews: 64 nodes start together with
 // BootstrapExpect 64, as `electbench scale --bootstrap-expect` starts them.
 // Each learns the others from gossip within half a second, and a sending
@@ -28,12 +40,7 @@ func TestFirstElectionWithLateViews(t *testing.T) {
 		t.Run(algo, func(t *testing.T) {
 			for seed := uint64(1); seed <= uint64(*scenarioSeeds); seed++ {
 				r := rand.New(rand.NewPCG(seed, 64))
-				learn := map[[2]election.NodeID]int{}
-				for a := election.NodeID(1); a <= n; a++ {
-					for b := election.NodeID(1); b <= n; b++ {
-						learn[[2]election.NodeID{a, b}] = 1 + r.IntN(50)
-					}
-				}
+				learn := formingViews(r, n, 50)
 				for range 3 {
 					late, missed := election.NodeID(1+r.IntN(n)), election.NodeID(1+r.IntN(n/2))
 					if late != missed {
@@ -156,13 +163,7 @@ func TestCrashWithSlowSendsNoOneBelowCampaigns(t *testing.T) {
 func TestRingFirstElectionWithSlowHops(t *testing.T) {
 	const n = 64
 	for seed := uint64(1); seed <= uint64(*scenarioSeeds); seed++ {
-		r := rand.New(rand.NewPCG(seed, 64))
-		learn := map[[2]election.NodeID]int{}
-		for a := election.NodeID(1); a <= n; a++ {
-			for b := election.NodeID(1); b <= n; b++ {
-				learn[[2]election.NodeID{a, b}] = 1 + r.IntN(150)
-			}
-		}
+		learn := formingViews(rand.New(rand.NewPCG(seed, 64)), n, 150)
 		s, err := New(Options{N: n, Algorithm: "ring", Seed: seed, SendsPerTick: 4,
 			Forming: func(at, of election.NodeID) int { return learn[[2]election.NodeID{at, of}] },
 			Tune: func(c *election.Config) {
