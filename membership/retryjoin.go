@@ -28,12 +28,12 @@ const (
 	// Configured seeds are never forgotten.
 	ForgetKnownAfter = 24 * time.Hour
 	// ShortSyncFirst and ShortSyncMax bound the back-off of the state syncs
-	// with the seeds of a node that has joined but sees fewer live members
-	// than Config.BootstrapExpect (see RetryJoin): the first comes
+	// of a node that has joined but sees fewer live members than
+	// Config.BootstrapExpect (see RetryJoin): the first comes
 	// ShortSyncFirst after the join, each next one twice as late, up to
 	// ShortSyncMax.
-	ShortSyncFirst = 200 * time.Millisecond
-	ShortSyncMax   = 3200 * time.Millisecond
+	ShortSyncFirst = 1 * time.Second
+	ShortSyncMax   = 8 * time.Second
 )
 
 // RetryJoin keeps this node connected to its seeds (Config.Join) and to
@@ -48,13 +48,16 @@ const (
 // to it, and a join makes the two sides exchange state again.
 //
 // A node that has joined but sees fewer live members than
-// Config.BootstrapExpect (a cluster forming) syncs state with its seeds
-// again after ShortSyncFirst, then twice as late each time up to
-// ShortSyncMax, until it has seen that many once. A join's state sync
-// (memberlist's push/pull) brings every member the seed knows; memberlist's
-// own push/pull comes every 30 s and more (it stretches the period above 32
-// members), and a node that missed the join broadcast of a member learns of
-// it only then. While a node is short of the count it does not campaign,
+// Config.BootstrapExpect (a cluster forming) syncs state with a random live
+// member (the seeds while it knows none) after ShortSyncFirst, then twice as
+// late each time up to ShortSyncMax, until it has seen that many once. A
+// state sync (memberlist's push/pull) brings every member the other side
+// knows; memberlist's own push/pull comes every 30 s and more (it stretches
+// the period above 32 members), and a node that missed the join broadcast
+// of a member learns of it only then. The target is random, not the seed,
+// and the first sync waits a second: 128 nodes syncing with their one seed
+// every few hundred milliseconds as they start overran its push/pull limit
+// and its gossip queue, and gossip declared live members dead. While a node is short of the count it does not campaign,
 // and a ring node refuses Elections, so a late view delays the first
 // election by as long as it stays late.
 //
@@ -166,12 +169,30 @@ func (m *Membership) short() bool {
 	return true
 }
 
+// anyMember returns the gossip address of a live member picked at random,
+// or "" if there is none.
+func (m *Membership) anyMember() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var addrs []string
+	for _, mb := range m.members {
+		if mb.admitted {
+			addrs = append(addrs, mb.addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return ""
+	}
+	return addrs[rand.N(len(addrs))]
+}
+
 // joiner is what the retry-join policy needs of a Membership.
 type joiner interface {
 	Join(seeds []string) (int, error)
 	rejoinTargets(ctx context.Context) []string
 	joinAddr(addr string) error
 	short() bool
+	anyMember() string
 }
 
 // retryJoin is the policy of RetryJoin, with its periods as parameters.
@@ -249,9 +270,15 @@ func (r retryJoin) start(stop <-chan struct{}) {
 			}
 			if r.m.short() {
 				// Fewer members than the cluster starts with: sync the whole
-				// view from the seeds now (a failed sync is retried the same
-				// way; rejoin rounds wait until the view is complete).
-				r.try()
+				// view from a live member now (a failed sync is retried the
+				// same way; rejoin rounds wait until the view is complete).
+				if a := r.m.anyMember(); a != "" {
+					if err := r.m.joinAddr(a); err != nil {
+						r.log.Debug("state sync while short of bootstrap-expect failed", "addr", a, "err", err)
+					}
+				} else {
+					r.try()
+				}
 				timer.Reset(next())
 				continue
 			}

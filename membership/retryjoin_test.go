@@ -70,7 +70,8 @@ func (f *fakeJoiner) joinAddr(addr string) error {
 	return nil
 }
 
-func (f *fakeJoiner) short() bool { return false }
+func (f *fakeJoiner) short() bool       { return false }
+func (f *fakeJoiner) anyMember() string { return "" }
 
 func (f *fakeJoiner) setTargets(addrs ...string) {
 	f.mu.Lock()
