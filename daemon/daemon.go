@@ -190,7 +190,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	newMembership := func() (*membership.Membership, error) {
 		m, err := membership.New(membership.Config{Self: membership.Meta(self), BindAddr: gossipBind,
 			AdvertiseAddr: advertiseHost(cfg), Join: cfg.Join, Preset: cfg.GossipPreset, Logger: log,
-			KeyFile: cfg.GossipKeyFile, Label: label, Prove: d.proveFunc(),
+			KeyFile: cfg.GossipKeyFile, Label: label, Prove: d.proveFunc(), BootstrapExpect: cfg.BootstrapExpect,
 			Settings: membership.Settings{Algorithm: cfg.Algorithm, Quorum: cfg.Quorum, Preempt: cfg.Preempt}})
 		if err != nil {
 			return nil, err

@@ -52,6 +52,19 @@ type MessageChecker interface {
 	CheckMessage(h Host, m Message) (reason string)
 }
 
+// ElectionRefuser is an optional Algorithm feature: an algorithm whose
+// RefusesElectionsWhileBootstrapping is true takes no part in an election
+// while this node is bootstrapping (Host.Bootstrapping), so its node
+// refuses every Election meanwhile, before the machine sees it
+// (Status.RefusesElections), and the sender's transport reports the send
+// failed (EventSendFailed): the sender skips it as it skips a dead node, at
+// once, instead of losing its election in a silent drop. Status reads it
+// without asking Host.Bootstrapping, which latches: a snapshot changes
+// nothing.
+type ElectionRefuser interface {
+	RefusesElectionsWhileBootstrapping() bool
+}
+
 // SuspicionDelayer is an optional Algorithm feature: when a node loses its
 // leader (it timed out, the leader's process is gone, or membership says it
 // left), the core asks how many ticks to wait before campaigning, counted

@@ -194,5 +194,8 @@ func (c *core) Status() Status {
 	if c.role == RoleLeader && c.q != nil {
 		st.LeaseEnd = c.leaseEnd()
 	}
+	if r, ok := c.algo.(ElectionRefuser); ok {
+		st.RefusesElections = st.Bootstrapping && r.RefusesElectionsWhileBootstrapping()
+	}
 	return st
 }

@@ -138,9 +138,16 @@ func (c *core) noLeader(wait int) {
 	c.idle, c.idleWait = 0, wait
 }
 
+// broadcast sends m to every other live member, highest rank first. A new
+// leader's announcement thus reaches first the nodes that wait least before
+// campaigning on their own after a leader's loss (a tick per rank above
+// them, after a head start: the bully's SuspicionDelay): while a send costs
+// less than a tick, each is announced to before its wait ends, however
+// many members there are.
 func (c *core) broadcast(m Message) {
-	for _, r := range c.ringView() {
-		if r.ID != c.cfg.ID {
+	ring := c.ringView()
+	for i := len(ring) - 1; i >= 0; i-- {
+		if r := ring[i]; r.ID != c.cfg.ID {
 			m.To = r.ID
 			c.send(m)
 		}

@@ -282,7 +282,10 @@ type Status struct {
 	// Bootstrapping: a first start still waiting to see BootstrapExpect
 	// members before it campaigns on its own.
 	Bootstrapping bool
-	Rejected      uint64
+	// RefusesElections: this node refuses Elections now (see
+	// ElectionRefuser); its node answers them with a refusal.
+	RefusesElections bool
+	Rejected         uint64
 	// RefusedTerms counts messages refused for a term beyond MaxEpoch (also
 	// counted in Rejected).
 	RefusedTerms uint64

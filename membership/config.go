@@ -59,6 +59,13 @@ type Config struct {
 	// Settings are the cluster-wide settings; a node whose settings differ
 	// is refused (see Settings).
 	Settings Settings
+	// BootstrapExpect is the number of members the cluster starts with
+	// (config key bootstrap-expect; 0: off). Until this node has seen that
+	// many live members (itself included) once, RetryJoin syncs state with
+	// the seeds again and again (see ShortSyncFirst), instead of waiting
+	// for memberlist's periodic push/pull to bring the members whose join
+	// broadcasts it missed.
+	BootstrapExpect int
 	// Prove, if set, checks that the node at peerAddr holds a certificate
 	// for node id (daemon: peerauth.Prover over the peer port's mutual TLS).
 	// Conflicts over an id or a term slot are then settled only among
@@ -98,6 +105,9 @@ func (c Config) Validate() error {
 		if _, _, err := splitSeed(j); err != nil {
 			bad("join", "%v", err)
 		}
+	}
+	if c.BootstrapExpect < 0 {
+		bad("bootstrap-expect", "must be 0 (off) or the number of nodes the cluster starts with, got %d", c.BootstrapExpect)
 	}
 	if len(c.Label) > 255 {
 		bad("gossip-label", "at most 255 bytes, got %d", len(c.Label))

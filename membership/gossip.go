@@ -53,7 +53,10 @@ type Membership struct {
 	closing atomic.Bool
 	// refutes counts this node's refutations of reports that it is dead or
 	// suspect (see sync).
-	refutes  atomic.Uint64
+	refutes atomic.Uint64
+	// formed: this node has seen Config.BootstrapExpect live members once
+	// (see short).
+	formed   atomic.Bool
 	life     sync.Mutex // serializes Join/Leave/Shutdown against Shutdown
 	left     bool
 	shutdown bool

@@ -27,6 +27,13 @@ const (
 	// alive in gossip nor answering a join) before it is no longer tried.
 	// Configured seeds are never forgotten.
 	ForgetKnownAfter = 24 * time.Hour
+	// ShortSyncFirst and ShortSyncMax bound the back-off of the state syncs
+	// of a node that has joined but sees fewer live members than
+	// Config.BootstrapExpect (see RetryJoin): the first comes
+	// ShortSyncFirst after the join, each next one twice as late, up to
+	// ShortSyncMax.
+	ShortSyncFirst = 1 * time.Second
+	ShortSyncMax   = 8 * time.Second
 )
 
 // RetryJoin keeps this node connected to its seeds (Config.Join) and to
@@ -40,6 +47,20 @@ const (
 // links are back: gossip declared the other side dead and stopped talking
 // to it, and a join makes the two sides exchange state again.
 //
+// A node that has joined but sees fewer live members than
+// Config.BootstrapExpect (a cluster forming) syncs state with a random live
+// member (the seeds while it knows none) after ShortSyncFirst, then twice as
+// late each time up to ShortSyncMax, until it has seen that many once. A
+// state sync (memberlist's push/pull) brings every member the other side
+// knows; memberlist's own push/pull comes every 30 s and more (it stretches
+// the period above 32 members), and a node that missed the join broadcast
+// of a member learns of it only then. The target is random, not the seed,
+// and the first sync waits a second: 128 nodes syncing with their one seed
+// every few hundred milliseconds as they start overran its push/pull limit
+// and its gossip queue, and gossip declared live members dead. While a node is short of the count it does not campaign,
+// and a ring node refuses Elections, so a late view delays the first
+// election by as long as it stays late.
+//
 // Each address backs off on its own: after a failed join it waits
 // RejoinEvery, then twice that, up to Preset.RejoinMaxBackoff (with
 // jitter), and at most RejoinPerRound joins are in flight, so members gone
@@ -50,7 +71,8 @@ const (
 func (m *Membership) RetryJoin() {
 	preset, _ := PresetNamed(m.cfg.Preset) // New checked it
 	retryJoin{m: m, seeds: m.cfg.Join, log: m.log, retry: RetryJoinEvery,
-		rejoin: preset.RejoinEvery, maxBackoff: preset.RejoinMaxBackoff, perRound: RejoinPerRound}.start(m.stopRetry)
+		rejoin: preset.RejoinEvery, maxBackoff: preset.RejoinMaxBackoff, perRound: RejoinPerRound,
+		shortFirst: ShortSyncFirst, shortMax: ShortSyncMax}.start(m.stopRetry)
 }
 
 // knownMember is a remote node once seen alive.
@@ -124,11 +146,53 @@ func (m *Membership) joinAddr(addr string) error {
 	return err
 }
 
+// short reports whether this node sees fewer live members (itself
+// included) than Config.BootstrapExpect and never saw that many. It latches:
+// once the count was reached, a member's death does not start the syncs
+// again (retry-join's rounds heal what is lost later).
+func (m *Membership) short() bool {
+	if m.cfg.BootstrapExpect <= 1 || m.formed.Load() {
+		return false
+	}
+	n := 1
+	m.mu.Lock()
+	for _, mb := range m.members {
+		if mb.admitted {
+			n++
+		}
+	}
+	m.mu.Unlock()
+	if n >= m.cfg.BootstrapExpect {
+		m.formed.Store(true)
+		return false
+	}
+	return true
+}
+
+// anyMember returns the gossip address of a live member picked at random,
+// or "" if there is none.
+func (m *Membership) anyMember() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var addrs []string
+	for _, mb := range m.members {
+		if mb.admitted {
+			addrs = append(addrs, mb.addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return ""
+	}
+	return addrs[rand.N(len(addrs))]
+}
+
 // joiner is what the retry-join policy needs of a Membership.
 type joiner interface {
 	Join(seeds []string) (int, error)
 	rejoinTargets(ctx context.Context) []string
 	joinAddr(addr string) error
+	short() bool
+	anyMember() string
 }
 
 // retryJoin is the policy of RetryJoin, with its periods as parameters.
@@ -138,6 +202,9 @@ type retryJoin struct {
 	log                       *slog.Logger
 	retry, rejoin, maxBackoff time.Duration
 	perRound                  int
+	// shortFirst, shortMax: the back-off of the syncs while short (see
+	// ShortSyncFirst).
+	shortFirst, shortMax time.Duration
 }
 
 // backoff is one address's state between rounds.
@@ -162,9 +229,20 @@ func (r retryJoin) start(stop <-chan struct{}) {
 		state := map[string]*backoff{}
 		results := make(chan joinResult, r.perRound)
 		inFlight := 0
+		shortWait := r.shortFirst
+		// next is the wait after a successful join or sync: the next sync
+		// while short of the expected members, else the next rejoin round.
+		next := func() time.Duration {
+			if !r.m.short() {
+				return r.jitter(r.rejoin)
+			}
+			w := shortWait
+			shortWait = min(2*shortWait, r.shortMax)
+			return r.jitter(w)
+		}
 		timer := time.NewTimer(r.retry)
 		if joined {
-			timer.Reset(r.jitter(r.rejoin))
+			timer.Reset(next())
 		}
 		defer timer.Stop()
 		for {
@@ -180,7 +258,7 @@ func (r retryJoin) start(stop <-chan struct{}) {
 			if !joined {
 				if joined = r.try(); joined {
 					r.log.Info("joined gossip through a seed", "join", r.seeds)
-					timer.Reset(r.jitter(r.rejoin))
+					timer.Reset(next())
 				} else {
 					if !warned && time.Since(began) >= RetryJoinWarnAfter {
 						warned = true
@@ -188,6 +266,20 @@ func (r retryJoin) start(stop <-chan struct{}) {
 					}
 					timer.Reset(r.retry)
 				}
+				continue
+			}
+			if r.m.short() {
+				// Fewer members than the cluster starts with: sync the whole
+				// view from a live member now (a failed sync is retried the
+				// same way; rejoin rounds wait until the view is complete).
+				if a := r.m.anyMember(); a != "" {
+					if err := r.m.joinAddr(a); err != nil {
+						r.log.Debug("state sync while short of bootstrap-expect failed", "addr", a, "err", err)
+					}
+				} else {
+					r.try()
+				}
+				timer.Reset(next())
 				continue
 			}
 			inFlight += r.round(state, results, r.perRound-inFlight)

@@ -70,6 +70,9 @@ func (f *fakeJoiner) joinAddr(addr string) error {
 	return nil
 }
 
+func (f *fakeJoiner) short() bool       { return false }
+func (f *fakeJoiner) anyMember() string { return "" }
+
 func (f *fakeJoiner) setTargets(addrs ...string) {
 	f.mu.Lock()
 	f.targets = addrs

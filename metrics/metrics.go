@@ -181,7 +181,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for reason, v := range map[string]uint64{"malformed": ss.RejectedInvalid, "not_serving": ss.RejectedNotServing,
 			"overloaded": ss.RejectedOverloaded, "identity": ss.RejectedIdentity, "other": ss.RejectedOther,
-			"buffer_budget": ss.RejectedBudget} {
+			"buffer_budget": ss.RejectedBudget, "not_ready": ss.RejectedNotReady} {
 			refused[[2]string{"unknown", reason}] += v
 		}
 	}

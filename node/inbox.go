@@ -27,6 +27,9 @@ type Inbox struct {
 	// peer's process is gone (see peerGone).
 	peerDown chan election.Message
 	serving  atomic.Bool // the node answers peers (set by its loop)
+	// refusing: the node refuses Elections (election.Status.RefusesElections,
+	// set by its loop after every change).
+	refusing atomic.Bool
 	// counters are the node's; the inbox counts its refusals and the
 	// failures it could not queue there.
 	counters *Counters
@@ -50,6 +53,9 @@ func NewInbox(size int) *Inbox {
 func (b *Inbox) Receive(in transport.Inbound) error {
 	if !b.serving.Load() {
 		return transport.ErrNotServing
+	}
+	if in.Msg.Type == election.MsgElection && b.refusing.Load() {
+		return transport.ErrNotReady
 	}
 	select {
 	case b.msgs <- in:

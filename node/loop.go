@@ -16,6 +16,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.joinGossip(); err != nil {
 		return err
 	}
+	n.in.refusing.Store(n.sm.Status().RefusesElections)
 	n.in.serving.Store(true)
 	n.clock.start()
 	defer n.clock.stop()
@@ -78,6 +79,9 @@ func (n *Node) Run(ctx context.Context) error {
 			n.retrySave()
 		}
 		n.process(reply, replyTo)
+		// What the inbox refuses follows the machine: a membership event
+		// (the view reaching BootstrapExpect) changes it without a Ready.
+		n.in.refusing.Store(n.sm.Status().RefusesElections)
 		if n.updateLease() || n.announceDue {
 			// After the lease: a new leadership's first event is its
 			// claim, not the moment before its lease was stored.

@@ -124,6 +124,10 @@ func TestGRPCReceiverRefusals(t *testing.T) {
 	tr.Send(m)
 	wantCode(t, cliRecv.nextFailure(t), codes.ResourceExhausted)
 
+	srvRecv.setErr(ErrNotReady)
+	tr.Send(m)
+	wantCode(t, cliRecv.nextFailure(t), codes.FailedPrecondition)
+
 	srvRecv.setErr(errors.New("boom"))
 	tr.Send(m)
 	wantCode(t, cliRecv.nextFailure(t), codes.Internal)
@@ -136,11 +140,11 @@ func TestGRPCReceiverRefusals(t *testing.T) {
 	// receiver hands the message over inside it: wait for the count.
 	eventually(t, "the delivery counted", func() bool { return svc.Stats().Received[election.MsgCoordinator] == 1 })
 	st := svc.Stats()
-	if st.RejectedNotServing != 1 || st.RejectedOverloaded != 1 || st.RejectedOther != 1 || st.Received[election.MsgCoordinator] != 1 {
+	if st.RejectedNotServing != 1 || st.RejectedOverloaded != 1 || st.RejectedOther != 1 || st.RejectedNotReady != 1 || st.Received[election.MsgCoordinator] != 1 {
 		t.Errorf("server stats %+v", st)
 	}
-	if got := tr.Stats().Failed[election.MsgCoordinator]; got != 3 {
-		t.Errorf("client failed[Coordinator] = %d, want 3", got)
+	if got := tr.Stats().Failed[election.MsgCoordinator]; got != 4 {
+		t.Errorf("client failed[Coordinator] = %d, want 4", got)
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 //   - link Cut: codes.DeadlineExceeded, after the cut delay;
 //   - invalid on the wire: codes.InvalidArgument;
 //   - receiver returns ErrNotServing: codes.Unavailable; ErrOverloaded: codes.ResourceExhausted;
+//     ErrNotReady: codes.FailedPrecondition;
 //   - Heartbeat not answered within the send timeout: codes.DeadlineExceeded.
 //
 // A Heartbeat's reply is handed to the sender's Receiver like GRPC does.
@@ -245,6 +246,8 @@ func (t *Memory) deliver(ctx context.Context, m election.Message) {
 			code = codes.Unavailable
 		case errors.Is(err, ErrOverloaded):
 			code = codes.ResourceExhausted
+		case errors.Is(err, ErrNotReady):
+			code = codes.FailedPrecondition
 		}
 		t.recv.Failed(m, status.Error(code, err.Error()))
 		return

@@ -24,7 +24,8 @@ const MaxHeartbeatWait = 10 * time.Second
 // PeerService implements pb.PeerServer on top of a Receiver for one node. It
 // decodes and validates every message (see Decode), hands it to the
 // Receiver, and maps the Receiver's errors to gRPC codes: ErrNotServing →
-// Unavailable, ErrOverloaded → ResourceExhausted, an invalid message →
+// Unavailable, ErrOverloaded → ResourceExhausted, ErrNotReady →
+// FailedPrecondition, an invalid message →
 // InvalidArgument (with the reason), anything else → Internal.
 //
 // It does not depend on a grpc.Server: register it on any
@@ -44,6 +45,7 @@ type PeerService struct {
 	rejectedNotServing atomic.Uint64
 	rejectedOverloaded atomic.Uint64
 	rejectedOther      atomic.Uint64
+	rejectedNotReady   atomic.Uint64
 	rejectedIdentity   atomic.Uint64
 	rejectedBudget     atomic.Uint64
 	budgetInFlight     atomic.Int64 // streams holding a BufferBudget slot
@@ -106,6 +108,8 @@ type ServerStats struct {
 	RejectedOverloaded uint64
 	// RejectedOther counts messages refused with any other Receiver error.
 	RejectedOther uint64
+	// RejectedNotReady counts Elections refused with ErrNotReady.
+	RejectedNotReady uint64
 	// RejectedIdentity counts messages refused because their From is not
 	// the node the TLS connection's certificate names (see BindIdentity).
 	RejectedIdentity uint64
@@ -127,6 +131,7 @@ func (s *PeerService) Stats() ServerStats {
 		RejectedNotServing:   s.rejectedNotServing.Load(),
 		RejectedOverloaded:   s.rejectedOverloaded.Load(),
 		RejectedOther:        s.rejectedOther.Load(),
+		RejectedNotReady:     s.rejectedNotReady.Load(),
 		RejectedIdentity:     s.rejectedIdentity.Load(),
 		RejectedBudget:       s.rejectedBudget.Load(),
 		StreamsInFlight:      s.budgetInFlight.Load(),
@@ -163,6 +168,9 @@ func (s *PeerService) deliver(ctx context.Context, x proto.Message, reply chan e
 		case errors.Is(err, ErrOverloaded):
 			s.rejectedOverloaded.Add(1)
 			return status.Error(codes.ResourceExhausted, err.Error())
+		case errors.Is(err, ErrNotReady):
+			s.rejectedNotReady.Add(1)
+			return status.Error(codes.FailedPrecondition, err.Error())
 		}
 		s.rejectedOther.Add(1)
 		return status.Error(codes.Internal, err.Error())

@@ -70,4 +70,7 @@ type Connector interface {
 var (
 	ErrNotServing = errors.New("transport: node is not serving peers")
 	ErrOverloaded = errors.New("transport: node inbox is full")
+	// ErrNotReady refuses an Election from a node that cannot take part in
+	// one yet (election.ElectionRefuser): the sender skips it.
+	ErrNotReady = errors.New("transport: node cannot take part in an election yet")
 )

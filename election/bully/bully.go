@@ -275,13 +275,13 @@ func (b *Bully) stepElection(h election.Host, m election.Message) {
 // Elections to the nodes above it, a storm that need not settle. The ring
 // keeps the cap: its campaign is one message.
 //
-// Below the highest survivor the wait is a tick more for each other member
-// (announceLead): the time the highest survivor's n-1 announcements take
-// to go out. Without it, the nodes just below the highest campaign a few
-// ticks after a crash, while its announcements are still going out over
-// new connections; each of them that loses patience with a loaded node
-// above wins and announces itself, and the load of those announcements
-// starves everything else.
+// Below the highest survivor the wait is longer by the highest survivor's
+// head start (announceLead): the time its announcements take to go out.
+// Without it, the nodes just below the highest campaign a few ticks after a
+// crash, while its announcements are still going out over new connections;
+// each of them that loses patience with a loaded node above wins and
+// announces itself, and the load of those announcements starves everything
+// else.
 func (b *Bully) SuspicionDelay(h election.Host) int {
 	above := election.RanksAbove(h)
 	if above == 0 {
@@ -292,11 +292,21 @@ func (b *Bully) SuspicionDelay(h election.Host) int {
 
 // announceLead is the head start, in ticks, that the highest survivor of a
 // leader's loss gets before the nodes below it campaign: a tick for each
-// other member, the announcements it has to send. It delays a failover
-// when the highest survivor does not announce itself to a node: it is
-// gone too, cannot reach that node, or still has the leader (only some
-// followers lost it: a partial cut). Then that node waits n-1 ticks more.
-func announceLead(h election.Host) int { return len(h.Ring()) - 1 }
+// other member (the announcements it has to send), at most one leader
+// timeout. It delays a failover only when the highest survivor does not
+// announce itself to a node: it is gone too, cannot reach that node, or
+// still has the leader (only some followers lost it: a partial cut). Then
+// that node waits this much more, so the cap keeps that recovery from
+// growing with the cluster: a tick per member was 1.3 s at 128 members and
+// 2.6 s at 256. A leader timeout (600 ms at the defaults) is what a
+// follower already gives a silent leader, and longer than the highest
+// survivor's 127 announcements took to arrive at 128 processes (at most
+// 600 ms, most of it opening connections). The first election keeps its
+// longer head start (coldLeadTicks): there every node's announcement opens
+// its first connections while processes are still starting.
+func announceLead(h election.Host) int {
+	return min(len(h.Ring())-1, h.Config().LeaderTimeoutTicks)
+}
 
 // TicksUntilDue implements election.TickDuer: the answer wait, the election
 // timeout, or the end of the wait before answering a lower node's Election

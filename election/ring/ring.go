@@ -49,24 +49,51 @@ type Ring struct {
 	own     bool          // this node initiated it
 	term    election.Term // its term, when own
 	elapsed int
+	// lost counts this node's rounds in a row that timed out since a
+	// leadership was last settled (see timeout).
+	lost int
 }
 
 // Name implements election.Algorithm.
 func (r *Ring) Name() string { return Name }
 
 // Reset implements election.Algorithm.
-func (r *Ring) Reset() { r.active, r.own = false, false }
+func (r *Ring) Reset() { r.active, r.own, r.lost = false, false, 0 }
 
+// timeout is how long a round may take: the election timeout and a hop
+// allowance per member for the Election's lap and the Coordinator's;
+// doubled in a cluster's first election (no leader ever known) and doubled
+// again for each round of this node's lost since a leadership was last
+// settled, up to eight times. A cluster's first lap goes over connections
+// still being opened, on hosts still starting processes: at 64 members and
+// more it is slower than its allowance, and a round that times out starts
+// a new one at a newer epoch, which supersedes the lap still in flight, so
+// without the room no lap ever finished.
 func (r *Ring) timeout(h election.Host) int {
 	cfg := h.Config()
-	return cfg.ElectionTimeoutTicks + 2*len(h.Ring())*cfg.HopTicks
+	lost := r.lost
+	if h.Standing().LeaderTerm == 0 {
+		lost++
+	}
+	return (cfg.ElectionTimeoutTicks + 2*len(h.Ring())*cfg.HopTicks) << min(lost, 3)
 }
 
 var (
 	_ election.CoordinatorObserver = (*Ring)(nil)
 	_ election.MessageChecker      = (*Ring)(nil)
 	_ election.SuspicionDelayer    = (*Ring)(nil)
+	_ election.ElectionRefuser     = (*Ring)(nil)
 )
+
+// RefusesElectionsWhileBootstrapping implements election.ElectionRefuser:
+// a node that is still bootstrapping (it has seen fewer members than BootstrapExpect) may
+// not know its true successor and does not forward Elections (see Step).
+// Refused, the sender skips it as it skips a dead successor, and the lap
+// goes on at once; dropped, every lap would end here, and each initiator
+// would wait out its round timeout (2n hops) and try again, for as long as
+// this node's view stays short. The node misses the round as a candidate;
+// it learns the winner from the Coordinator, which it does accept.
+func (r *Ring) RefusesElectionsWhileBootstrapping() bool { return true }
 
 // CheckMessage implements election.MessageChecker: an Election's initiator
 // owns its term, and each candidate's rank is the one membership knows.
@@ -141,7 +168,10 @@ func (r *Ring) Step(h election.Host, m election.Message) {
 	if h.Bootstrapping() {
 		// A first start that has not seen the whole cluster yet may not know
 		// its true successor: forwarding could route the election past
-		// members it has not heard of. Drop it; the initiator retries.
+		// members it has not heard of. Its node refuses such an Election
+		// before it gets here (RefusesElectionsWhileBootstrapping), so the sender skips this
+		// node; one that came in before the refusal began is dropped, and
+		// its initiator's round timeout recovers.
 		return
 	}
 	st := h.Standing()
@@ -251,6 +281,9 @@ func (r *Ring) Tick(h election.Host) {
 		return
 	}
 	r.active = false
+	if r.own {
+		r.lost++
+	}
 	st := h.Standing()
 	if st.Role != election.RoleFollower && st.Role != election.RoleLeader && !st.Excluded && !h.Bootstrapping() {
 		r.Campaign(h) // the round was lost: start a new one

@@ -48,8 +48,9 @@ func TestColdStartWithSlowAnnouncement(t *testing.T) {
 // follower finds out on its next heartbeat, and the highest survivor's
 // Coordinators take 50 ticks (500 ms) to arrive, as its 126 announcements
 // did over new connections at 128 processes. The nodes below it wait, on top
-// of their tick per rank, a tick for each member (the highest survivor's
-// head start), so none campaigns meanwhile. With the tick per rank alone,
+// of their tick per rank, the highest survivor's head start (a tick for each
+// member, at most a leader timeout: 60 ticks here), so none campaigns
+// meanwhile. With the tick per rank alone,
 // the nodes just below it campaigned 10, 20, 30 ms after the crash; on the
 // real host each of them that lost patience with a loaded node above won
 // and announced itself (18 leaders within a second).

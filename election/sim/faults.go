@@ -12,6 +12,21 @@ func (s *Sim) Crash(id election.NodeID) {
 	if n.up {
 		n.up, s.changed = false, true
 		s.Check.crashed(n)
+		s.unsend(id)
+	}
+}
+
+// unsend drops the messages node id queued that have not left it yet
+// (Options.SendsPerTick): a crashed process sends nothing more.
+func (s *Sim) unsend(id election.NodeID) {
+	for at, es := range s.wire {
+		kept := es[:0]
+		for _, e := range es {
+			if e.failed || e.msg.From != id || e.leaves <= s.now {
+				kept = append(kept, e)
+			}
+		}
+		s.wire[at] = kept
 	}
 }
 

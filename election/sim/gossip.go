@@ -23,6 +23,13 @@ func (s *Sim) gossip() {
 			case vis == n.view[o.id]:
 			case !vis:
 				s.setView(n, o, false)
+			case s.forming[[2]election.NodeID{n.id, o.id}] != 0:
+				if k := [2]election.NodeID{n.id, o.id}; s.now >= s.forming[k] {
+					delete(s.forming, k)
+					s.setView(n, o, true)
+				} else {
+					s.changed = true // a later gossip round tries again
+				}
 			case o.inc > n.deadInc[o.id] || s.now-n.deadAt[o.id] <= uint64(s.opts.DeadGossipTicks):
 				s.setView(n, o, true)
 			default:

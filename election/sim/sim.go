@@ -43,6 +43,19 @@ type Options struct {
 	RejoinEvery int
 	// Rejoin is the retry-join policy (default RejoinMissing).
 	Rejoin RejoinPolicy
+	// SendsPerTick, if not 0, is how many messages a node puts on the wire
+	// per tick: the rest queue at the sender, in order, so a burst of k
+	// messages (a winner's k announcements, each over a new connection on
+	// a loaded host) takes k/SendsPerTick ticks to go out. A heartbeat's
+	// answer, a reply on its caller's call, is not counted. 0: every
+	// message leaves on the tick it was sent.
+	SendsPerTick int
+	// Forming, if set, makes the cluster form with views that complete
+	// late: at the start, node at's membership learns node of is alive only
+	// at tick Forming(at, of) (0: from the start), as nodes started
+	// together learn each other from gossip over a while, and one that
+	// missed a join broadcast learns that member only at a state sync.
+	Forming func(at, of election.NodeID) int
 }
 
 // RejoinPolicy says whom a node joins again, every RejoinEvery ticks.
@@ -61,7 +74,8 @@ const (
 type envelope struct {
 	at     uint64
 	msg    election.Message
-	failed bool // a failure report for msg.From instead of a delivery
+	failed bool   // a failure report for msg.From instead of a delivery
+	leaves uint64 // the tick msg left its sender (Options.SendsPerTick)
 }
 
 type node struct {
@@ -76,6 +90,10 @@ type node struct {
 	inc     uint64
 	deadAt  map[election.NodeID]uint64
 	deadInc map[election.NodeID]uint64
+	// sendTick and sentIn: the tick this node's next message leaves on,
+	// and how many left on it already (Options.SendsPerTick).
+	sendTick uint64
+	sentIn   int
 }
 
 // Sim is one simulated cluster.
@@ -91,6 +109,7 @@ type Sim struct {
 	changed  bool                          // topology changed since the last gossip round
 	split    bool                          // some node holds dead a member it could reach: only a join heals that
 	late     map[[2]election.NodeID]uint64 // {n, o}: n's membership learns o is alive no sooner than this tick (LateView)
+	forming  map[[2]election.NodeID]uint64 // {n, o}: n's membership learns o only at this tick (Options.Forming)
 	DropRate float64                       // chance a message is lost
 	MaxDelay int                           // extra delay 0..MaxDelay ticks (reorders)
 	Hook     func(m election.Message) bool
@@ -138,6 +157,7 @@ func New(opts Options) (*Sim, error) {
 		rng:             rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
 		cut:             map[[2]election.NodeID]bool{},
 		late:            map[[2]election.NodeID]uint64{},
+		forming:         map[[2]election.NodeID]uint64{},
 		persisted:       map[election.NodeID]election.Term{},
 		persistedLeader: map[election.NodeID]election.Term{},
 		wire:            map[uint64][]envelope{},
@@ -150,8 +170,15 @@ func New(opts Options) (*Sim, error) {
 	for _, n := range s.nodes {
 		n.view = map[election.NodeID]bool{}
 		for _, o := range s.nodes {
-			if o != n {
-				n.view[o.id] = true
+			if o == n {
+				continue
+			}
+			n.view[o.id] = true
+			if opts.Forming != nil {
+				if at := opts.Forming(n.id, o.id); at > 0 {
+					n.view[o.id], s.changed = false, true
+					s.forming[[2]election.NodeID{n.id, o.id}] = uint64(at)
+				}
 			}
 		}
 		if err := s.start(n); err != nil {
@@ -299,6 +326,12 @@ func (s *Sim) deliver() {
 		if !n.up {
 			continue
 		}
+		if e.msg.Type == election.MsgElection && n.sm.Status().RefusesElections {
+			// Its node's inbox refuses it (transport.ErrNotReady): the
+			// sender hears of it as a failed send, one round trip later.
+			s.wire[s.now+1] = append(s.wire[s.now+1], envelope{at: s.now + 1, msg: e.msg, failed: true})
+			continue
+		}
 		var before election.Status
 		if s.opts.Quorum {
 			before = n.sm.Status()
@@ -365,16 +398,20 @@ func (s *Sim) send(m election.Message) {
 	if s.Hook != nil && !s.Hook(m) {
 		return
 	}
-	e := envelope{at: s.now + 1, msg: m}
 	if m.To == 0 || int(m.To) > len(s.nodes) {
 		s.Check.fail("node %d sent %v to unknown node %d", m.From, m.Type, m.To)
 		return
 	}
+	leaves := s.now
+	if m.Type != election.MsgHeartbeatResp { // a reply on the caller's own call
+		leaves = s.leaves(m.From)
+	}
+	e := envelope{at: leaves + 1, msg: m, leaves: leaves}
 	to := s.nodes[m.To-1]
 	switch {
 	case !to.up || !s.linked(m.From, m.To):
 		// The transport notices: connection refused or deadline exceeded.
-		e.failed, e.at = true, s.now+uint64(s.opts.FailDelay)
+		e.failed, e.at = true, leaves+uint64(s.opts.FailDelay)
 	case s.DropRate > 0 && s.rng.Float64() < s.DropRate:
 		if s.rng.IntN(2) == 0 {
 			if s.Trace != nil {
@@ -382,11 +419,29 @@ func (s *Sim) send(m election.Message) {
 			}
 			return // lost without a trace
 		}
-		e.failed, e.at = true, s.now+uint64(s.opts.FailDelay)
+		e.failed, e.at = true, leaves+uint64(s.opts.FailDelay)
 	case s.MaxDelay > 0:
 		e.at += uint64(s.rng.IntN(s.MaxDelay + 1))
 	}
 	s.wire[e.at] = append(s.wire[e.at], e)
+}
+
+// leaves is the tick a message that node from sends now goes on the wire:
+// now, or later behind its earlier messages (Options.SendsPerTick).
+func (s *Sim) leaves(from election.NodeID) uint64 {
+	k := s.opts.SendsPerTick
+	if k <= 0 || from == 0 || int(from) > len(s.nodes) {
+		return s.now
+	}
+	n := s.nodes[from-1]
+	if n.sendTick < s.now {
+		n.sendTick, n.sentIn = s.now, 0
+	}
+	if n.sentIn == k {
+		n.sendTick, n.sentIn = n.sendTick+1, 0
+	}
+	n.sentIn++
+	return n.sendTick
 }
 
 // InFlight is the number of messages on the wire.
