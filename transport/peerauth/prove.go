@@ -86,8 +86,9 @@ func wasServed(v []byte) bool {
 
 // Prover checks, over TLS, that the node at a peer address holds a
 // certificate for the id it claims. Results are cached per address and id
-// (successes for ProvenTTL, failures for RefusedTTL) and concurrent proofs
-// of one address and id share one handshake. Safe for concurrent use.
+// (successes for ProvenTTL, failures for RefusedTTL; none with Fresh) and
+// concurrent proofs of one address and id share one handshake. Safe for
+// concurrent use.
 type Prover struct {
 	// Client is the node's base client config (its certificate, RootCAs).
 	Client *tls.Config
@@ -97,6 +98,13 @@ type Prover struct {
 	Pool func() *x509.CertPool
 	// Timeout bounds one proof (0: 3 s).
 	Timeout time.Duration
+	// Fresh: no outcome is reused, every Prove that does not join one under
+	// way makes its own handshake. For a caller that keeps its own record
+	// of proofs and asks again only when something changed (membership
+	// proves a member once per address and life): a cached success would
+	// vouch for whatever listens at the address now, a process that may
+	// have died since and an address another party may have taken over.
+	Fresh bool
 
 	mu    sync.Mutex
 	cache map[proofKey]*proof
@@ -136,7 +144,7 @@ func (p *Prover) Prove(ctx context.Context, id election.NodeID, addr string) err
 			if pr.err != nil {
 				ttl = RefusedTTL
 			}
-			if time.Since(pr.at) < ttl {
+			if !p.Fresh && time.Since(pr.at) < ttl {
 				p.mu.Unlock()
 				return pr.err
 			}

@@ -70,19 +70,25 @@ func relay(t *testing.T, addr string) string {
 	})
 }
 
-func TestProver(t *testing.T) {
-	const cluster = "c1"
+// nodeBases is a fresh CA and a maker of its node configs for cluster.
+func nodeBases(t *testing.T, cluster string) (*peerauthtest.CA, func(election.NodeID) *tls.Config) {
+	t.Helper()
 	ca, err := peerauthtest.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := func(id election.NodeID) *tls.Config {
+	return ca, func(id election.NodeID) *tls.Config {
 		b, err := ca.NodeBase(cluster, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
+}
+
+func TestProver(t *testing.T) {
+	const cluster = "c1"
+	ca, base := nodeBases(t, cluster)
 	// Node 3 in another process: its handshakes are not marked here.
 	other := servePeer(t, peerauth.ServerConfig(base(3), cluster))
 	// This process is node 1; its own peer port is marked.
@@ -138,5 +144,39 @@ func TestProver(t *testing.T) {
 	}
 	if err := p.Prove(ctx, 1, self); !errors.Is(err, peerauth.ErrSelf) {
 		t.Errorf("Prove of this node's own address = %v, want ErrSelf", err)
+	}
+}
+
+// A Fresh prover reuses no outcome: once the holder at an address is gone,
+// the next proof there fails, where a caching prover still vouches for the
+// address from its cache.
+func TestProverFreshReusesNoOutcome(t *testing.T) {
+	const cluster = "c1"
+	_, base := nodeBases(t, cluster)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", peerauth.ServerConfig(base(3), cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, l, func(c net.Conn) {
+		if err := c.(*tls.Conn).Handshake(); err != nil {
+			return
+		}
+		c.Write([]byte{0})
+		io.Copy(io.Discard, c)
+	})
+	cached := &peerauth.Prover{Client: base(1), Cluster: cluster, Timeout: 2 * time.Second}
+	fresh := &peerauth.Prover{Client: base(1), Cluster: cluster, Timeout: 2 * time.Second, Fresh: true}
+	ctx := context.Background()
+	for _, p := range []*peerauth.Prover{cached, fresh} {
+		if err := p.Prove(ctx, 3, addr); err != nil {
+			t.Fatalf("Prove(3, %s) while node 3 serves = %v", addr, err)
+		}
+	}
+	l.Close() // node 3's process is gone
+	if err := cached.Prove(ctx, 3, addr); err != nil {
+		t.Errorf("the caching prover: %v, want its cached success", err)
+	}
+	if err := fresh.Prove(ctx, 3, addr); err == nil || !strings.Contains(err.Error(), "no TLS handshake") {
+		t.Errorf("the fresh prover: %v, want a failed handshake", err)
 	}
 }
