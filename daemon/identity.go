@@ -20,6 +20,6 @@ func (d *Daemon) proveFunc() func(ctx context.Context, id election.NodeID, peerA
 	if p == nil || p.Cluster == "" || p.Server == nil || p.Client == nil || peerTLSHook == nil {
 		return nil
 	}
-	pr := &peerauth.Prover{Client: p.Client, Cluster: p.Cluster, Pool: p.Pool, Fresh: true}
+	pr := &peerauth.Prover{Client: p.Client, Cluster: p.Cluster, Pool: p.Pool, Served: p.Served, Fresh: true}
 	return pr.Prove
 }

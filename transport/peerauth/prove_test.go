@@ -91,8 +91,9 @@ func TestProver(t *testing.T) {
 	ca, base := nodeBases(t, cluster)
 	// Node 3 in another process: its handshakes are not marked here.
 	other := servePeer(t, peerauth.ServerConfig(base(3), cluster))
-	// This process is node 1; its own peer port is marked.
-	self := servePeer(t, peerauth.ServerConfig(peerauth.MarkServed(base(1)), cluster))
+	// The prover is node 1; its own peer port is marked.
+	served := &peerauth.Served{}
+	self := servePeer(t, peerauth.ServerConfig(served.Mark(base(1)), cluster))
 	outsider, err := ca.Leaf("outsider") // a certificate of the CA that names no node
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestProver(t *testing.T) {
 	dead := closed.Addr().String()
 	closed.Close()
 
-	p := &peerauth.Prover{Client: base(1), Cluster: cluster, Timeout: 2 * time.Second}
+	p := &peerauth.Prover{Client: base(1), Cluster: cluster, Timeout: 2 * time.Second, Served: served}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -144,6 +145,31 @@ func TestProver(t *testing.T) {
 	}
 	if err := p.Prove(ctx, 1, self); !errors.Is(err, peerauth.ErrSelf) {
 		t.Errorf("Prove of this node's own address = %v, want ErrSelf", err)
+	}
+}
+
+// Two nodes in one process (electord dev): each marks its own peer
+// server, and a proof of the other is no relay back to itself, also through
+// a relay. (With one record per process every such proof was ErrSelf.)
+func TestProverTwoNodesInOneProcess(t *testing.T) {
+	const cluster = "c1"
+	_, base := nodeBases(t, cluster)
+	served1, served2 := &peerauth.Served{}, &peerauth.Served{}
+	addr1 := servePeer(t, peerauth.ServerConfig(served1.Mark(base(1)), cluster))
+	addr2 := servePeer(t, peerauth.ServerConfig(served2.Mark(base(2)), cluster))
+	p1 := &peerauth.Prover{Client: base(1), Cluster: cluster, Timeout: 2 * time.Second, Served: served1, Fresh: true}
+	p2 := &peerauth.Prover{Client: base(2), Cluster: cluster, Timeout: 2 * time.Second, Served: served2, Fresh: true}
+	ctx := context.Background()
+	for _, addr := range []string{addr1, relay(t, addr1)} {
+		if err := p2.Prove(ctx, 1, addr); err != nil {
+			t.Errorf("node 2 proving node 1 at %s: %v", addr, err)
+		}
+		if err := p1.Prove(ctx, 1, addr); !errors.Is(err, peerauth.ErrSelf) {
+			t.Errorf("node 1 proving its own id at %s: %v, want ErrSelf", addr, err)
+		}
+	}
+	if err := p1.Prove(ctx, 2, addr2); err != nil {
+		t.Errorf("node 1 proving node 2: %v", err)
 	}
 }
 
