@@ -296,6 +296,7 @@ func scale(args []string) error {
 	pauses := fs.Int("pauses", 0, "after the kills, SIGSTOPs of the leader (a silent leader: only the heartbeat timeout finds it), each resumed after the others agree")
 	partition := fs.Duration("partition", 0, "after the kills, pause the lower half of the nodes for at most this long and measure gossip convergence after they resume (scale_partition.go); 0: skip")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
+	secureFlag(fs)
 	fs.Parse(args)
 	path, cleanup, err := electordBinary(*bin)
 	if err != nil {
