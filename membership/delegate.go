@@ -73,6 +73,7 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 		m.q.push(m.joinLocked(n)...)
 		return
 	}
+	wasValid, oldClaim := mb.valid, mb.claim()
 	mb.addr = n.Address()
 	m.noteAliveLocked(n.Name, mb.addr)
 	w, err := decodeMeta(n)
@@ -82,10 +83,13 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 			m.q.push(m.conflict(mb.meta, slog.LevelError, fmt.Sprintf(
 				"node %s at %s gossiped metadata that cannot be used (%v); its previous metadata is kept", n.Name, mb.addr, err)))
 		}
+		if mb.valid && mb.claim() != oldClaim { // its gossip address moved
+			m.reclaimLocked(mb)
+			m.q.push(m.settleLocked(slotOf(mb.meta.ID), "")...)
+		}
 		return
 	}
 	mb.badNoted = false
-	wasValid, oldClaim := mb.valid, mb.claim()
 	mb.valid, mb.meta, mb.since, mb.leaving = true, w.Meta, w.Since, w.Leaving
 	changed := mb.claim() != oldClaim
 	if changed {
