@@ -107,6 +107,9 @@ type PeerTLS struct {
 	// Refused counts and logs the handshakes the peer server refuses
 	// (nil: none; Start sets it).
 	Refused *handshake.Recorder
+	// Served records the handshakes the peer server (Server, marked)
+	// served, so that a proof of an id can tell a relay back to this node.
+	Served *peerauth.Served
 }
 
 // peerTLSHook turns the peer port's TLS on. The peer-TLS change sets it
@@ -405,9 +408,11 @@ func (d *Daemon) loadSecurity() error {
 		return ConfigError{err}
 	}
 	d.Security = m
-	// MarkServed: a proof of an id (daemon/identity.go) that reaches this
+	// Served: a proof of an id (daemon/identity.go) that reaches this
 	// node's own peer port, through a relay, is told apart.
-	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: peerauth.MarkServed(m.PeerServerTLS()), Client: m.PeerClientTLS(), Pool: m.Pool}
+	served := &peerauth.Served{}
+	d.PeerTLS = &PeerTLS{Cluster: m.Cluster(), Server: served.Mark(m.PeerServerTLS()), Client: m.PeerClientTLS(), Pool: m.Pool,
+		Served: served}
 	return nil
 }
 

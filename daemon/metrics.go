@@ -69,6 +69,12 @@ func (d *Daemon) mountMetrics(mux *http.ServeMux) {
 				return m.HealthScore()
 			}
 			return 0
+		},
+		GossipProofs: func() (refused uint64, unproven int) {
+			if m := d.ops.gossip.Load(); m != nil {
+				return m.RefusedClaims(), m.Unproven()
+			}
+			return 0, 0
 		}}
 	if d.ops.svc != nil {
 		s.PeerService = d.ops.svc.Stats

@@ -12,9 +12,9 @@ import (
 // and any start time. So:
 //
 //   - a term slot shared by different ids goes to the lowest id, which every
-//     node computes alike (settleLocked); with Config.Prove the newcomer must
-//     first prove its id, so a node without the certificate cannot take a
-//     slot by claiming a low id;
+//     node computes alike (settleLocked); with Config.Prove only members that
+//     proved their id count (proofs.go), so a node without the certificate
+//     cannot take a slot by claiming a low id;
 //   - a second claimant of this node's own id (NotifyConflict) is refused
 //     unless it proves the id; a start time decides only between two nodes
 //     that both hold the id's certificate (the earlier keeps it, as without
@@ -24,84 +24,20 @@ import (
 // Each refusal is logged with its reason, reported as a Conflict and counted
 // (RefusedClaims).
 
-// proofState is where a member's proof of its id stands.
-type proofState uint8
-
-const (
-	proofNone    proofState = iota // not asked for
-	proofPending                   // a handshake is under way
-	proofOK                        // it holds a certificate for its id
-	proofRefused                   // it could not prove its id
-)
-
-// proofTimeout bounds one proof; proofRetry is when a refused claimant
-// still in a collision is asked again (a peer port that was not serving
-// yet, a lost packet).
-const proofTimeout = 5 * time.Second
-
-var proofRetry = 10 * time.Second // a variable for tests
-
-// RefusedClaims counts claims of an id or a term slot refused because the
-// claimant could not prove its id over peer TLS.
-func (m *Membership) RefusedClaims() uint64 { return m.refusedClaims.Load() }
-
-// startProofLocked starts proving mb's id, off memberlist's goroutines;
-// what is the claim ("term slot 3"), for the log. m.mu is held.
-func (m *Membership) startProofLocked(mb *member, what string) {
-	mb.proof = proofPending
-	name, meta := mb.name, mb.meta
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), proofTimeout)
-		err := m.cfg.Prove(ctx, meta.ID, meta.PeerAddr)
-		cancel()
-		m.proofDone(name, meta, what, err)
-	}()
-}
-
-// proofDone records the outcome of a proof of a slot claimant and settles
-// the slot again.
-func (m *Membership) proofDone(name string, meta Meta, what string, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	mb := m.members[name]
-	if mb == nil || mb.meta.ID != meta.ID || mb.meta.PeerAddr != meta.PeerAddr || mb.proof != proofPending {
-		return // gone, or its claim changed (that starts another proof)
-	}
-	if err != nil {
-		mb.proof = proofRefused
-		m.refusedClaims.Add(1)
-		if m.noteOnceLocked("claim " + name + " " + mb.addr + " " + meta.PeerAddr) {
-			m.q.push(m.conflict(meta, slog.LevelError, fmt.Sprintf(
-				"refused claim: node %d at %s claims %s but cannot prove id %d on its peer address: %v; it is not admitted (reason: unproven id)",
-				meta.ID, mb.addr, what, meta.ID, err)))
-		}
-		time.AfterFunc(m.proofRetry, func() { m.retryProof(name, meta) })
-	} else {
-		mb.proof = proofOK
-		m.log.Info("member proved its id on its peer port", "id", uint64(meta.ID), "addr", mb.addr, "peer", meta.PeerAddr)
-	}
-	m.q.push(m.settleLocked(slotOf(meta.ID), name)...)
-}
-
-// retryProof asks a refused claimant again, if it is still there with the
-// same claim.
-func (m *Membership) retryProof(name string, meta Meta) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	mb := m.members[name]
-	if mb == nil || mb.meta.ID != meta.ID || mb.meta.PeerAddr != meta.PeerAddr || mb.proof != proofRefused {
-		return
-	}
-	mb.proof = proofNone
-	m.q.push(m.settleLocked(slotOf(meta.ID), "")...)
-}
-
 // noteOnceLocked reports whether key was not noted within conflictRepeat,
-// and notes it. m.mu is held.
+// and notes it; notes older than that are dropped once there are many (a
+// party with the gossip key can make up any number of names). m.mu is held.
 func (m *Membership) noteOnceLocked(key string) bool {
 	now := time.Now()
 	if t, ok := m.conflicts[key]; ok && now.Sub(t) < conflictRepeat {
 		return false
+	}
+	if len(m.conflicts) > 1000 {
+		for k, t := range m.conflicts {
+			if now.Sub(t) >= conflictRepeat {
+				delete(m.conflicts, k)
+			}
+		}
 	}
 	m.conflicts[key] = now
 	return true

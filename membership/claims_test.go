@@ -13,19 +13,21 @@ import (
 	"github.com/electord/electord/election"
 )
 
-// proofs is a stand-in for the daemon's peer TLS proof: ids in refuse
-// cannot prove themselves, every other can. It records what was asked.
+// proofs is a stand-in for the daemon's peer TLS proof: ids in refuse, and
+// any id at a peer address in refusePeer, cannot prove themselves, every
+// other can. It records what was asked.
 type proofs struct {
-	mu     sync.Mutex
-	refuse map[election.NodeID]bool
-	asked  []election.NodeID
+	mu         sync.Mutex
+	refuse     map[election.NodeID]bool
+	refusePeer map[string]bool
+	asked      []election.NodeID
 }
 
 func (p *proofs) prove(_ context.Context, id election.NodeID, peer string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, id)
-	if p.refuse[id] {
+	if p.refuse[id] || p.refusePeer[peer] {
 		return fmt.Errorf("no TLS handshake with a certificate for node %d at its peer address %s: stand-in refusal", id, peer)
 	}
 	return nil
@@ -38,7 +40,7 @@ func (p *proofs) set(id election.NodeID, refuse bool) {
 }
 
 func newProofs(refuse ...election.NodeID) *proofs {
-	p := &proofs{refuse: map[election.NodeID]bool{}}
+	p := &proofs{refuse: map[election.NodeID]bool{}, refusePeer: map[string]bool{}}
 	for _, id := range refuse {
 		p.refuse[id] = true
 	}
@@ -49,8 +51,16 @@ func newProofs(refuse ...election.NodeID) *proofs {
 // since is not 0, that start time in its metadata.
 func startClaimant(t *testing.T, id election.NodeID, prove *proofs, since int64) *testNode {
 	t.Helper()
+	return startClaimantAt(t, id, metaFor(id, "").PeerAddr, prove, since)
+}
+
+// startClaimantAt is startClaimant gossiping peer as its peer address.
+func startClaimantAt(t *testing.T, id election.NodeID, peer string, prove *proofs, since int64) *testNode {
+	t.Helper()
 	logs := &logSink{}
-	cfg := Config{Self: metaFor(id, fmt.Sprintf("n%d", id)), BindAddr: "127.0.0.1:0", Preset: "local", Logger: slog.New(logs)}
+	self := metaFor(id, fmt.Sprintf("n%d", id))
+	self.PeerAddr = peer
+	cfg := Config{Self: self, BindAddr: "127.0.0.1:0", Preset: "local", Logger: slog.New(logs)}
 	if prove != nil {
 		cfg.Prove = prove.prove
 	}
@@ -101,8 +111,8 @@ func TestSlotGoesToTheLowerID(t *testing.T) {
 // it takes the slot.
 func TestSlotClaimMustBeProven(t *testing.T) {
 	const lo, hi, c = 1, 1<<election.SlotBits + 1, 3
-	defer func(d time.Duration) { proofRetry = d }(proofRetry)
-	proofRetry = time.Second
+	defer func(d time.Duration) { proofRetryMax = d }(proofRetryMax)
+	proofRetryMax = time.Second
 	p := newProofs(lo)
 	nh := startClaimant(t, hi, p, 0)
 	nc := startClaimant(t, c, p, 0)
@@ -147,13 +157,17 @@ func TestSameIDClaimMustBeProven(t *testing.T) {
 		name  string
 		proof *proofs
 		yield bool
-	}{{"unproven", newProofs(7), false}, {"proven", newProofs(), true}, {"no peer TLS", nil, true}} {
+	}{{"unproven", newProofs(), false}, {"proven", newProofs(), true}, {"no peer TLS", nil, true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			const forgerPeer = "127.0.0.1:6007"
+			if tc.name == "unproven" {
+				tc.proof.refusePeer[forgerPeer] = true
+			}
 			holder := startClaimant(t, 7, tc.proof, 0)
 			other := startClaimant(t, 2, tc.proof, 0)
 			other.join(holder.LocalAddr())
 			other.wait("join of the holder", is(Join, 7), nil)
-			forger := startClaimant(t, 7, nil, 1)
+			forger := startClaimantAt(t, 7, forgerPeer, nil, 1)
 			forger.join(holder.LocalAddr())
 
 			ev := holder.wait("conflict about its own id", is(Conflict, 7), nil)

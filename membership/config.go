@@ -68,9 +68,11 @@ type Config struct {
 	BootstrapExpect int
 	// Prove, if set, checks that the node at peerAddr holds a certificate
 	// for node id (daemon: peerauth.Prover over the peer port's mutual TLS).
-	// Conflicts over an id or a term slot are then settled only among
-	// claimants that proved their id (see the package comment). It is called
-	// off memberlist's goroutines and must return within a few seconds.
+	// A node is then a member only once it proved its id, and conflicts over
+	// an id or a term slot are settled among proven members (see the package
+	// comment and proofs.go). It is called off memberlist's goroutines, at
+	// most maxProofs at once, and must return within a few seconds (its ctx
+	// ends after 5 s).
 	Prove func(ctx context.Context, id election.NodeID, peerAddr string) error
 
 	// wrapTransport, if set, wraps memberlist's network transport (tests cut

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -74,6 +73,7 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 		m.q.push(m.joinLocked(n)...)
 		return
 	}
+	wasValid, oldClaim := mb.valid, mb.claim()
 	mb.addr = n.Address()
 	m.noteAliveLocked(n.Name, mb.addr)
 	w, err := decodeMeta(n)
@@ -83,22 +83,30 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 			m.q.push(m.conflict(mb.meta, slog.LevelError, fmt.Sprintf(
 				"node %s at %s gossiped metadata that cannot be used (%v); its previous metadata is kept", n.Name, mb.addr, err)))
 		}
+		if mb.valid && mb.claim() != oldClaim { // its gossip address moved
+			m.reclaimLocked(mb)
+			m.q.push(m.settleLocked(slotOf(mb.meta.ID), "")...)
+		}
 		return
 	}
 	mb.badNoted = false
-	wasValid, old, oldSince := mb.valid, mb.meta, mb.since
 	mb.valid, mb.meta, mb.since, mb.leaving = true, w.Meta, w.Since, w.Leaving
-	if old.PeerAddr != w.PeerAddr {
-		mb.proof = proofNone // a new address proves itself again
+	changed := mb.claim() != oldClaim
+	if changed {
+		m.reclaimLocked(mb) // a new claim proves itself again (proofs.go)
 	}
 	var evs []Event
 	switch {
 	case !wasValid:
 		evs = m.settleLocked(slotOf(w.ID), n.Name)
-	case w.Since != oldSince || old.PeerAddr != w.PeerAddr:
+	case changed:
 		evs = m.settleLocked(slotOf(w.ID), "")
 	}
-	if mb.admitted && wasValid && old != w.Meta {
+	// An admitted member's new metadata is reported once its claim is
+	// proven (at once without proofs); until then the node keeps what it
+	// was told.
+	if mb.admitted && mb.shown != w.Meta && (m.cfg.Prove == nil || mb.proof == proofOK) {
+		mb.shown = w.Meta
 		evs = append(evs, Event{Type: Update, Member: w.Meta})
 	}
 	m.q.push(evs...)
@@ -129,7 +137,7 @@ func (d delegate) NotifyLeave(n *memberlist.Node) {
 		if n.State == memberlist.StateLeft || (mb.leaving && n.State != memberlist.StateDead) {
 			typ = Leave
 		}
-		evs = append(evs, Event{Type: typ, Member: mb.meta})
+		evs = append(evs, Event{Type: typ, Member: mb.shown})
 		m.log.Info("member gone", "id", n.Name, "addr", mb.addr, "how", typ.String())
 	}
 	evs = append(evs, m.settleLocked(slotOf(mb.meta.ID), "")...)
@@ -144,19 +152,9 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	ea, oa := existing.Address(), other.Address()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := existing.Name + " " + ea + " " + oa
-	now := time.Now()
-	if t, ok := m.conflicts[key]; ok && now.Sub(t) < conflictRepeat {
+	if !m.noteOnceLocked(existing.Name + " " + ea + " " + oa) {
 		return
 	}
-	if len(m.conflicts) > 1000 {
-		for k, t := range m.conflicts {
-			if now.Sub(t) >= conflictRepeat {
-				delete(m.conflicts, k)
-			}
-		}
-	}
-	m.conflicts[key] = now
 
 	who := Meta{ID: nameID(other.Name)}
 	if w, err := decodeMeta(other); err == nil {
@@ -226,14 +224,20 @@ type candidate struct {
 // Conflict and Dead for an admitted node that loses it, Join for a node
 // that gets it. newcomer is the gossip name of a node just seen, or "".
 //
-// With Config.Prove, a collision is settled among claimants that proved
-// their id: a node not yet admitted counts only once proven (its proof is
-// started here), an admitted one until its proof fails; one that failed
-// never counts (see claims.go).
+// With Config.Prove only members that proved their id take part (see
+// proofs.go): a node not yet admitted counts once its current claim is
+// proven (its proof is started here), an admitted one keeps counting with
+// the claim it proved.
 func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 	var cands []candidate
 	for _, mb := range m.members {
-		if mb.valid && slotOf(mb.meta.ID) == slot {
+		if !mb.valid || slotOf(mb.meta.ID) != slot {
+			continue
+		}
+		if m.cfg.Prove != nil && mb.proof == proofNone {
+			m.startProofLocked(mb)
+		}
+		if m.counts(mb) {
 			cands = append(cands, candidate{mb.meta.ID, mb})
 		}
 	}
@@ -245,26 +249,6 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		return nil
 	}
 	var conflicts, deads, joins []Event
-	if m.cfg.Prove != nil && len(cands) > 1 {
-		kept := cands[:0]
-		for _, c := range cands {
-			if c.mb == nil || c.mb.proof == proofOK || (c.mb.admitted && c.mb.proof != proofRefused) {
-				kept = append(kept, c)
-				continue
-			}
-			if c.mb.proof == proofNone {
-				m.startProofLocked(c.mb, "term slot "+strconv.FormatUint(slot, 10))
-			}
-			if c.mb.admitted { // refused: withdrawn
-				c.mb.admitted = false
-				deads = append(deads, Event{Type: Dead, Member: c.mb.meta})
-			}
-		}
-		cands = kept
-		if len(cands) == 0 {
-			return deads
-		}
-	}
 	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(a.id, b.id) })
 	owner := cands[0]
 	ownerDesc := "this node"
@@ -278,10 +262,10 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		switch {
 		case c.mb.admitted:
 			c.mb.admitted = false
-			conflicts = append(conflicts, m.conflict(c.mb.meta, slog.LevelError, fmt.Sprintf(
+			conflicts = append(conflicts, m.conflict(c.mb.shown, slog.LevelError, fmt.Sprintf(
 				"term slot collision: node %d at %s and %s both have term slot %d, the low %d bits of their ids; the lower id keeps the slot, so node %d is withdrawn (reported dead) and is not elected while %s is alive",
 				c.id, c.mb.addr, ownerDesc, slot, election.SlotBits, c.id, ownerDesc)))
-			deads = append(deads, Event{Type: Dead, Member: c.mb.meta})
+			deads = append(deads, Event{Type: Dead, Member: c.mb.shown})
 		case c.mb.name == newcomer:
 			conflicts = append(conflicts, m.conflict(c.mb.meta, slog.LevelError, fmt.Sprintf(
 				"term slot collision: node %d at %s has term slot %d, the low %d bits of its id, like %s, whose id is lower and keeps the slot; node %d is not admitted as a member and is not elected while %s is alive",
@@ -289,7 +273,7 @@ func (m *Membership) settleLocked(slot uint64, newcomer string) []Event {
 		}
 	}
 	if owner.mb != nil && !owner.mb.admitted {
-		owner.mb.admitted = true
+		owner.mb.admitted, owner.mb.shown = true, owner.mb.meta
 		joins = append(joins, Event{Type: Join, Member: owner.mb.meta})
 		if selfIn {
 			ev := m.conflict(owner.mb.meta, slog.LevelError, fmt.Sprintf(

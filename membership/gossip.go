@@ -46,7 +46,11 @@ type Membership struct {
 
 	refusedSettings atomic.Uint64 // see RefusedSettings
 	refusedClaims   atomic.Uint64 // see RefusedClaims
-	proofRetry      time.Duration // see proofRetry
+	// Proofs (proofs.go), under mu: the queue, the goroutines working it,
+	// and the back-off bounds (proofRetryMin, proofRetryMax).
+	proofQueue                   []proofJob
+	proofWorkers                 int
+	proofRetryMin, proofRetryMax time.Duration
 
 	// closing is set when Leave or Shutdown begins: memberlist's warnings
 	// and errors are debug from then on (see memberlistLogger).
@@ -70,9 +74,14 @@ type member struct {
 	meta     Meta
 	since    int64
 	leaving  bool
-	admitted bool       // reported by Join and listed by Members
-	badNoted bool       // an undecodable update was reported
-	proof    proofState // its proof of its id, in a slot collision (claims.go)
+	admitted bool // reported by Join and listed by Members
+	shown    Meta // while admitted: the metadata Join or Update last reported
+	badNoted bool // an undecodable update was reported
+	// With Config.Prove (proofs.go): where the proof of its current claim
+	// stands, the last claim it proved, and its failed proofs in a row.
+	proof    proofState
+	proofOf  claim
+	failures int
 }
 
 // New starts gossip on cfg.BindAddr. It contacts no one: call Join.
@@ -99,7 +108,8 @@ func New(cfg Config) (*Membership, error) {
 		known:     make(map[string]*knownMember),
 		stopRetry: make(chan struct{}),
 
-		proofRetry: proofRetry,
+		proofRetryMin: proofRetryMin,
+		proofRetryMax: proofRetryMax,
 	}
 	m.cfg.Join = slices.Clone(cfg.Join)
 
@@ -337,7 +347,7 @@ func (m *Membership) Members() []Meta {
 	m.mu.Lock()
 	for _, mb := range m.members {
 		if mb.admitted {
-			out = append(out, mb.meta)
+			out = append(out, mb.shown)
 		}
 	}
 	m.mu.Unlock()

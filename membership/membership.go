@@ -9,6 +9,14 @@
 // and Conflict for the problems below. Events are never dropped while the
 // Membership runs, and memberlist never waits for the reader.
 //
+// # Proofs
+//
+// With Config.Prove (peer TLS), a node seen alive in gossip gets its Join
+// only once it proved its id on the peer address it gossips; until then it
+// is pending, not listed by Members, and takes no part in settling a term
+// slot. A member whose addresses or reported start change is proved again
+// and keeps the metadata it proved until then (see proofs.go).
+//
 // # Duplicates
 //
 // Node ids must be unique, and so must their low election.SlotBits bits: a
@@ -39,10 +47,8 @@
 //     slot and gets its Join then. An admitted node that a lower one
 //     displaces gets a Conflict and a Dead. A node that is itself displaced
 //     gets a Conflict about itself (Yield): the others ignore it, and it
-//     must not lead. With Config.Prove, a newcomer in a collision counts
-//     only once it proved its id (an admitted holder keeps its place unless
-//     its proof fails): a node without the certificate cannot take a slot
-//     by claiming a low id.
+//     must not lead. With Config.Prove only proven members take part: a
+//     node without the certificate cannot take a slot by claiming a low id.
 //   - A node whose metadata cannot be decoded, or names another id, is
 //     reported as a Conflict and never joins.
 //

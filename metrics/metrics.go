@@ -41,6 +41,10 @@ type Sources struct {
 	GossipHealth func() int
 	// Handshakes are the TLS handshakes the node's listeners refused.
 	Handshakes *handshake.Refusals
+	// GossipProofs are the failed proofs of an id (claims refused) and the
+	// nodes alive in gossip that are no members for want of a proof (peer
+	// TLS on; see membership's proofs.go).
+	GossipProofs func() (refused uint64, unproven int)
 }
 
 // Registry returns a registry with electord's metrics for s, Go's runtime
@@ -83,6 +87,8 @@ var (
 	membersDesc        = desc("gossip_members", "Members this node knows, itself included, by state: alive, or dead (declared dead or left).", "state")
 	gossipHealthDesc   = desc("gossip_health_score", "memberlist's awareness score: 0 is healthy; it rises when this node's own probes time out (it may be the slow one).")
 	conflictsDesc      = desc("gossip_conflicts_total", "Duplicate ids or term-slot collisions seen in gossip.")
+	unprovenDesc       = desc("gossip_unproven_claims_total", "Claims in gossip refused because the claimant could not prove its id with a mutual TLS handshake on the peer address it gossips (peer TLS on): a node that is not let in as a member, a term slot, this node's own id.")
+	unprovenNowDesc    = desc("gossip_unproven_members", "Nodes alive in gossip that are not members because they have not proved their id (peer TLS on): pending or refused proofs.")
 	inboxFullDesc      = desc("inbox_full_total", "Peer messages refused because the node's inbox was full.")
 	failuresLostDesc   = desc("send_failures_unreported_total", "Send failures not reported to the state machine (queue full; timeouts recover them).")
 	droppedEventsDesc  = desc("watch_events_dropped_total", "Leadership events lost by slow watchers.")
@@ -156,6 +162,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(membersDesc, float64(dead), "dead")
 	if c.s.GossipHealth != nil {
 		ch <- gauge(gossipHealthDesc, float64(c.s.GossipHealth()))
+	}
+	if c.s.GossipProofs != nil {
+		refused, unproven := c.s.GossipProofs()
+		ch <- counter(unprovenDesc, refused)
+		ch <- gauge(unprovenNowDesc, float64(unproven))
 	}
 
 	// Heartbeat answers come back on the call that carried the heartbeat

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/electord/electord/client"
 )
 
 // Issue 12, item 7: "Conflicts over a term slot or an id are not settled by
@@ -31,12 +30,19 @@ func (forgedNode) MergeRemoteState(buf []byte, join bool) {}
 // startForger joins seed's gossip (encrypted with key, labelled like the
 // secure clusters) as a memberlist node named id whose metadata claims id,
 // peer as its peer address, a start at 1 ns after the epoch (earlier than
-// any real node) and the cluster's settings. It leaves when the test ends.
+// any real node) and the settings of a bully cluster. It leaves when the
+// test ends.
 func startForger(t *testing.T, id uint64, peer, key, seed string) {
+	t.Helper()
+	startForgerOf(t, "bully", id, peer, key, seed)
+}
+
+// startForgerOf is startForger in a cluster of algorithm alg.
+func startForgerOf(t *testing.T, alg string, id uint64, peer, key, seed string) {
 	t.Helper()
 	meta, err := json.Marshal(map[string]any{"id": id, "name": "forger", "priority": 0,
 		"peer": peer, "api": peer, "http": peer, "since": 1,
-		"settings": map[string]any{"algorithm": "bully", "quorum": 0, "preempt": false}})
+		"settings": map[string]any{"algorithm": alg, "quorum": 0, "preempt": false}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +136,9 @@ func testForgedClaims(t *testing.T) {
 	assertNotListed(t, ps, slotID)
 }
 
-// assertNotListed fails the test if a process lists id as a member.
-func assertNotListed(t *testing.T, ps []*proc, id uint64) {
+// assertNotListed fails the test if a process lists one of ids as a
+// member, alive or dead.
+func assertNotListed(t *testing.T, ps []*proc, ids ...uint64) {
 	t.Helper()
 	for _, p := range ps {
 		ms, err := p.cl.Members(ctxTimeout(t, 2*time.Second))
@@ -139,8 +146,8 @@ func assertNotListed(t *testing.T, ps []*proc, id uint64) {
 			t.Fatalf("members of node %d: %v", p.id, err)
 		}
 		for _, m := range ms {
-			if m.ID == client.NodeID(id) {
-				t.Fatalf("node %d lists the forged node %d: %+v", p.id, id, m)
+			if slices.Contains(ids, uint64(m.ID)) {
+				t.Fatalf("node %d lists the unproven node %d as a member: %+v", p.id, m.ID, m)
 			}
 		}
 	}

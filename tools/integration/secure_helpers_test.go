@@ -176,19 +176,27 @@ func startSecureProcs(t *testing.T, k pki, n int, alg, key string, extra ...stri
 	dir := t.TempDir()
 	var ps []*proc
 	for i := 1; i <= n; i++ {
-		p := newProc(t, dir, i, alg)
-		p.cl = newTLSClient(t, k, "web", p.api)
-		kf := gossipKeyFile(dir, i)
-		if err := os.WriteFile(kf, []byte(key+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p.extra = append([]string{"--tls-ca", k.ca(), "--tls-cert", k.nodeCert(i), "--tls-key", k.nodeKey(i),
-			"--gossip-key-file", kf}, extra...)
-		ps = append(ps, p)
+		ps = append(ps, newSecureProc(t, k, dir, i, alg, key, extra...))
 	}
 	cleanupProcs(t, ps)
 	startJoined(ps)
 	return ps
+}
+
+// newSecureProc is node id of a secure cluster, not started: its
+// certificate from k, a gossip key file in dir holding key, a reader's
+// client, and extra flags.
+func newSecureProc(t *testing.T, k pki, dir string, id int, alg, key string, extra ...string) *proc {
+	t.Helper()
+	p := newProc(t, dir, id, alg)
+	p.cl = newTLSClient(t, k, "web", p.api)
+	kf := gossipKeyFile(dir, id)
+	if err := os.WriteFile(kf, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.extra = append([]string{"--tls-ca", k.ca(), "--tls-cert", k.nodeCert(id), "--tls-key", k.nodeKey(id),
+		"--gossip-key-file", kf}, extra...)
+	return p
 }
 
 func gossipKeyFile(dir string, id int) string {

@@ -23,31 +23,34 @@ import (
 // A TCP relay at the claimant's address could pass the handshake through to
 // the real holder of the id; when that holder is the proving node itself
 // (an outsider claiming this node's id while pointing its peer address at a
-// relay to this very node), the proof is refused: every handshake this
-// process serves records its TLS exporter value (MarkServed), the prover
-// derives the same value on its side of the connection, and finding it
-// among this process's served handshakes means the address leads back here.
+// relay to this very node), the proof is refused: every handshake the
+// node's peer server serves records its TLS exporter value (Served.Mark),
+// the prover derives the same value on its side of the connection, and
+// finding it among its own server's handshakes (Prover.Served) means the
+// address leads back here. The record is per node, not per process: in a
+// process that runs several nodes (electord dev) a handshake another node
+// served is no relay back to this one.
 
-// ErrSelf is returned by Prove when the address leads back to this process.
+// ErrSelf is returned by Prove when the address leads back to this node.
 var ErrSelf = errors.New("peerauth: the claimant's peer address leads back to this node itself (a relay)")
 
 // proofLabel is the TLS exporter label both ends derive.
 const proofLabel = "EXPORTER-electord-identity-proof"
 
-// served is the exporter values of the handshakes this process served
-// recently (see MarkServed), oldest first.
-var served struct {
+// Served is the exporter values of the handshakes one peer server served
+// recently (see Mark), oldest overwritten first. The zero value is ready.
+type Served struct {
 	mu   sync.Mutex
 	ring [256][32]byte
 	next int
 	n    int
 }
 
-// MarkServed returns a clone of b (a peer server's base config) whose
-// VerifyConnection also records each handshake's exporter value, so that
-// Prove can tell a relay back to this process. A VerifyConnection already
-// in b runs first.
-func MarkServed(b *tls.Config) *tls.Config {
+// Mark returns a clone of b (a peer server's base config) whose
+// VerifyConnection also records each handshake's exporter value in s, so
+// that a Prover with Served s can tell a relay back to this server. A
+// VerifyConnection already in b runs first.
+func (s *Served) Mark(b *tls.Config) *tls.Config {
 	if b == nil {
 		return nil
 	}
@@ -60,24 +63,23 @@ func MarkServed(b *tls.Config) *tls.Config {
 			}
 		}
 		if v, err := cs.ExportKeyingMaterial(proofLabel, nil, 32); err == nil {
-			served.mu.Lock()
-			copy(served.ring[served.next][:], v)
-			served.next = (served.next + 1) % len(served.ring)
-			served.n = min(served.n+1, len(served.ring))
-			served.mu.Unlock()
+			s.mu.Lock()
+			copy(s.ring[s.next][:], v)
+			s.next = (s.next + 1) % len(s.ring)
+			s.n = min(s.n+1, len(s.ring))
+			s.mu.Unlock()
 		}
 		return nil
 	}
 	return c
 }
 
-// wasServed reports whether v is the exporter value of a handshake this
-// process served.
-func wasServed(v []byte) bool {
-	served.mu.Lock()
-	defer served.mu.Unlock()
-	for i := range served.n {
-		if string(served.ring[i][:]) == string(v) {
+// has reports whether v is the exporter value of a handshake s recorded.
+func (s *Served) has(v []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.n {
+		if string(s.ring[i][:]) == string(v) {
 			return true
 		}
 	}
@@ -86,8 +88,9 @@ func wasServed(v []byte) bool {
 
 // Prover checks, over TLS, that the node at a peer address holds a
 // certificate for the id it claims. Results are cached per address and id
-// (successes for ProvenTTL, failures for RefusedTTL) and concurrent proofs
-// of one address and id share one handshake. Safe for concurrent use.
+// (successes for ProvenTTL, failures for RefusedTTL; none with Fresh) and
+// concurrent proofs of one address and id share one handshake. Safe for
+// concurrent use.
 type Prover struct {
 	// Client is the node's base client config (its certificate, RootCAs).
 	Client *tls.Config
@@ -95,8 +98,19 @@ type Prover struct {
 	Cluster string
 	// Pool, if set, is the CA pool of the moment (see ClientConfigPool).
 	Pool func() *x509.CertPool
+	// Served is what this node's own peer server records (Served.Mark): an
+	// address whose handshake is among it leads back here (ErrSelf). Nil:
+	// that check is left out.
+	Served *Served
 	// Timeout bounds one proof (0: 3 s).
 	Timeout time.Duration
+	// Fresh: no outcome is reused, every Prove that does not join one under
+	// way makes its own handshake. For a caller that keeps its own record
+	// of proofs and asks again only when something changed (membership
+	// proves a member once per address and life): a cached success would
+	// vouch for whatever listens at the address now, a process that may
+	// have died since and an address another party may have taken over.
+	Fresh bool
 
 	mu    sync.Mutex
 	cache map[proofKey]*proof
@@ -121,7 +135,7 @@ type proof struct {
 
 // Prove returns nil if the server at addr (host:port of a peer port)
 // completes a mutual TLS handshake presenting a certificate of the cluster
-// for node id and is not this process itself; otherwise an error that says
+// for node id and is not this node's own peer server (Served); otherwise an error that says
 // why (ErrSelf for a relay back here).
 func (p *Prover) Prove(ctx context.Context, id election.NodeID, addr string) error {
 	k := proofKey{id, addr}
@@ -136,7 +150,7 @@ func (p *Prover) Prove(ctx context.Context, id election.NodeID, addr string) err
 			if pr.err != nil {
 				ttl = RefusedTTL
 			}
-			if time.Since(pr.at) < ttl {
+			if !p.Fresh && time.Since(pr.at) < ttl {
 				p.mu.Unlock()
 				return pr.err
 			}
@@ -207,7 +221,7 @@ func (p *Prover) prove(ctx context.Context, id election.NodeID, addr string) err
 		var b [1]byte
 		tc.Read(b[:])
 	}
-	if wasServed(v) {
+	if p.Served != nil && p.Served.has(v) {
 		return ErrSelf
 	}
 	return nil

@@ -129,7 +129,7 @@ type common struct {
 }
 
 func commonFlags(fs *flag.FlagSet) common {
-	fs.BoolVar(&secure, "secure", false, "run every cluster with mutual TLS (peer and API ports) and an encrypted gossip ring, with certificates made for the run")
+	secureFlag(fs)
 	return common{
 		nodes: fs.Int("nodes", 5, "electord processes"),
 		algos: fs.String("algorithms", "bully,ring", "algorithms to measure"),

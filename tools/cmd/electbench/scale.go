@@ -296,6 +296,7 @@ func scale(args []string) error {
 	pauses := fs.Int("pauses", 0, "after the kills, SIGSTOPs of the leader (a silent leader: only the heartbeat timeout finds it), each resumed after the others agree")
 	partition := fs.Duration("partition", 0, "after the kills, pause the lower half of the nodes for at most this long and measure gossip convergence after they resume (scale_partition.go); 0: skip")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
+	secureFlag(fs)
 	fs.Parse(args)
 	path, cleanup, err := electordBinary(*bin)
 	if err != nil {
@@ -319,7 +320,7 @@ func scale(args []string) error {
 	var notes []string // gossip convergence, printed after the table
 	defer func() {
 		if len(notes) > 0 {
-			pr("\nSilent leader (--pauses) and gossip convergence after a partition (--partition: a pause of the lower half):\n\n%s\n", strings.Join(notes, "\n"))
+			pr("\nRejoin after each kill (--kills), silent leader (--pauses) and gossip convergence after a partition (--partition: a pause of the lower half):\n\n%s\n", strings.Join(notes, "\n"))
 		}
 	}()
 	for _, ns := range strings.Split(*sizesFlag, ",") {
@@ -370,7 +371,7 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 	if changes.nodes > 0 {
 		logf("%d nodes, %s: %d nodes saw leader or term changes in the idle window (up to %d each)", n, algo, changes.nodes, changes.max)
 	}
-	var crash samples
+	var crash, rejoin samples
 	failed := 0
 	for i := range kills {
 		old, _, err := c.waitAgreed(60*time.Second, anyLeader)
@@ -386,16 +387,25 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 		} else {
 			failed++
 		}
+		r0 := time.Now()
 		if err := c.start(leader); err != nil {
 			return "", "", err
 		}
+		if _, at, err := c.waitAgreed(60*time.Second, anyLeader); err == nil {
+			rejoin = append(rejoin, at.Sub(r0))
+		}
+	}
+	if len(rejoin) > 0 {
+		note = fmt.Sprintf("rejoin (from starting the killed leader again until every node, it included, agrees) p50 / p99 %s / %s ms (%d)",
+			ms(rejoin.pct(0.5)), ms(rejoin.pct(0.99)), len(rejoin))
 	}
 	if pauses > 0 {
 		ps, pf := c.pauseLeader(pauses)
-		note = fmt.Sprintf("silent leader (SIGSTOP): %d of %d found no new leader within 10 s", pf, pauses)
+		silent := fmt.Sprintf("silent leader (SIGSTOP): %d of %d found no new leader within 10 s", pf, pauses)
 		if len(ps) > 0 {
-			note = fmt.Sprintf("silent leader (SIGSTOP) p50 / p99 %s / %s ms, %d of %d failed", ms(ps.pct(0.5)), ms(ps.pct(0.99)), pf, pauses)
+			silent = fmt.Sprintf("silent leader (SIGSTOP) p50 / p99 %s / %s ms, %d of %d failed", ms(ps.pct(0.5)), ms(ps.pct(0.99)), pf, pauses)
 		}
+		note = strings.TrimPrefix(note+"; "+silent, "; ")
 	}
 	if partition > 0 {
 		if _, _, err := c.waitAgreed(60*time.Second, anyLeader); err == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	crand "crypto/rand"
 	"encoding/base64"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,4 +72,9 @@ func (p *pki) close() {
 	if p != nil {
 		p.material.Close()
 	}
+}
+
+// secureFlag registers --secure on fs.
+func secureFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&secure, "secure", false, "run every cluster with mutual TLS (peer and API ports) and an encrypted gossip ring, with certificates made for the run")
 }
