@@ -25,8 +25,9 @@ type link interface {
 }
 
 // sendQueues is the per-peer send queue of both transports (GRPC and
-// Memory): setPeer gives a peer a bounded queue and one goroutine that hands
-// its messages, in order, to the peer's link. The failures it finds itself
+// Memory): setPeer gives a peer a bounded queue and one goroutine, started
+// by its first message, that hands its messages, in order, to the peer's
+// link. The failures it finds itself
 // are reported to the Receiver from one of its goroutines, never from inside
 // a method and never under its lock: ErrUnknownPeer for a peer without an
 // address or a message still queued when its peer was removed, ErrQueueFull
@@ -56,6 +57,10 @@ type peerQueue struct {
 	link  link
 	ctx   context.Context // canceled by removePeer or close
 	stop  context.CancelFunc
+	// start runs once: the peer's goroutine at its first message (most
+	// members of a large cluster are never sent to: a follower sends to
+	// its leader), or closing the link of a peer removed before it.
+	start sync.Once
 }
 
 func newSendQueues(recv Receiver, queueLen int, newLink func(election.NodeID, string) link, lost func(election.Message)) *sendQueues {
@@ -88,7 +93,13 @@ func (q *sendQueues) send(m election.Message) {
 	}
 	if !p.queue.Push(m) {
 		q.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
+		return
 	}
+	// Under q.mu with q.closed false, so wg.Add never races with close's Wait.
+	p.start.Do(func() {
+		q.wg.Add(1)
+		go q.run(p)
+	})
 }
 
 // failAsync reports a failure from a new goroutine. q.mu must be held (read
@@ -102,8 +113,9 @@ func (q *sendQueues) failAsync(m election.Message, err error) {
 	}()
 }
 
-// setPeer records id's address: a new peer gets its link, queue and
-// goroutine; a known one its new address. Ignored after close.
+// setPeer records id's address: a new peer gets its link and queue (its
+// goroutine starts with its first message); a known one its new address.
+// Ignored after close.
 func (q *sendQueues) setPeer(id election.NodeID, addr string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -117,8 +129,14 @@ func (q *sendQueues) setPeer(id election.NodeID, addr string) {
 	ctx, stop := context.WithCancel(q.ctx)
 	p := &peerQueue{id: id, queue: fifo.New[election.Message](q.queueLen), link: q.newLink(id, addr), ctx: ctx, stop: stop}
 	q.peers[id] = p
-	q.wg.Add(1)
-	go q.run(p)
+}
+
+// end stops p: its goroutine, if it started, closes the link and reports
+// what is still queued; if it never started, nothing was queued and the
+// link (dialed by a Connect, perhaps) is closed here.
+func (p *peerQueue) end() {
+	p.stop()
+	p.start.Do(p.link.close)
 }
 
 // linkOf returns id's link, nil for an unknown peer or after close.
@@ -139,7 +157,7 @@ func (q *sendQueues) removePeer(id election.NodeID) {
 	delete(q.peers, id)
 	q.mu.Unlock()
 	if p != nil {
-		p.stop()
+		p.end()
 	}
 }
 
@@ -153,7 +171,7 @@ func (q *sendQueues) close() {
 	q.mu.Unlock()
 	q.stop()
 	for _, p := range peers {
-		p.stop()
+		p.end()
 	}
 	q.wg.Wait()
 }
