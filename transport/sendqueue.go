@@ -29,10 +29,10 @@ type link interface {
 // by its first message, that hands its messages, in order, to the peer's
 // link. The failures it finds itself are reported to the Receiver from one
 // of its goroutines, never from inside a method and never under its lock:
-// ErrUnknownPeer for a peer without an
-// address or a message still queued when its peer was removed, ErrQueueFull
-// for a full queue. After close, messages are dropped without a report.
-// All methods are safe for concurrent use.
+// ErrUnknownPeer for a peer without an address or a message still queued
+// when its peer was removed, ErrQueueFull for a full queue. After close,
+// messages are dropped without a report. All methods are safe for
+// concurrent use.
 type sendQueues struct {
 	recv     Receiver
 	queueLen int
