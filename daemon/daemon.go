@@ -231,14 +231,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	if opts.Peers != nil {
 		recv = opts.Peers.Receiver(inbox)
 	}
-	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv, MaxMessageBytes: cfg.MaxMessageBytes,
-		// idle-timeout on the sending side too: a connection to a peer with
-		// no call for that long leaves its name resolver, balancer and
-		// goroutines behind (grpc-go's own idle timeout is 30 minutes). The
-		// peer's server has closed such a connection at the same timeout,
-		// so the next message dials again either way. A leader keeps one
-		// to every member it announced itself to: six goroutines each.
-		DialOptions: []grpc.DialOption{grpc.WithIdleTimeout(cfg.IdleTimeout)}}
+	tc := transport.GRPCConfig{Self: self.ID, Receiver: recv, MaxMessageBytes: cfg.MaxMessageBytes}
 	svc := transport.NewPeerService(self.ID, recv)
 	svc.SetLogger(log)
 	d.initOps(svc)

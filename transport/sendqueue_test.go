@@ -5,10 +5,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/electord/electord/election"
 )
@@ -57,29 +53,4 @@ func TestPeerGoroutineStartsWithItsFirstMessage(t *testing.T) {
 		t.Fatalf("%d links closed after close, want all %d", c, peers)
 	}
 	waitGoroutines(t, before)
-}
-
-// A connection idle for the dial option's timeout (the daemon passes
-// idle-timeout) gives back its goroutines, and the next message is
-// delivered on a new one with no failure reported: an idle connection is
-// not a peer down.
-func TestIdleConnectionIsReleasedAndRedialed(t *testing.T) {
-	const idle = 300 * time.Millisecond
-	srv := newFakeReceiver(2)
-	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: 1 << 20, DialOptions: []grpc.DialOption{grpc.WithIdleTimeout(idle)}})
-	coord := election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: election.NextTerm(0, 1), Leader: 1, Confirmed: true}
-	tr.Send(coord)
-	srv.next(t)
-	link := tr.q.linkOf(2).(*grpcLink)
-	link.mu.Lock()
-	conn := link.conn
-	link.mu.Unlock()
-	busy := runtime.NumGoroutine()
-	eventually(t, "the connection idles", func() bool { return conn.GetState() == connectivity.Idle })
-	eventually(t, "its goroutines end", func() bool { return runtime.NumGoroutine() <= busy-3 })
-	tr.Send(coord)
-	if got := srv.next(t); got.Msg.Type != election.MsgCoordinator {
-		t.Fatalf("delivered %v after the idle connection, want the Coordinator", got.Msg.Type)
-	}
-	cli.noFailure(t)
 }
