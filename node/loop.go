@@ -34,8 +34,9 @@ func (n *Node) Run(ctx context.Context) error {
 			if !n.halted() {
 				n.clock.fire()
 			}
-		case in := <-n.in.msgs:
-			if n.halted() {
+		case <-n.in.msgs.Ready():
+			in, ok := n.in.msgs.Pop()
+			if !ok || n.halted() {
 				continue
 			}
 			n.cause = cause{kind: "message", msg: in.Msg}
@@ -46,7 +47,11 @@ func (n *Node) Run(ctx context.Context) error {
 				n.log.Warn("rejected a peer message", "err", err)
 			}
 			reply, replyTo = in.Reply, in.Msg.From
-		case f := <-n.in.failures:
+		case <-n.in.failures.Ready():
+			f, ok := n.in.failures.Pop()
+			if !ok {
+				continue
+			}
 			m, kind, typ := f.m, "send failed", election.EventSendFailed
 			if f.busy {
 				kind, typ = "peer busy", election.EventPeerBusy

@@ -484,8 +484,8 @@ func TestBusyElectionsReachTheCore(t *testing.T) {
 	in.Failed(el, status.Error(codes.Unavailable, "connection refused"))
 	in.Failed(el, status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (9000 vs. 4096)"))
 	busyN, failedN := 0, 0
-	for len(in.failures) > 0 {
-		if f := <-in.failures; f.busy {
+	for f, ok := in.failures.Pop(); ok; f, ok = in.failures.Pop() {
+		if f.busy {
 			busyN++
 		} else {
 			failedN++

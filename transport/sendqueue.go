@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/internal/fifo"
 )
 
 // link is one peer's connection as seen by its send queue.
@@ -24,13 +25,14 @@ type link interface {
 }
 
 // sendQueues is the per-peer send queue of both transports (GRPC and
-// Memory): setPeer gives a peer a bounded queue and one goroutine that hands
-// its messages, in order, to the peer's link. The failures it finds itself
-// are reported to the Receiver from one of its goroutines, never from inside
-// a method and never under its lock: ErrUnknownPeer for a peer without an
-// address or a message still queued when its peer was removed, ErrQueueFull
-// for a full queue. After close, messages are dropped without a report.
-// All methods are safe for concurrent use.
+// Memory): setPeer gives a peer a bounded queue and one goroutine, started
+// by its first message, that hands its messages, in order, to the peer's
+// link. The failures it finds itself are reported to the Receiver from one
+// of its goroutines, never from inside a method and never under its lock:
+// ErrUnknownPeer for a peer without an address or a message still queued
+// when its peer was removed, ErrQueueFull for a full queue. After close,
+// messages are dropped without a report. All methods are safe for
+// concurrent use.
 type sendQueues struct {
 	recv     Receiver
 	queueLen int
@@ -48,11 +50,17 @@ type sendQueues struct {
 }
 
 type peerQueue struct {
-	id    election.NodeID
-	queue chan election.Message
+	id election.NodeID
+	// queue holds up to queueLen messages, its memory following its
+	// length: at 128 processes a channel of 256 per peer was 4.4 MB a node.
+	queue *fifo.Queue[election.Message]
 	link  link
 	ctx   context.Context // canceled by removePeer or close
 	stop  context.CancelFunc
+	// start runs once: the peer's goroutine at its first message (most
+	// members of a large cluster are never sent to: a follower sends to
+	// its leader), or closing the link of a peer removed before it.
+	start sync.Once
 }
 
 func newSendQueues(recv Receiver, queueLen int, newLink func(election.NodeID, string) link, lost func(election.Message)) *sendQueues {
@@ -83,11 +91,15 @@ func (q *sendQueues) send(m election.Message) {
 		q.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
 		return
 	}
-	select {
-	case p.queue <- m:
-	default:
+	if !p.queue.Push(m) {
 		q.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
+		return
 	}
+	// Under q.mu with q.closed false, so wg.Add never races with close's Wait.
+	p.start.Do(func() {
+		q.wg.Add(1)
+		go q.run(p)
+	})
 }
 
 // failAsync reports a failure from a new goroutine. q.mu must be held (read
@@ -101,8 +113,9 @@ func (q *sendQueues) failAsync(m election.Message, err error) {
 	}()
 }
 
-// setPeer records id's address: a new peer gets its link, queue and
-// goroutine; a known one its new address. Ignored after close.
+// setPeer records id's address: a new peer gets its link and queue (its
+// goroutine starts with its first message); a known one its new address.
+// Ignored after close.
 func (q *sendQueues) setPeer(id election.NodeID, addr string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -114,10 +127,16 @@ func (q *sendQueues) setPeer(id election.NodeID, addr string) {
 		return
 	}
 	ctx, stop := context.WithCancel(q.ctx)
-	p := &peerQueue{id: id, queue: make(chan election.Message, q.queueLen), link: q.newLink(id, addr), ctx: ctx, stop: stop}
+	p := &peerQueue{id: id, queue: fifo.New[election.Message](q.queueLen), link: q.newLink(id, addr), ctx: ctx, stop: stop}
 	q.peers[id] = p
-	q.wg.Add(1)
-	go q.run(p)
+}
+
+// end stops p: its goroutine, if it started, closes the link and reports
+// what is still queued; if it never started, nothing was queued and the
+// link (dialed by a Connect, perhaps) is closed here.
+func (p *peerQueue) end() {
+	p.stop()
+	p.start.Do(p.link.close)
 }
 
 // linkOf returns id's link, nil for an unknown peer or after close.
@@ -138,7 +157,7 @@ func (q *sendQueues) removePeer(id election.NodeID) {
 	delete(q.peers, id)
 	q.mu.Unlock()
 	if p != nil {
-		p.stop()
+		p.end()
 	}
 }
 
@@ -152,7 +171,7 @@ func (q *sendQueues) close() {
 	q.mu.Unlock()
 	q.stop()
 	for _, p := range peers {
-		p.stop()
+		p.end()
 	}
 	q.wg.Wait()
 }
@@ -163,19 +182,22 @@ func (q *sendQueues) run(p *peerQueue) {
 	defer func() {
 		p.link.close()
 		for {
-			select {
-			case m := <-p.queue:
-				q.removed(p, m)
-			default:
+			m, ok := p.queue.Pop()
+			if !ok {
 				return
 			}
+			q.removed(p, m)
 		}
 	}()
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
-		case m := <-p.queue:
+		case <-p.queue.Ready():
+			m, ok := p.queue.Pop()
+			if !ok {
+				continue
+			}
 			if p.ctx.Err() != nil {
 				q.removed(p, m)
 				return
@@ -196,13 +218,12 @@ func (q *sendQueues) run(p *peerQueue) {
 // dead. A message queued after this gets its own attempt.
 func (q *sendQueues) silent(p *peerQueue) {
 	for {
-		select {
-		case m := <-p.queue:
-			q.count(m)
-			q.recv.Failed(m, fmt.Errorf("%w (peer %d)", ErrPeerSilent, p.id))
-		default:
+		m, ok := p.queue.Pop()
+		if !ok {
 			return
 		}
+		q.count(m)
+		q.recv.Failed(m, fmt.Errorf("%w (peer %d)", ErrPeerSilent, p.id))
 	}
 }
 

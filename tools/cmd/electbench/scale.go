@@ -13,7 +13,10 @@ package main
 //
 // CPU is utime+stime from /proc/<pid>/stat (every thread of the process)
 // over the window, as a percentage of one core; RSS is VmRSS from
-// /proc/<pid>/status at the end of the window.
+// /proc/<pid>/status at the end of the window, and idle also reports its
+// RssAnon: the memory private to the process (heap, stacks, the runtime's
+// own), where the rest of RSS is pages of files, mostly of the electord
+// binary, which every process of the same binary shares.
 
 import (
 	"errors"
@@ -57,19 +60,24 @@ func cpuTicks(pid int) (int64, error) {
 	return u + st, nil
 }
 
-// rssKB reads VmRSS of pid, in KiB.
-func rssKB(pid int) int64 {
+// rssKB reads VmRSS and RssAnon of pid, in KiB.
+func rssKB(pid int) (rss, anon int64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0
+	}
+	kB := func(v string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		return n
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
+			rss = kB(v)
+		} else if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			anon = kB(v)
 		}
 	}
-	return 0
+	return rss, anon
 }
 
 // procUsage is one process's cost over a window.
@@ -77,6 +85,7 @@ type procUsage struct {
 	id     uint64
 	cpu    float64 // percent of one core
 	rss    int64   // KiB
+	anon   int64   // KiB of rss: RssAnon
 	leader bool
 }
 
@@ -116,7 +125,8 @@ func sample(clusters []*cluster, window time.Duration) [][]procUsage {
 			if err != nil {
 				continue
 			}
-			u := procUsage{id: r.p.id, cpu: 100 * float64(t-r.t0) / clockTicks / el, rss: rssKB(r.pid)}
+			u := procUsage{id: r.p.id, cpu: 100 * float64(t-r.t0) / clockTicks / el}
+			u.rss, u.anon = rssKB(r.pid)
 			u.leader = li != nil && li.Id == r.p.id
 			out[i] = append(out[i], u)
 		}
@@ -142,15 +152,17 @@ func medianF(v []float64) float64 {
 type usageSummary struct {
 	med, lo, hi, leader float64
 	rssMed, rssMax      float64 // MiB
+	anonMed             float64 // MiB
 	followers           []float64
 }
 
 func summarizeUsage(us []procUsage) usageSummary {
-	var cpus, rss, fol []float64
+	var cpus, rss, anon, fol []float64
 	s := usageSummary{leader: -1}
 	for _, u := range us {
 		cpus = append(cpus, u.cpu)
 		rss = append(rss, float64(u.rss)/1024)
+		anon = append(anon, float64(u.anon)/1024)
 		if u.leader {
 			s.leader = u.cpu
 		} else {
@@ -161,7 +173,7 @@ func summarizeUsage(us []procUsage) usageSummary {
 		return s
 	}
 	s.med, s.lo, s.hi = medianF(cpus), slices.Min(cpus), slices.Max(cpus)
-	s.rssMed, s.rssMax = medianF(rss), slices.Max(rss)
+	s.rssMed, s.rssMax, s.anonMed = medianF(rss), slices.Max(rss), medianF(anon)
 	s.followers = fol
 	return s
 }
@@ -215,6 +227,8 @@ func idle(args []string) error {
 	all := map[key][]float64{}     // every node's CPU, every round
 	meds := map[key][]float64{}    // per-round medians
 	leaders := map[key][]float64{} // per-round leader CPU
+	rss := map[key][]float64{}     // every node's RSS and RssAnon, MiB, every round
+	anon := map[key][]float64{}
 	for r := 1; r <= *rounds; r++ {
 		var clusters []*cluster
 		var keys []key
@@ -244,29 +258,31 @@ func idle(args []string) error {
 		res := sample(clusters, *window)
 		stopAll()
 		pr("\n## Round %d (load average after %s)\n\n", r, loadavg())
-		pr("| binary | algorithm | node CPU %% median | min | max | leader CPU %% | followers' CPU %% | RSS MiB median | max |\n")
-		pr("|---|---|---:|---:|---:|---:|---|---:|---:|\n")
+		pr("| binary | algorithm | node CPU %% median | min | max | leader CPU %% | followers' CPU %% | RSS MiB median | max | RssAnon MiB median |\n")
+		pr("|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
 		for i, k := range keys {
 			s := summarizeUsage(res[i])
 			var fol []string
 			for _, f := range s.followers {
 				fol = append(fol, fmt.Sprintf("%.2f", f))
 			}
-			pr("| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.1f |\n", k.bin, k.algo, s.med, s.lo, s.hi, s.leader, strings.Join(fol, " "), s.rssMed, s.rssMax)
+			pr("| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.1f | %.1f |\n", k.bin, k.algo, s.med, s.lo, s.hi, s.leader, strings.Join(fol, " "), s.rssMed, s.rssMax, s.anonMed)
 			for _, u := range res[i] {
 				all[k] = append(all[k], u.cpu)
+				rss[k] = append(rss[k], float64(u.rss)/1024)
+				anon[k] = append(anon[k], float64(u.anon)/1024)
 			}
 			meds[k] = append(meds[k], s.med)
 			leaders[k] = append(leaders[k], s.leader)
 		}
 	}
 	pr("\n## Every round\n\n")
-	pr("| binary | algorithm | node CPU %% median over nodes and rounds | per-round medians | leader CPU %% by round |\n")
-	pr("|---|---|---:|---|---|\n")
+	pr("| binary | algorithm | node CPU %% median over nodes and rounds | per-round medians | leader CPU %% by round | RSS MiB median over nodes and rounds | RssAnon MiB median |\n")
+	pr("|---|---|---:|---|---|---:|---:|\n")
 	for _, b := range bins {
 		for _, a := range algos {
 			k := key{b.label, a}
-			pr("| %s | %s | **%.2f** | %s | %s |\n", k.bin, k.algo, medianF(all[k]), floats(meds[k]), floats(leaders[k]))
+			pr("| %s | %s | **%.2f** | %s | %s | **%.1f** | %.1f |\n", k.bin, k.algo, medianF(all[k]), floats(meds[k]), floats(leaders[k]), medianF(rss[k]), medianF(anon[k]))
 		}
 	}
 	return nil
