@@ -51,7 +51,8 @@ type quorum struct {
 // that promise began before the stop, so it ends before this one does. A
 // first start (no term) has promised nothing: an acknowledgement, and a
 // leader's stamp, come only at a term, and a term is persisted before
-// anything that depends on it is sent.
+// anything that depends on it is sent. Without a durable store (Volatile)
+// no term proves a first start, so such a node always holds off.
 func newQuorum(cfg Config) *quorum {
 	if cfg.Majority() <= 1 {
 		return nil
@@ -62,7 +63,7 @@ func newQuorum(cfg Config) *quorum {
 		promiseTicks: uint64(cfg.PromiseTicks()),
 		support:      map[NodeID]uint64{},
 	}
-	if cfg.Term != 0 {
+	if cfg.Term != 0 || cfg.Volatile {
 		q.promiseEnd = q.promiseTicks // the clock starts at 0
 	}
 	return q

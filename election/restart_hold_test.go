@@ -12,7 +12,9 @@ import (
 // support just before it stopped, and that leader may still count it. For
 // PromiseTicks after it starts it refuses every proposal (naming no
 // leader) and proposes nothing itself; then it acknowledges as before. A
-// first start (no term) has promised nothing and acknowledges at once.
+// first start (no term) has promised nothing and acknowledges at once,
+// unless its store is volatile (nothing it persisted survives its process,
+// so no term proves a first start).
 // Plain mode has no promises and no hold.
 func TestRestartHoldsOffInQuorumMode(t *testing.T) {
 	for _, algo := range algorithms.Names() {
@@ -25,6 +27,10 @@ func TestRestartHoldsOffInQuorumMode(t *testing.T) {
 			}
 			if hold := restartHold(t, algo, election.Config{ID: 3, Quorum: 3}); hold != 0 {
 				t.Errorf("first start: the first acknowledgement came at tick %d, want 0", hold)
+			}
+			// Nothing persisted: term 0 proves no first start.
+			if hold := restartHold(t, algo, election.Config{ID: 3, Quorum: 3, Volatile: true}); hold != want {
+				t.Errorf("start with a volatile store: the first acknowledgement came at tick %d, want PromiseTicks = %d", hold, want)
 			}
 		})
 	}
