@@ -47,6 +47,12 @@ type Config struct {
 	LeaseTicks int
 	// Preempt lets a higher-ranked node depose a healthy leader.
 	Preempt bool
+	// Volatile (quorum mode): nothing this node persists outlives its
+	// process (a term store in memory only), so a Term of 0 does not prove
+	// a first start. Such a node holds off after every start as a restarted
+	// one does (see PromiseTicks): it acknowledges no proposal and proposes
+	// nothing for PromiseTicks.
+	Volatile bool
 	// BootstrapExpect: a node that starts with no term (a first start) and
 	// has never known a leader does not start an election of its own until
 	// it sees this many members, itself included. It still takes part in

@@ -43,16 +43,30 @@ type quorum struct {
 // newQuorum is quorum mode's state for cfg (defaults filled in), or nil
 // when cfg is not in quorum mode: a majority of one is this node alone, and
 // needs no lease.
+//
+// A node that starts with a persisted term (a restart, or a revive) starts
+// bound by a promise to no one for promiseTicks: it acknowledges no proposal
+// and proposes nothing until then. Its promises lived in memory only, and
+// one it gave before it stopped may still be counted by a leader's lease;
+// that promise began before the stop, so it ends before this one does. A
+// first start (no term) has promised nothing: an acknowledgement, and a
+// leader's stamp, come only at a term, and a term is persisted before
+// anything that depends on it is sent. Without a durable store (Volatile)
+// no term proves a first start, so such a node always holds off.
 func newQuorum(cfg Config) *quorum {
 	if cfg.Majority() <= 1 {
 		return nil
 	}
-	return &quorum{
+	q := &quorum{
 		majority:     cfg.Majority(),
 		leaseTicks:   uint64(cfg.LeaseTicks),
 		promiseTicks: uint64(cfg.PromiseTicks()),
 		support:      map[NodeID]uint64{},
 	}
+	if cfg.Term != 0 || cfg.Volatile {
+		q.promiseEnd = q.promiseTicks // the clock starts at 0
+	}
+	return q
 }
 
 // ---- proposing ----

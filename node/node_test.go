@@ -498,3 +498,28 @@ func TestBusyElectionsReachTheCore(t *testing.T) {
 		t.Errorf("%d failures queued, want 3 (the busy Coordinator, the refused connection, the oversized Election)", failedN)
 	}
 }
+
+// A node without a data dir starts from term 0 after every restart of its
+// process, which a quorum-mode state machine would take for a first start
+// (no promise given, none to wait out): it is told its store is volatile.
+// A data dir's term proves a first start.
+func TestElectionConfigVolatileWithoutADataDir(t *testing.T) {
+	mem, err := OpenTermStore("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err := OpenTermStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		store *TermStore
+		want  bool
+	}{{nil, true}, {mem, true}, {disk, false}} {
+		cfg := Config{Self: Meta{ID: 1}, Tick: 10 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+			HeartbeatTimeout: 600 * time.Millisecond, Quorum: 3, Store: c.store}
+		if got := cfg.electionConfig(0).Volatile; got != c.want {
+			t.Errorf("store %+v: Volatile = %v, want %v", c.store, got, c.want)
+		}
+	}
+}

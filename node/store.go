@@ -166,6 +166,10 @@ func (s *TermStore) Load() (Persisted, error) {
 	return p, nil
 }
 
+// Volatile reports whether the store keeps the term in memory only (no
+// data dir, or none at all): nothing it holds outlives the process.
+func (s *TermStore) Volatile() bool { return s == nil || s.dir == "" }
+
 // Durable is what the last successful Load or Save made durable.
 func (s *TermStore) Durable() Persisted { return s.durable }
 

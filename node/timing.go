@@ -55,5 +55,8 @@ func (c *Config) electionConfig(term election.Term) election.Config {
 		LeaseTicks:           lease,
 		Preempt:              c.Preempt,
 		BootstrapExpect:      c.BootstrapExpect,
+		// A restarted process without a data dir starts from term 0 like a
+		// first start: in quorum mode it holds off after every start.
+		Volatile: c.Store.Volatile(),
 	}
 }
