@@ -261,6 +261,37 @@ func (l *grpcLink) close() {
 	}
 }
 
+// drop closes conn, a connection on which an RPC went unanswered for its
+// whole deadline, if it is still the link's: the next message dials a new
+// one. A peer that is cut off leaves what was written on the old
+// connection unacknowledged, and TCP retransmits it with a timeout that
+// doubles each time (0.2 s, 0.4 s, ... up to two minutes): after a cut of
+// ten seconds the old connection carries nothing until the next
+// retransmission, seconds after the link is back, and every message sent
+// on it meanwhile waits behind the lost ones. A new connection's handshake
+// goes out when its message does, so the first message after the heal
+// gets through in a round trip. A peer that was only slow loses its
+// connection, and pays a handshake on its next message.
+func (l *grpcLink) drop(conn *grpc.ClientConn) {
+	l.mu.Lock()
+	if l.conn != conn {
+		conn = nil // replaced meanwhile (SetPeer, close): not ours to close
+	} else {
+		l.conn, l.client = nil, nil
+	}
+	l.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// holds reports whether conn is the link's connection.
+func (l *grpcLink) holds(conn *grpc.ClientConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn == conn
+}
+
 // connect dials and leaves the connection's idle state, so it connects in
 // the background (and the watcher follows it) before the first send.
 func (l *grpcLink) connect() {
@@ -445,11 +476,15 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 			// evidence that the peer's process is gone (ErrPeerDown).
 			err = t.peerDown(err, addr)
 		}
-		fail(err)
 		// Timed out: our deadline fired, or the server's copy of it did
 		// first and its DeadlineExceeded arrived before our timer (seen
 		// under load: the next queued message was then sent and waited too).
-		return parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
+		silent := parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
+		if silent {
+			l.drop(conn)
+		}
+		fail(err)
+		return silent
 	}
 	t.sent[m.Type].Add(1)
 	l.delivered.Store(true)
