@@ -65,7 +65,8 @@ type blipCluster struct {
 
 func blips(t *testing.T, algo string) {
 	rec := history.NewRecorder()
-	c, err := faultnet.New(faultnet.Config{Binary: electordBin, Nodes: 5, Algorithm: algo, Tag: "blip", Dir: t.TempDir(), Logf: t.Logf,
+	dir, args := keepDir(t, algo)
+	c, err := faultnet.New(faultnet.Config{Binary: electordBin, Nodes: 5, Algorithm: algo, Tag: "blip", Dir: dir, Args: args, Logf: t.Logf,
 		OnChange: func(tp faultnet.Topology) { rec.Topology(history.Topology(tp)) }})
 	if err != nil {
 		t.Fatal(err)
