@@ -60,11 +60,12 @@ func (b *Inbox) Receive(in transport.Inbound) error {
 	}
 }
 
-// failure is a send the transport could not deliver; busy: an Election a
-// node above refused as overloaded (see Failed).
+// failure is a send the transport could not deliver, and why; busy: an
+// Election a node above refused as overloaded (see Failed).
 type failure struct {
 	m    election.Message
 	busy bool
+	err  error
 }
 
 // Failed implements transport.Receiver; called by many goroutines.
@@ -81,7 +82,7 @@ func (b *Inbox) Failed(m election.Message, err error) {
 		}
 	}
 	select {
-	case b.failures <- failure{m, busy}:
+	case b.failures <- failure{m, busy, err}:
 	default:
 		b.counters.FailuresLost.Add(1) // timeouts recover what this loses
 	}
