@@ -89,7 +89,8 @@ type GRPCConfig struct {
 
 // GRPC is the Transport over grpc-go. It holds one grpc.ClientConn per peer,
 // created on the first message sent to it and replaced when the peer's
-// address changes, and one goroutine per peer that sends that peer's messages
+// address changes or an RPC on it went unanswered (see grpcLink.drop), and
+// one goroutine per peer that sends that peer's messages
 // in order from a bounded queue. Each message is one unary RPC with a
 // SendTimeout deadline and without wait-for-ready, so an unreachable peer
 // fails fast. A Heartbeat's reply is handed to the local node through
@@ -113,7 +114,7 @@ type GRPC struct {
 var _ Transport = (*GRPC)(nil)
 
 // grpcLink is one peer's connection: dialed on its first message, replaced
-// when the peer's address changes.
+// when the peer's address changes or an RPC on it timed out.
 type grpcLink struct {
 	t  *GRPC
 	id election.NodeID
