@@ -263,8 +263,8 @@ func (l *grpcLink) close() {
 }
 
 // drop closes conn, a connection on which an RPC went unanswered for its
-// whole deadline, if it is still the link's: the next message dials a new
-// one. A peer that is cut off leaves what was written on the old
+// whole deadline or could not connect (dialFailed), if it is still the
+// link's: the next message dials a new one. A peer that is cut off leaves what was written on the old
 // connection unacknowledged, and TCP retransmits it with a timeout that
 // doubles each time (0.2 s, 0.4 s, ... up to two minutes): after a cut of
 // ten seconds the old connection carries nothing until the next
@@ -284,6 +284,18 @@ func (l *grpcLink) drop(conn *grpc.ClientConn) {
 	if conn != nil {
 		_ = conn.Close()
 	}
+}
+
+// dialFailed reports whether err, an RPC's error, says that the connection
+// could not be made (or was lost) for another reason than the peer's kernel
+// refusing or resetting it: a dial that timed out, as it does while the
+// peer is cut off. grpc-go keeps such a connection in its reconnect
+// back-off (up to ReconnectBackoff) and fails every call on it at once
+// meanwhile, also after the link is back; a new connection dials when its
+// message goes. A refused or reset connection keeps its own handling (the
+// confirming probe, the resend to a restarted peer).
+func dialFailed(err error) bool {
+	return status.Code(err) == codes.Unavailable && !refusedOrReset(err)
 }
 
 // holds reports whether conn is the link's connection.
@@ -481,7 +493,7 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 		// first and its DeadlineExceeded arrived before our timer (seen
 		// under load: the next queued message was then sent and waited too).
 		silent := parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
-		if silent {
+		if silent || dialFailed(err) {
 			l.drop(conn)
 		}
 		fail(err)

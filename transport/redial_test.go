@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -170,5 +172,55 @@ func TestSilentConnectionIsReplaced(t *testing.T) {
 		case <-time.After(time.Until(deadline)):
 			t.Fatalf("message after the stall: neither delivered nor failed within %v", waitFor)
 		}
+	}
+}
+
+// timeoutErr is a dial's timeout, as net reports one.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "dial tcp: i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// A connection whose dial failed otherwise than by a refusal (a dial that
+// timed out, as while the peer is cut off) is closed too: grpc-go would keep
+// it in its reconnect back-off and fail the first messages after the heal
+// at once. Without the redial the message sent right after the heal failed
+// with Unavailable on the connection still backing off.
+func TestTimedOutDialIsReplaced(t *testing.T) {
+	srv := newFakeReceiver(2)
+	addr, _ := startServer(t, 2, srv)
+	var mu sync.Mutex
+	cut := true
+	dialer := func(ctx context.Context, target string) (net.Conn, error) {
+		mu.Lock()
+		c := cut
+		mu.Unlock()
+		if c {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
+	}
+	cli := newFakeReceiver(1)
+	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, MaxMessageBytes: maxMsg, ReconnectBackoff: 10 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dialer)}})
+	tr.SetPeer(2, addr)
+	msg := election.Message{Type: election.MsgElection, From: 1, To: 2, Term: election.NextTerm(0, 1), Initiator: 1}
+
+	tr.Send(msg)
+	if f := cli.nextFailure(t); status.Code(f.err) != codes.Unavailable {
+		t.Fatalf("message while the dial times out: %v, want Unavailable", f.err)
+	}
+	mu.Lock()
+	cut = false
+	mu.Unlock()
+	tr.Send(msg)
+	select {
+	case <-srv.got:
+	case f := <-cli.failed:
+		t.Fatalf("message after the heal: %v, want it delivered on a new connection", f.err)
+	case <-time.After(waitFor):
+		t.Fatalf("message after the heal: neither delivered nor failed within %v", waitFor)
 	}
 }
