@@ -68,11 +68,12 @@ func (b *Inbox) Receive(in transport.Inbound) error {
 	return nil
 }
 
-// failure is a send the transport could not deliver; busy: an Election a
-// node above refused as overloaded (see Failed).
+// failure is a send the transport could not deliver, and why; busy: an
+// Election a node above refused as overloaded (see Failed).
 type failure struct {
 	m    election.Message
 	busy bool
+	err  error
 }
 
 // Failed implements transport.Receiver; called by many goroutines.
@@ -88,7 +89,7 @@ func (b *Inbox) Failed(m election.Message, err error) {
 		default: // one report is enough; the heartbeat timeout covers the rest
 		}
 	}
-	if !b.failures.Push(failure{m, busy}) {
+	if !b.failures.Push(failure{m, busy, err}) {
 		b.counters.FailuresLost.Add(1) // timeouts recover what this loses
 	}
 }

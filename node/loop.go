@@ -57,6 +57,9 @@ func (n *Node) Run(ctx context.Context) error {
 				kind, typ = "peer busy", election.EventPeerBusy
 			}
 			n.cause = cause{kind: kind, msg: m}
+			// At debug: where the time after a network fault goes is in
+			// which sends failed, when, and how (timed out, refused).
+			n.log.Debug("peer message not delivered", "to", uint64(m.To), "type", m.Type, "term", m.Term, "err", f.err)
 			if !n.halted() {
 				n.sm.Observe(election.Event{Type: typ, Msg: m})
 			}

@@ -89,7 +89,8 @@ type GRPCConfig struct {
 
 // GRPC is the Transport over grpc-go. It holds one grpc.ClientConn per peer,
 // created on the first message sent to it and replaced when the peer's
-// address changes, and one goroutine per peer that sends that peer's messages
+// address changes or an RPC on it went unanswered (see grpcLink.drop), and
+// one goroutine per peer that sends that peer's messages
 // in order from a bounded queue. Each message is one unary RPC with a
 // SendTimeout deadline and without wait-for-ready, so an unreachable peer
 // fails fast. A Heartbeat's reply is handed to the local node through
@@ -113,7 +114,7 @@ type GRPC struct {
 var _ Transport = (*GRPC)(nil)
 
 // grpcLink is one peer's connection: dialed on its first message, replaced
-// when the peer's address changes.
+// when the peer's address changes or an RPC on it timed out.
 type grpcLink struct {
 	t  *GRPC
 	id election.NodeID
@@ -259,6 +260,49 @@ func (l *grpcLink) close() {
 	if conn != nil {
 		_ = conn.Close()
 	}
+}
+
+// drop closes conn, a connection on which an RPC went unanswered for its
+// whole deadline or could not connect (dialFailed), if it is still the
+// link's: the next message dials a new one. A peer that is cut off leaves what was written on the old
+// connection unacknowledged, and TCP retransmits it with a timeout that
+// doubles each time (0.2 s, 0.4 s, ... up to two minutes): after a cut of
+// ten seconds the old connection carries nothing until the next
+// retransmission, seconds after the link is back, and every message sent
+// on it meanwhile waits behind the lost ones. A new connection's handshake
+// goes out when its message does, so the first message after the heal
+// gets through in a round trip. A peer that was only slow loses its
+// connection, and pays a handshake on its next message.
+func (l *grpcLink) drop(conn *grpc.ClientConn) {
+	l.mu.Lock()
+	if l.conn != conn {
+		conn = nil // replaced meanwhile (SetPeer, close): not ours to close
+	} else {
+		l.conn, l.client = nil, nil
+	}
+	l.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// dialFailed reports whether err, an RPC's error, says that the connection
+// could not be made (or was lost) for another reason than the peer's kernel
+// refusing or resetting it: a dial that timed out, as it does while the
+// peer is cut off. grpc-go keeps such a connection in its reconnect
+// back-off (up to ReconnectBackoff) and fails every call on it at once
+// meanwhile, also after the link is back; a new connection dials when its
+// message goes. A refused or reset connection keeps its own handling (the
+// confirming probe, the resend to a restarted peer).
+func dialFailed(err error) bool {
+	return status.Code(err) == codes.Unavailable && !refusedOrReset(err)
+}
+
+// holds reports whether conn is the link's connection.
+func (l *grpcLink) holds(conn *grpc.ClientConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn == conn
 }
 
 // connect dials and leaves the connection's idle state, so it connects in
@@ -445,11 +489,15 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 			// evidence that the peer's process is gone (ErrPeerDown).
 			err = t.peerDown(err, addr)
 		}
-		fail(err)
 		// Timed out: our deadline fired, or the server's copy of it did
 		// first and its DeadlineExceeded arrived before our timer (seen
 		// under load: the next queued message was then sent and waited too).
-		return parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
+		silent := parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
+		if silent || dialFailed(err) {
+			l.drop(conn)
+		}
+		fail(err)
+		return silent
 	}
 	t.sent[m.Type].Add(1)
 	l.delivered.Store(true)

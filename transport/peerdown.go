@@ -144,7 +144,9 @@ func (l *grpcLink) watch(conn *grpc.ClientConn, id election.NodeID, addr string)
 		// (delivered). Without the second, such a drop would go unreported
 		// and only the next heartbeat would find it, an interval later
 		// (TestGRPCDroppedConnectionReportsPeerDown).
-		if s != connectivity.Ready && l.delivered.Swap(false) &&
+		// A connection the link let go of (drop, a new address, the
+		// peer removed) is closed on purpose: nothing to probe.
+		if s != connectivity.Ready && l.delivered.Swap(false) && l.holds(conn) &&
 			probeDropped(addr, t.cfg.ProbeTimeout) && t.q.ctx.Err() == nil {
 			t.peersDown.Add(1)
 			t.cfg.Receiver.Failed(election.Message{Type: election.MsgHeartbeat, From: t.cfg.Self, To: id},

@@ -65,7 +65,8 @@ type blipCluster struct {
 
 func blips(t *testing.T, algo string) {
 	rec := history.NewRecorder()
-	c, err := faultnet.New(faultnet.Config{Binary: electordBin, Nodes: 5, Algorithm: algo, Tag: "blip", Dir: t.TempDir(), Logf: t.Logf,
+	dir, args := keepDir(t, algo)
+	c, err := faultnet.New(faultnet.Config{Binary: electordBin, Nodes: 5, Algorithm: algo, Tag: "blip", Dir: dir, Args: args, Logf: t.Logf,
 		OnChange: func(tp faultnet.Topology) { rec.Topology(history.Topology(tp)) }})
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +144,9 @@ func (b *blipCluster) heal(t *testing.T, kind string, calm *history.Calm) {
 		b.rec.Calm(*calm)
 	}
 	if a, ok := b.rec.WaitAgreed(b.all, at, blipAgreeWait); ok {
-		t.Logf("after the heal: node %d leads at term %s, agreed %.0f ms after the heal", a.Leader, termString(a.Term),
-			float64(a.At.Sub(at).Microseconds())/1000)
+		// The heal's wall-clock time, to read the nodes' logs against.
+		t.Logf("after the heal (%s): node %d leads at term %s, agreed %.0f ms after the heal", at.UTC().Format("15:04:05.000"),
+			a.Leader, termString(a.Term), float64(a.At.Sub(at).Microseconds())/1000)
 	} else {
 		t.Logf("after the heal: no agreed leader within %v", blipAgreeWait)
 	}

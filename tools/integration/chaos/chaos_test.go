@@ -61,6 +61,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	if bin := os.Getenv("ELECTORD_CHAOS_BIN"); bin != "" {
+		// Another build measured by the same tests (a "before" binary).
+		if _, err := os.Stat(bin); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: ELECTORD_CHAOS_BIN: %v\n", err)
+			return 1
+		}
+		electordBin = bin
+		return m.Run()
+	}
 	electordBin = filepath.Join(dir, "electord")
 	// Static: the Docker variant's FROM scratch image takes it too.
 	if err := repo.Build(electordBin, true, "./cmd/electord"); err != nil {
@@ -68,6 +77,25 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// keepDir returns the directory for a cluster's data and logs, and the
+// electord flags that go with it: with ELECTORD_CHAOS_KEEP=DIR set,
+// DIR/name (kept after the test) and --log-level debug, so that a run's
+// timing can be traced in the nodes' logs; else a directory removed with
+// the test, and no flags.
+func keepDir(t *testing.T, name string) (string, []string) {
+	t.Helper()
+	keep := os.Getenv("ELECTORD_CHAOS_KEEP")
+	if keep == "" {
+		return t.TempDir(), nil
+	}
+	dir := filepath.Join(keep, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("ELECTORD_CHAOS_KEEP: %v", err)
+	}
+	t.Logf("the nodes' data and debug logs are kept in %s", dir)
+	return dir, []string{"--log-level", "debug"}
 }
 
 // seed is the schedule's seed: ELECTORD_CHAOS_SEED, or 1.
