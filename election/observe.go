@@ -59,10 +59,14 @@ func (c *core) Observe(ev Event) {
 			c.rejected++
 			return
 		}
-		if ev.Type == EventSendFailed && c.leaderFailed(ev.Msg) {
+		if ev.Type == EventSendFailed && ev.Refused && c.leaderFailed(ev.Msg) {
 			// A follower asked its leader because another node's word cast
-			// doubt on it, and the leader cannot be reached: it is found
-			// gone, and a rival held meanwhile is followed (plain_mode.go).
+			// doubt on it, and the leader's host refuses the connection: it
+			// is found gone, and a rival held meanwhile is followed
+			// (plain_mode.go). Only a refusal counts: right after a heal a
+			// heartbeat can time out on a live leader's old connection, and
+			// taking that as its death handed the cluster to the cut-off
+			// node the bound follower was holding.
 			c.suspect()
 			return
 		}

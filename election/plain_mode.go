@@ -151,11 +151,11 @@ func (c *core) doubtLeader(m Message) {
 	}
 }
 
-// leaderFailed reports whether a failed heartbeat to the leader this node
-// follows shows it gone, in plain mode: it was sent while this node held a
-// rival's announcement, or out of turn (askLeader) within a leader timeout,
-// because another node's word cast doubt on the leader. (On real processes
-// a refused connection to the leader is taken as its death anyway.)
+// leaderFailed reports whether a heartbeat to the leader this node follows,
+// refused by the leader's host (Event.Refused), shows it gone early, in
+// plain mode: it was sent while this node held a rival's announcement, or
+// out of turn (askLeader) within a leader timeout, because another node's
+// word cast doubt on the leader.
 func (c *core) leaderFailed(m Message) bool {
 	if c.q != nil || m.Type != MsgHeartbeat || c.role != RoleFollower || m.To != c.leader {
 		return false

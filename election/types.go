@@ -245,6 +245,11 @@ type Event struct {
 	Type   EventType
 	Member Member
 	Msg    Message
+	// Refused, for EventSendFailed: the receiver's host refused the
+	// connection, so its process is gone. A timeout or a reset says only
+	// that the path failed, which a live peer survives (a link that heals,
+	// a connection stuck in retransmission).
+	Refused bool
 }
 
 // Leadership is what users see: the role, the leader and its term.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/electord/electord/election"
@@ -61,7 +62,7 @@ func (n *Node) Run(ctx context.Context) error {
 			// which sends failed, when, and how (timed out, refused).
 			n.log.Debug("peer message not delivered", "to", uint64(m.To), "type", m.Type, "term", m.Term, "err", f.err)
 			if !n.halted() {
-				n.sm.Observe(election.Event{Type: typ, Msg: m})
+				n.sm.Observe(election.Event{Type: typ, Msg: m, Refused: errors.Is(f.err, transport.ErrPeerDown)})
 			}
 			if m.Type == election.MsgTimeoutNow && m.To == n.handingTo && m.To != 0 {
 				n.handingTo = 0

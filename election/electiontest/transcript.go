@@ -202,7 +202,7 @@ func (d *driver) exec(cmd string) error {
 		d.sm.Observe(election.Event{Type: typ, Member: m})
 	case "suspect":
 		d.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
-	case "fail", "busy":
+	case "fail", "refused", "busy":
 		if len(pos) < 1 {
 			return fmt.Errorf("%s TYPE to=N key=value...", f[0])
 		}
@@ -211,8 +211,8 @@ func (d *driver) exec(cmd string) error {
 			return err
 		}
 		m.From = d.id
-		typ := map[string]election.EventType{"fail": election.EventSendFailed, "busy": election.EventPeerBusy}[f[0]]
-		d.sm.Observe(election.Event{Type: typ, Msg: m})
+		typ := map[string]election.EventType{"fail": election.EventSendFailed, "refused": election.EventSendFailed, "busy": election.EventPeerBusy}[f[0]]
+		d.sm.Observe(election.Event{Type: typ, Msg: m, Refused: f[0] == "refused"})
 	case "campaign":
 		d.sm.Campaign()
 	case "resign":

@@ -74,8 +74,11 @@ const (
 type envelope struct {
 	at     uint64
 	msg    election.Message
-	failed bool   // a failure report for msg.From instead of a delivery
-	leaves uint64 // the tick msg left its sender (Options.SendsPerTick)
+	failed bool // a failure report for msg.From instead of a delivery
+	// refused: the failure is a refused connection (the receiver is down
+	// and its host reachable), not a timeout (election.Event.Refused).
+	refused bool
+	leaves  uint64 // the tick msg left its sender (Options.SendsPerTick)
 }
 
 type node struct {
@@ -318,7 +321,7 @@ func (s *Sim) deliver() {
 	for _, e := range due {
 		if e.failed {
 			if n := s.nodes[e.msg.From-1]; n.up {
-				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: e.msg})
+				n.sm.Observe(election.Event{Type: election.EventSendFailed, Msg: e.msg, Refused: e.refused})
 			}
 			continue
 		}
@@ -410,8 +413,9 @@ func (s *Sim) send(m election.Message) {
 	to := s.nodes[m.To-1]
 	switch {
 	case !to.up || !s.linked(m.From, m.To):
-		// The transport notices: connection refused or deadline exceeded.
-		e.failed, e.at = true, leaves+uint64(s.opts.FailDelay)
+		// The transport notices: connection refused (the receiver is down)
+		// or deadline exceeded (the link is cut).
+		e.failed, e.refused, e.at = true, !to.up && s.linked(m.From, m.To), leaves+uint64(s.opts.FailDelay)
 	case s.DropRate > 0 && s.rng.Float64() < s.DropRate:
 		if s.rng.IntN(2) == 0 {
 			if s.Trace != nil {
