@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 25, item 5: with TLS on, a member counts (as a candidate, a voter
+// With TLS on, a member counts (as a candidate, a voter
 // or a ring node) only after its id has been proven with mutual TLS on its
 // gossiped peer address. The attackers hold the gossip key and no node
 // certificate:
