@@ -123,6 +123,9 @@ type grpcLink struct {
 	addr   string
 	conn   *grpc.ClientConn
 	client pb.PeerClient
+	// tcp: conn's TCP connections, aborted when conn is dropped (nil for
+	// a unix socket target).
+	tcp *tcpConns
 	// delivered: an RPC succeeded since the watcher last saw the
 	// connection leave Ready (see watch).
 	delivered atomic.Bool
@@ -242,7 +245,7 @@ func (l *grpcLink) setAddr(addr string) {
 	l.mu.Lock()
 	var old *grpc.ClientConn
 	if l.addr != addr {
-		old, l.addr, l.conn, l.client = l.conn, addr, nil, nil
+		old, l.addr, l.conn, l.client, l.tcp = l.conn, addr, nil, nil, nil
 	}
 	l.mu.Unlock()
 	if old != nil {
@@ -255,7 +258,7 @@ func (l *grpcLink) setAddr(addr string) {
 func (l *grpcLink) close() {
 	l.mu.Lock()
 	conn := l.conn
-	l.conn, l.client = nil, nil
+	l.conn, l.client, l.tcp = nil, nil, nil
 	l.mu.Unlock()
 	if conn != nil {
 		_ = conn.Close()
@@ -275,13 +278,18 @@ func (l *grpcLink) close() {
 // connection, and pays a handshake on its next message.
 func (l *grpcLink) drop(conn *grpc.ClientConn) {
 	l.mu.Lock()
+	var tcp *tcpConns
 	if l.conn != conn {
 		conn = nil // replaced meanwhile (SetPeer, close): not ours to close
 	} else {
-		l.conn, l.client = nil, nil
+		l.conn, l.client, tcp = nil, nil, l.tcp
+		l.tcp = nil
 	}
 	l.mu.Unlock()
 	if conn != nil {
+		if tcp != nil {
+			tcp.abort()
+		}
 		_ = conn.Close()
 	}
 }
@@ -323,8 +331,10 @@ func (l *grpcLink) dial() (*grpc.ClientConn, pb.PeerClient, error) {
 		return l.conn, l.client, nil
 	}
 	target := l.addr
+	var tcp *tcpConns
 	if !strings.Contains(target, ":///") && !strings.HasPrefix(target, "unix:") {
 		target = "passthrough:///" + target
+		tcp = &tcpConns{}
 	}
 	bo := backoff.DefaultConfig
 	bo.BaseDelay = 50 * time.Millisecond
@@ -353,11 +363,15 @@ func (l *grpcLink) dial() (*grpc.ClientConn, pb.PeerClient, error) {
 		grpc.WithStaticStreamWindowSize(staticWindow(t.cfg.MaxMessageBytes)),
 		grpc.WithStaticConnWindowSize(staticWindow(t.cfg.MaxMessageBytes)),
 	}, t.cfg.DialOptions...)
+	if tcp != nil {
+		// First, so that a dialer in DialOptions (tests) still wins.
+		opts = append([]grpc.DialOption{grpc.WithContextDialer(tcp.dialer)}, opts...)
+	}
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	l.conn, l.client = conn, pb.NewPeerClient(conn)
+	l.conn, l.client, l.tcp = conn, pb.NewPeerClient(conn), tcp
 	go l.watch(conn, l.id, l.addr)
 	return l.conn, l.client, nil
 }
