@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,7 @@ YAML file (--config), in that order of precedence.`,
 				return configError{err}
 			}
 			log := newLogger(cfg.LogLevel, cfg.LogFormat)
+			setMaxProcs(cfg.MaxProcs, log)
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 			exit := make(chan struct{}, 1)
@@ -78,6 +80,20 @@ YAML file (--config), in that order of precedence.`,
 	}
 	config.Register(cmd.Flags())
 	return cmd
+}
+
+// setMaxProcs applies the max-procs key (0: leave Go's default), unless
+// the GOMAXPROCS environment variable is set: an operator who sets the
+// runtime's own variable means it. Set before the daemon starts, so the lf
+// pool (peer-workers 0) is sized by it.
+func setMaxProcs(n int, log *slog.Logger) {
+	if env := os.Getenv("GOMAXPROCS"); env != "" {
+		log.Debug("max-procs: GOMAXPROCS is set in the environment and wins", "GOMAXPROCS", env, "max-procs", n)
+		return
+	}
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
 }
 
 func newLogger(level, format string) *slog.Logger {
