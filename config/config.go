@@ -50,6 +50,7 @@ type Config struct {
 	GossipPreset      string        `mapstructure:"gossip-preset"`
 	PeerServer        string        `mapstructure:"peer-server"`
 	PeerWorkers       int           `mapstructure:"peer-workers"`
+	MaxProcs          int           `mapstructure:"max-procs"`
 	Tick              time.Duration `mapstructure:"tick"`
 	LogLevel          string        `mapstructure:"log-level"`
 	LogFormat         string        `mapstructure:"log-format"`
@@ -166,6 +167,7 @@ func Register(fs *pflag.FlagSet) {
 	fs.String("gossip-preset", d.GossipPreset, "gossip timings: lan or local")
 	fs.String("peer-server", d.PeerServer, "inbound peer server: lf (the Leader/Followers epoll pool, Linux) or grpc (stock grpc-go)")
 	fs.Int("peer-workers", d.PeerWorkers, "goroutines in the lf pool (0 = 2×GOMAXPROCS)")
+	fs.Int("max-procs", d.MaxProcs, "CPUs the node's goroutines run on at once (GOMAXPROCS; 0 = Go's default: the CPUs, or the container's limit); the GOMAXPROCS environment variable, when set, wins")
 	fs.Duration("tick", d.Tick, "the instance loop's clock period")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")

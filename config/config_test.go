@@ -104,6 +104,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *Config) { c.Quorum = -2 }, "quorum:"},
 		{func(c *Config) { c.BootstrapExpect = -1 }, "bootstrap-expect:"},
 		{func(c *Config) { c.GossipPreset = "wan" }, "gossip-preset:"},
+		{func(c *Config) { c.MaxProcs = -1 }, "max-procs: must be between 0 (Go's default) and 1024, got -1"},
 		{func(c *Config) { c.Join = []string{"http://x"} }, "join:"},
 		{func(c *Config) { c.Quorum, c.HeartbeatTimeout = 3, 2*c.HeartbeatInterval }, "heartbeat-timeout: must be at least 3x"},
 		{func(c *Config) { c.MaxConns = -1 }, "max-conns: must not be negative"},

@@ -30,6 +30,7 @@ func Default() Config {
 		// 0: two pool goroutines per GOMAXPROCS (PeerWorkerCount), so the
 		// pool follows the CPUs the process may use.
 		PeerWorkers: 0,
+		MaxProcs:    DefaultMaxProcs,
 		// info: state changes and warnings, what an operator follows; text
 		// for people at a terminal (json for log collectors).
 		LogLevel:  "info",
@@ -85,6 +86,15 @@ const (
 	// 600ms, so that timeout plus jitter stays under a second: how long a
 	// cut-off follower may still name its old leader.
 	DefaultHeartbeatTimeout = 600 * time.Millisecond
+	// DefaultMaxProcs: an idle node's goroutines run on one CPU at a time
+	// (GOMAXPROCS=1). The node's work is one loop goroutine and the I/O
+	// around it; with more Ps, each wakeup (a heartbeat in, its answer
+	// out) is handed between OS threads, and an idle 5-node cluster costs
+	// 15-20% more CPU (leader 0.43-0.57% of a core against 0.33-0.50%),
+	// while crash, resign and transfer times are the same
+	// (docs/BENCHMARKS.md, "Idle cost and scale"). What one CPU costs is
+	// peak API throughput; a node that serves heavy API traffic sets 0.
+	DefaultMaxProcs = 1
 	// DefaultPeerServer is the inbound peer server; see docs/BENCHMARKS.md
 	// ("Peer servers") for the measurements behind the choice.
 	DefaultPeerServer = "lf"

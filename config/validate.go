@@ -100,6 +100,9 @@ func (c Config) Validate() error {
 	if c.PeerServer != "grpc" && c.PeerServer != "lf" {
 		bad("peer-server", "must be grpc or lf, got %q", c.PeerServer)
 	}
+	if c.MaxProcs < 0 || c.MaxProcs > 1024 {
+		bad("max-procs", "must be between 0 (Go's default) and 1024, got %d", c.MaxProcs)
+	}
 	if c.PeerWorkers < 0 || c.PeerWorkers > 4096 {
 		bad("peer-workers", "must be between 0 and 4096, got %d", c.PeerWorkers)
 	}
