@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,7 @@ import (
 // Every flag, argument or config error exits 2 with a usage hint (issue
 // 14: --bogus-flag, --id abc and --id -3 exited 1 with none).
 func TestFlagAndConfigErrorsExit2(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // run applies max-procs to this process
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +69,7 @@ func TestBusyPortHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // run applies max-procs to this process
 	var out, errb bytes.Buffer
 	code := run([]string{"--id", "1", "--api-addr", l.Addr().String(), "--peer-addr", "127.0.0.1:0",
 		"--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errb)

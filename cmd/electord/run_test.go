@@ -25,8 +25,8 @@ func TestRunAppliesMaxProcsAndReleasesStartupPages(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
 	// Go's default for a process started without GOMAXPROCS: this test
-	// process's own, unless it was started with one.
-	goDefault := runtime.GOMAXPROCS(0)
+	// process's own at its start, unless it was started with one.
+	goDefault := startProcs
 	if os.Getenv("GOMAXPROCS") != "" {
 		goDefault = 0
 	}
@@ -94,6 +94,10 @@ func TestRunAppliesMaxProcsAndReleasesStartupPages(t *testing.T) {
 		})
 	}
 }
+
+// startProcs is this test process's GOMAXPROCS before any test ran: tests
+// that call run in this process apply max-procs to it.
+var startProcs = runtime.GOMAXPROCS(0)
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
