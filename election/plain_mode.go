@@ -294,11 +294,11 @@ func (c *core) resignTarget() (NodeID, bool) {
 }
 
 // handingOver reports whether this node, in plain mode, handed its
-// leadership over (Transfer, or Resign) within a leader timeout and no
-// leadership has settled since. Until then it does not follow a rival
-// leadership with less support than the one it handed on (carried): it
-// records the rival's term as seen and ignores its announcement, as its
-// followers, bound to it, hold it. Were it to follow the rival, its answers
+// leadership over (Transfer, or a Resign that transferred: resignTarget)
+// within a leader timeout and no leadership has settled since. Until then
+// it does not follow a rival leadership with less support than the one it
+// handed on (carried): it records the rival's term as seen and ignores its
+// announcement, as its followers, bound to it, hold it. Were it to follow the rival, its answers
 // to its followers' heartbeats would name the rival, and they would follow
 // it on the word of their own leader, although they never heard from it: a
 // node that was cut off and led alone would take the larger side over in
