@@ -24,6 +24,9 @@ func (c *core) Resign() error {
 	if len(c.members) == 0 {
 		return ErrNoCandidate
 	}
+	if to, ok := c.resignTarget(); ok {
+		return c.Transfer(to) // to a member of its support (plain_mode.go)
+	}
 	c.exclude()
 	if c.q == nil {
 		c.carry(c.support()) // its successor's (plain_mode.go)

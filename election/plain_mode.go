@@ -35,6 +35,11 @@ package election
 //     to the new one (TimeoutNow, and the ring's round announcement sent by a
 //     resigning initiator), which claims it for a leader timeout, so the old
 //     leader's followers, tied, take the new leader's higher term.
+//   - A resign goes to a member of the leader's support (resignTarget), and
+//     a node handing over follows no rival with less support than it handed
+//     on (handingOver): a node that was cut off and leads alone must be
+//     neither handed the larger side's leadership nor followed by the
+//     resigner when a heal and a resign meet.
 //
 // Quorum mode has its own binding (promises and leases, quorum_mode.go) and
 // none of this runs there (c.q != nil).
@@ -243,4 +248,62 @@ func (c *core) tickPreempt() {
 	if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID && c.reported == c.leadership() {
 		_ = c.Transfer(ring[len(ring)-1].ID)
 	}
+}
+
+// resignTarget is, in plain mode, the member a resigning leader hands its
+// leadership to directly (Transfer) instead of by the algorithm's election,
+// and reports whether there is one: the highest-ranked member it heard from
+// within a leader timeout (its support), once it has led for a leader
+// timeout.
+//
+// The rule: a resign hands the leadership to a member of its support. A
+// member heard within a leader timeout followed this leadership then; one
+// not heard, after a leader timeout of leading (every follower heartbeats
+// more often than that), did not: it crashed, left, or was cut off, and a
+// node that was cut off may lead alone at a higher term, just brought back
+// by a heal (or about to be: membership may list it again only after the
+// resign). An election would reach it: a ring round would be ended by it as
+// the sitting leader, or elect it as the sticky incumbent or the highest
+// candidate, and a bully election handed to the highest member would go to
+// it or be answered by it; while the election ran the resigner's followers
+// got no answer from their leader and let the rival's announcement in. The
+// larger side's leadership, and its support, would pass to a node that side
+// never followed. Handed to a member of the support, with the support
+// carried (the TimeoutNow), the successor's announcement is followed by the
+// followers at once (a tie, at a higher term), and the rival meets it and
+// yields to the larger support. When every live member was heard the
+// successor is the one the election would pick (the highest live member
+// other than this node), in one TimeoutNow and one round of announcements.
+//
+// A leadership younger than a leader timeout may not have heard its
+// followers yet (nor have any support to hand on), and one that heard no
+// member has no side to hand to: they resign by the algorithm's election.
+func (c *core) resignTarget() (NodeID, bool) {
+	lt := uint64(c.cfg.LeaderTimeoutTicks)
+	if c.q != nil || c.now-c.leaseFrom < lt {
+		return 0, false
+	}
+	ring := c.ringView()
+	for i := len(ring) - 1; i >= 0; i-- {
+		id := ring[i].ID
+		if at, ok := c.lastHeard[id]; ok && id != c.cfg.ID && c.now-at <= lt {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// handingOver reports whether this node, in plain mode, handed its
+// leadership over (Transfer, or a Resign that transferred: resignTarget)
+// within a leader timeout and no leadership has settled since. Until then
+// it does not follow a rival leadership with less support than the one it
+// handed on (carried): it records the rival's term as seen and ignores its
+// announcement, as its followers, bound to it, hold it. Were it to follow the rival, its answers
+// to its followers' heartbeats would name the rival, and they would follow
+// it on the word of their own leader, although they never heard from it: a
+// node that was cut off and led alone would take the larger side over in
+// the middle of the handover. The successor, which claims the carried
+// support, meets the rival itself, and the smaller support yields.
+func (c *core) handingOver() bool {
+	return c.q == nil && c.role != RoleLeader && c.now < c.handingEnd && c.now < c.carriedEnd
 }

@@ -203,6 +203,9 @@ func (c *core) rivalNamed(m Message) bool {
 		c.observeTerm(m.Term)
 		c.askLeader()
 		return true
+	case m.Term > c.leaderTerm && c.handingOver() && !c.rivalWins(m, c.carried, c.leaderTerm):
+		c.observeTerm(m.Term)
+		return true
 	}
 	return false
 }
@@ -257,6 +260,8 @@ func (c *core) meetsRival(m Message) bool {
 	switch {
 	case c.bound() && !c.rivalWins(m, c.leaderSupport, c.leaderTerm):
 		c.holdRival(m)
+	case c.handingOver() && !c.rivalWins(m, c.carried, c.leaderTerm):
+		c.observeTerm(m.Term)
 	case m.From == m.Leader:
 		return c.leaderMeetsRival(m)
 	case c.role == RoleLeader && !c.rivalWins(m, c.support(), c.leaderTerm):

@@ -319,6 +319,8 @@ type StateMachine interface {
 	// Campaign starts an election now (e.g. an operator asked for one).
 	Campaign()
 	// Resign steps down; an election runs without this node for that round.
+	// In plain mode a leader that has led for a leader timeout hands over to
+	// the highest-ranked member it heard from within one, as Transfer does.
 	Resign() error
 	// Transfer hands leadership to a live member with one message.
 	Transfer(to NodeID) error

@@ -24,19 +24,8 @@ import (
 // simulator's gossip has it, or the cut-off side learns the leader is
 // alive last after the heal (Sim.LateView), as memberlist had it.
 func TestBlipDoesNotMoveTheLeader(t *testing.T) {
-	cases := []struct {
-		leader election.NodeID
-		cut    []election.NodeID
-	}{
-		{4, []election.NodeID{2}},
-		{4, []election.NodeID{5}},
-		{5, []election.NodeID{1}},
-		{4, []election.NodeID{1, 2}},
-		{4, []election.NodeID{1, 3}},
-		{5, []election.NodeID{3, 4}},
-	}
 	for _, algo := range allAlgorithms {
-		for _, c := range cases {
+		for _, c := range blipCases {
 			for _, late := range []bool{false, true} {
 				for seed := uint64(1); seed <= 3; seed++ {
 					name := fmt.Sprintf("%s/leader=%d/cut=%v/late=%v/seed=%d", algo, c.leader, c.cut, late, seed)
@@ -49,22 +38,49 @@ func TestBlipDoesNotMoveTheLeader(t *testing.T) {
 	}
 }
 
-func blip(t *testing.T, opts Options, want election.NodeID, cutOff []election.NodeID, late bool) {
-	h := newHarness(t, opts)
-	bound := l1Bound(opts.N, false)
-	h.agreeOn(bound, election.NodeID(opts.N), "cold start")
-	if want != election.NodeID(opts.N) {
-		if err := h.do(election.NodeID(opts.N), func(c election.StateMachine) error { return c.Transfer(want) }); err != nil {
+// blipCases are the leaders and the cut-off sides of the blip tests: the
+// leader is node 4 (handed over from the top node, so that a cut-off node
+// can rank above it) or the top node 5; the cut-off side is one node below
+// or above the leader, or two nodes.
+var blipCases = []struct {
+	leader election.NodeID
+	cut    []election.NodeID
+}{
+	{4, []election.NodeID{2}},
+	{4, []election.NodeID{5}},
+	{5, []election.NodeID{1}},
+	{4, []election.NodeID{1, 2}},
+	{4, []election.NodeID{1, 3}},
+	{5, []election.NodeID{3, 4}},
+}
+
+// leadWith has the cluster agree on leader want (handed over from the top
+// node, if it is not the top node) and returns its term and the nodes not
+// in cutOff, the larger side.
+func leadWith(h *harness, want election.NodeID, cutOff []election.NodeID) (election.Term, []election.NodeID) {
+	h.t.Helper()
+	n := election.NodeID(h.N())
+	bound := l1Bound(h.N(), false)
+	h.agreeOn(bound, n, "cold start")
+	if want != n {
+		if err := h.do(n, func(c election.StateMachine) error { return c.Transfer(want) }); err != nil {
 			h.fatalf("transfer to %d: %v", want, err)
 		}
 	}
 	term := h.agreeOn(bound, want, "before the fault")
 	var larger []election.NodeID
-	for _, id := range ids(opts.N) {
+	for _, id := range ids(h.N()) {
 		if !slices.Contains(cutOff, id) {
 			larger = append(larger, id)
 		}
 	}
+	return term, larger
+}
+
+func blip(t *testing.T, opts Options, want election.NodeID, cutOff []election.NodeID, late bool) {
+	h := newHarness(t, opts)
+	bound := l1Bound(opts.N, false)
+	term, larger := leadWith(h, want, cutOff)
 	// The larger side keeps its leader at its term throughout the fault.
 	moved := func(at []election.NodeID, minTerm election.Term) (election.NodeID, bool) {
 		for _, id := range at {

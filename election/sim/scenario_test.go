@@ -642,12 +642,22 @@ var staleSelfScenarios = []struct {
 			// 3.5 and, at t=15, sent it the announcement directly
 			// (stepHeartbeatResp); 5 resigns at t=15, gets those Coordinators
 			// at t=16 and leads 3.5 again; as incumbent it then marks the ring
-			// Election 6.1 and wins 7.5. 4 never leads.
+			// Election 6.1 and wins 7.5. 4 never leads. The successor is a node
+			// other than 5 at a higher term: in plain mode a resign goes to the
+			// highest member the leader heard from within a leader timeout
+			// (resignTarget), and on the tick of agreement 5 had not heard
+			// from 4 yet, so it hands over to 3. That transfer settles before
+			// a late announcement naming 5 reaches it, so this run no longer
+			// reproduces the bug by itself; resign-stale-self-coordinator
+			// below delivers one on purpose.
 			before := h.agreeOn(L1Bound(5), 5, "cold start")
 			if err := h.do(5, election.StateMachine.Resign); err != nil {
 				h.fatalf("Resign on leader 5: %v", err)
 			}
-			term := h.agreeOn(L1Bound(5), 4, "after 5 resigned at once")
+			l, term := h.agree(L1Bound(5), "after 5 resigned at once")
+			if l == 5 {
+				h.fatalf("resigned 5 leads again at %v", term)
+			}
 			if term <= before {
 				h.fatalf("term %v not above %v", term, before)
 			}
