@@ -1,0 +1,526 @@
+package node
+
+import (
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/algorithms"
+	"github.com/electord/electord/election/named"
+	"github.com/electord/electord/transport"
+)
+
+// The node's named elections (docs/ELECTIONS.md). Everything here runs on
+// the loop goroutine: one state machine per election in which this node has
+// a local candidacy, all ticked by one clock; no goroutine, timer or
+// connection per election.
+
+// namedMachine is the state machine of one election this node stands in.
+type namedMachine struct {
+	sm       election.StateMachine
+	reported election.Leadership // the leadership last announced to peers
+	since    time.Time           // when the leadership last changed
+}
+
+// namedState is what the loop keeps of named elections.
+type namedState struct {
+	queues   named.Queues
+	table    named.Table
+	machines map[string]*namedMachine
+	subs     map[named.ID]*Candidacy
+	store    *NamedStore
+	clock    *tickClock // nil while no machine runs
+	dirty    map[string]bool
+	// Dropped counts named messages for an election this node runs no
+	// machine for (it withdrew, or never stood).
+	dropped uint64
+}
+
+// machineSet ticks every named machine together: a tick that is not due
+// only advances a machine's counters, so ticking all of them by the fewest
+// ticks any of them is due in is what ticking each on its own would do.
+type machineSet struct{ s *namedState }
+
+func (m machineSet) Tick() {
+	for name, nm := range m.s.machines {
+		nm.sm.Tick()
+		if nm.sm.HasReady() {
+			m.s.dirty[name] = true
+		}
+	}
+}
+
+func (m machineSet) TicksUntilDue() int {
+	due := 0
+	for _, nm := range m.s.machines {
+		k := 1
+		if d, ok := nm.sm.(DueTicker); ok {
+			k = d.TicksUntilDue()
+		}
+		if k > 0 && (due == 0 || k < due) {
+			due = k
+		}
+	}
+	return due
+}
+
+func (n *Node) initNamed() error {
+	store, err := OpenNamedStore(n.cfg.Store.dir)
+	if err != nil {
+		return err
+	}
+	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
+		dirty: map[string]bool{}}
+	return nil
+}
+
+// namedC is the named clock's channel; nil (never ready) while no named
+// machine runs, so a node without named elections wakes no more than before.
+func (n *Node) namedC() <-chan time.Time {
+	if n.named.clock == nil {
+		return nil
+	}
+	return n.named.clock.C()
+}
+
+// catchUpNamed applies the named ticks that elapsed, before a machine is
+// called.
+func (n *Node) catchUpNamed() {
+	if n.named.clock != nil {
+		n.named.clock.catchUp()
+	}
+}
+
+// newMachine starts the state machine of an election this node now stands
+// in, for the head of its local queue.
+func (n *Node) newMachine(name string, head named.Candidacy) error {
+	saved := n.named.store.Load(name)
+	ecfg := n.cfg.electionConfig(saved.Term)
+	ecfg.LeaderTerm = saved.LeaderTerm
+	ecfg.Priority = head.Priority
+	ecfg.Quorum, ecfg.BootstrapExpect, ecfg.Volatile = 0, 0, false
+	ecfg.Rand = electionRand(n.cfg.Self.ID, name)
+	sm, err := algorithms.New(n.cfg.Algorithm, ecfg)
+	if err != nil {
+		return err
+	}
+	n.catchUpNamed()
+	if n.named.clock == nil {
+		c := newTickClock(n.cfg.Tick)
+		c.drive(machineSet{n.named})
+		c.start()
+		n.named.clock = c
+	}
+	n.named.machines[name] = &namedMachine{sm: sm}
+	// The candidates the node knows of join one by one: a machine that knows
+	// earlier terms asks each who leads, instead of waiting to campaign.
+	others := n.named.table.Members(name)
+	for _, m := range others {
+		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
+	}
+	if len(others) == 0 {
+		sm.Campaign() // the only candidate: nobody to wait for
+	}
+	n.named.dirty[name] = true
+	return nil
+}
+
+// dropMachine stops running name's machine, after sending what it has to
+// send.
+func (n *Node) dropMachine(name string) {
+	n.processNamed(name, nil, 0)
+	delete(n.named.machines, name)
+	if len(n.named.machines) == 0 && n.named.clock != nil {
+		n.named.clock.stop()
+		n.named.clock = nil
+	}
+	n.named.dirty[name] = true
+}
+
+// electionRand is a deterministic generator per node and election, so the
+// jitter of one node's elections is not the same sequence in each.
+func electionRand(id election.NodeID, name string) func(int) int {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	s := (uint64(id)*0x9E3779B97F4A7C15 ^ h.Sum64()) | 1
+	return func(n int) int {
+		s ^= s << 13
+		s ^= s >> 7
+		s ^= s << 17
+		return int(s % uint64(n))
+	}
+}
+
+// stepNamed handles a peer message of a named election, or a Candidacy.
+func (n *Node) stepNamed(in transport.Inbound) {
+	m := in.Msg
+	if m.Type == election.MsgCandidacy {
+		n.candidacyFrom(m)
+		return
+	}
+	nm := n.named.machines[m.Election]
+	if nm == nil || n.halted() {
+		n.named.dropped++
+		if in.Reply != nil {
+			close(in.Reply)
+		}
+		return
+	}
+	n.catchUpNamed()
+	if err := nm.sm.Step(m); err != nil {
+		n.counters.Rejected.Add(1)
+		n.log.Debug("rejected a named election's message", "election", m.Election, "err", err)
+	}
+	n.processNamed(m.Election, in.Reply, m.From)
+}
+
+// candidacyFrom records a peer's standing in a named election. A candidacy
+// is taken from any sender: the transport has bound the sender's identity,
+// and gossip may not have shown this node the sender yet (its Join, when it
+// comes, makes this node send its own candidacies back).
+func (n *Node) candidacyFrom(m election.Message) {
+	name := m.Election
+	nm := n.named.machines[name]
+	if m.Confirmed {
+		joined, reranked := n.named.table.Set(name, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
+		if nm != nil && (joined || reranked) && !n.halted() {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
+		}
+	} else if n.named.table.Withdraw(name, m.From) && nm != nil && !n.halted() {
+		n.catchUpNamed()
+		nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
+	}
+	n.named.dirty[name] = true
+}
+
+// namedMemberEvent follows gossip: a member that joins hears of this node's
+// candidacies; one that leaves or dies loses its own.
+func (n *Node) namedMemberEvent(ev MemberEvent) {
+	id := ev.Member.ID
+	switch ev.Type {
+	case MemberJoin:
+		for _, name := range n.named.queues.Elections() {
+			n.sendCandidacy(name, id)
+		}
+	case MemberLeave, MemberDead:
+		typ := election.EventDead
+		if ev.Type == MemberLeave {
+			typ = election.EventLeave
+		}
+		for _, name := range n.named.table.Forget(id) {
+			if nm := n.named.machines[name]; nm != nil && !n.halted() {
+				n.catchUpNamed()
+				nm.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
+			}
+			n.named.dirty[name] = true
+		}
+	}
+}
+
+// namedSendFailed tells a named machine that one of its messages was not
+// delivered.
+func (n *Node) namedSendFailed(ev election.Event) {
+	if nm := n.named.machines[ev.Msg.Election]; nm != nil && !n.halted() {
+		n.catchUpNamed()
+		nm.sm.Observe(ev)
+		n.named.dirty[ev.Msg.Election] = true
+	}
+}
+
+// namedPeerGone: the host of m.To refuses connections. Every named
+// election that follows it campaigns now; the others are left to gossip,
+// as for the default election.
+func (n *Node) namedPeerGone(to election.NodeID) {
+	if n.halted() || to == 0 {
+		return
+	}
+	for name, nm := range n.named.machines {
+		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == to {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+			n.named.dirty[name] = true
+		}
+	}
+}
+
+// sendCandidacy tells peer (every live member when 0) this node's standing
+// in name.
+func (n *Node) sendCandidacy(name string, peer election.NodeID) {
+	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
+	if head, ok := n.named.queues.Head(name); ok {
+		m.Confirmed, m.Value = true, head.Value
+		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
+		if nm := n.named.machines[name]; nm != nil && nm.reported.Role == election.RoleLeader {
+			m.Term = nm.reported.Term
+		}
+	}
+	for id, rec := range n.members {
+		if (peer == 0 || id == peer) && rec.alive {
+			m.To = id
+			n.cfg.Transport.Send(m)
+		}
+	}
+}
+
+// processNamed drains the Ready of name's machine: the terms are durable
+// before any message goes out (one write for all, see flushNamed), the
+// leadership term before it is announced. reply, when not nil, takes this
+// batch's answer to replyTo's heartbeat.
+func (n *Node) processNamed(name string, reply chan election.Message, replyTo election.NodeID) {
+	nm := n.named.machines[name]
+	if nm == nil || n.halted() || !nm.sm.HasReady() {
+		if reply != nil {
+			close(reply)
+		}
+		return
+	}
+	rd := nm.sm.Ready()
+	if rd.Term != 0 && n.named.store.Ask(name, rd.Term, 0) {
+		if err := n.named.store.Flush(); err != nil {
+			n.namedStoreFailed(name, err)
+			if reply != nil {
+				close(reply)
+			}
+			return
+		}
+	}
+	for _, m := range rd.Messages {
+		m.Election = name
+		if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
+			reply <- m
+			reply = nil
+			continue
+		}
+		n.cfg.Transport.Send(m)
+	}
+	if reply != nil {
+		close(reply)
+	}
+	if rd.LeaderTerm != 0 && n.named.store.Ask(name, 0, rd.LeaderTerm) {
+		if err := n.named.store.Flush(); err != nil {
+			n.namedStoreFailed(name, err)
+			return
+		}
+	}
+	if rd.Change != nil {
+		nm.since = time.Now()
+		n.log.Info("named election: leadership changed", "election", name, "role", rd.Change.Role.String(),
+			"leader", uint64(rd.Change.Leader), "term", rd.Change.Term.String())
+		if ch := rd.Change; ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
+			if c, ok := n.cfg.Transport.(transport.Connector); ok {
+				c.Connect(ch.Leader)
+			}
+		}
+		was := nm.reported.Role == election.RoleLeader
+		nm.reported = *rd.Change
+		if was || rd.Change.Role == election.RoleLeader {
+			n.sendCandidacy(name, 0) // observers learn who leads from the leader's word
+		}
+	}
+	n.named.dirty[name] = true
+}
+
+// namedStoreFailed: a named election's term could not be written. That
+// election's machine is dropped (its leadership, if any, ends here, and
+// peers hear this node withdrew); the apps stay queued and the machine is
+// started again at the next change. The default election is not touched.
+func (n *Node) namedStoreFailed(name string, err error) {
+	n.counters.PersistErrors.Add(1)
+	n.log.Error("named election: cannot persist its term; not standing in it", "election", name, "err", err)
+	delete(n.named.machines, name)
+	n.named.dirty[name] = true
+	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
+	for id, rec := range n.members {
+		if rec.alive {
+			m.To = id
+			n.cfg.Transport.Send(m)
+		}
+	}
+}
+
+// afterNamed runs after each loop iteration: it drains the machines that
+// have something to say and publishes the elections that changed.
+func (n *Node) afterNamed() {
+	for name, nm := range n.named.machines {
+		if nm.sm.HasReady() {
+			n.processNamed(name, nil, 0)
+		}
+	}
+	for name := range n.named.dirty {
+		n.publishNamed(name)
+	}
+	clear(n.named.dirty)
+	if n.named.clock != nil {
+		n.named.clock.arm()
+	}
+}
+
+// stand registers a local candidacy (on the loop).
+func (n *Node) stand(c *Candidacy) error {
+	cand, head, err := n.named.queues.Add(c.Election, c.Value, c.Priority)
+	if err != nil {
+		return err
+	}
+	c.ID = cand.ID
+	n.named.subs[cand.ID] = c
+	if head {
+		if err := n.newMachine(c.Election, cand); err != nil {
+			n.named.queues.Remove(cand.ID)
+			delete(n.named.subs, cand.ID)
+			return err
+		}
+		n.sendCandidacy(c.Election, 0)
+	}
+	n.named.dirty[c.Election] = true
+	return nil
+}
+
+// withdrawCandidacy ends a local candidacy (on the loop). The head's end is
+// a handover when the node leads and another node stands: its machine
+// transfers the leadership to the best-ranked other candidate before it is
+// dropped. An app queued next stands with a machine of its own, so it never
+// inherits the token of the app before it.
+func (n *Node) withdrawCandidacy(id named.ID) {
+	c := n.named.subs[id]
+	delete(n.named.subs, id)
+	gone, wasHead, next, more, err := n.named.queues.Remove(id)
+	if err != nil {
+		return
+	}
+	name := gone.Election
+	n.named.dirty[name] = true
+	if c != nil {
+		close(c.events)
+	}
+	if !wasHead {
+		return
+	}
+	if nm := n.named.machines[name]; nm != nil {
+		if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {
+			if to, ok := n.bestOther(name); ok {
+				n.catchUpNamed()
+				if err := nm.sm.Transfer(to); err != nil {
+					n.log.Warn("named election: handover on withdrawal failed", "election", name, "to", uint64(to), "err", err)
+				}
+			}
+		}
+		n.dropMachine(name)
+	}
+	if more {
+		if err := n.newMachine(name, next); err != nil {
+			n.log.Error("named election: cannot stand for the next app", "election", name, "err", err)
+		}
+	} else {
+		n.named.store.Drop(name)
+		if err := n.named.store.Flush(); err != nil {
+			n.log.Warn("named election: cannot drop a finished election's record", "election", name, "err", err)
+		}
+	}
+	n.sendCandidacy(name, 0)
+}
+
+// bestOther is the best-ranked other node standing in name.
+func (n *Node) bestOther(name string) (election.NodeID, bool) {
+	ms := n.named.table.Members(name)
+	for i := len(ms) - 1; i >= 0; i-- {
+		if rec := n.members[ms[i].ID]; rec != nil && rec.alive {
+			return ms[i].ID, true
+		}
+	}
+	return 0, false
+}
+
+// publishNamed recomputes what readers see of name, and tells its local
+// candidacies what changed.
+func (n *Node) publishNamed(name string) {
+	info, known := n.namedInfo(name)
+	n.mu.Lock()
+	if known {
+		if n.elections == nil {
+			n.elections = map[string]ElectionInfo{}
+		}
+		n.elections[name] = info
+	} else {
+		delete(n.elections, name)
+	}
+	n.mu.Unlock()
+	for i, cand := range n.named.queues.Queue(name) {
+		if c := n.named.subs[cand.ID]; c != nil {
+			c.offer(info.Leader, i == 0, i)
+		}
+	}
+}
+
+// namedInfo is name as this node sees it: its machine's leadership if it
+// stands, else the leadership its candidates announce.
+func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
+	nm := n.named.machines[name]
+	others := n.named.table.Members(name)
+	info := ElectionInfo{Election: name, Candidates: len(others), Local: len(n.named.queues.Queue(name))}
+	if nm == nil && len(others) == 0 && info.Local == 0 {
+		return info, false
+	}
+	li := LeaderInfo{Election: name, State: StateNoLeader}
+	switch {
+	case nm != nil && !n.killed:
+		info.Candidates++
+		st := nm.sm.Status()
+		li.ID, li.Term, li.State, li.Since = st.Leader, st.LeaderTerm, roleState(st.Role), nm.since
+	case !n.killed:
+		if id, s, ok := n.named.table.Leader(name); ok {
+			li.ID, li.Term, li.State = id, s.LeaderTerm, StateFollower
+		}
+	}
+	if li.ID == 0 {
+		li.Since = time.Time{}
+	}
+	if li.ID == n.cfg.Self.ID {
+		li.Self, li.Name, li.Address = true, n.cfg.Self.Name, n.cfg.Self.APIAddr
+		if head, ok := n.named.queues.Head(name); ok {
+			li.Value = head.Value
+		}
+	} else if li.ID != 0 {
+		if rec := n.members[li.ID]; rec != nil {
+			li.Name, li.Address = rec.Name, rec.APIAddr
+		}
+		if s, ok := n.named.table.Get(name, li.ID); ok {
+			li.Value = s.Value
+		}
+	}
+	info.Leader = li
+	return info, true
+}
+
+// NamedElections lists the named elections this node knows, sorted by name.
+func (n *Node) NamedElections() []ElectionInfo {
+	n.mu.RLock()
+	out := make([]ElectionInfo, 0, len(n.elections))
+	for _, e := range n.elections {
+		out = append(out, e)
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(out, func(a, b ElectionInfo) int {
+		switch {
+		case a.Election < b.Election:
+			return -1
+		case a.Election > b.Election:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ElectionLeader is name's leadership as this node sees it; ok is false
+// when this node knows nothing of the election.
+func (n *Node) ElectionLeader(name string) (LeaderInfo, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	e, ok := n.elections[name]
+	if !ok {
+		return LeaderInfo{Election: name, State: StateNoLeader}, false
+	}
+	return e.Leader, true
+}

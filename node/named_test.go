@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+)
+
+// nextEvent waits for a candidacy event that satisfies ok, failing the test
+// at the deadline.
+func nextEvent(t *testing.T, c *Candidacy, d time.Duration, ok func(CandidacyEvent) bool) CandidacyEvent {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case ev, open := <-c.Events():
+			if !open {
+				t.Fatalf("candidacy %d in %s ended", c.ID, c.Election)
+			}
+			if ok(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("candidacy %d in %s: no matching event within %v", c.ID, c.Election, d)
+		}
+	}
+}
+
+func isEvent(name string) func(CandidacyEvent) bool {
+	return func(ev CandidacyEvent) bool { return ev.Event == name }
+}
+
+// observed waits until node nd shows leader id in the named election.
+func observed(t *testing.T, nd *Node, name string, id election.NodeID, value string, d time.Duration) LeaderInfo {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		li, _ := nd.ElectionLeader(name)
+		if li.ID == id && li.Value == value {
+			return li
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d sees %+v in %s, want leader %d with value %q", nd.Self(), li, name, id, value)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestNamedElectionFollowsItsCandidacies(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			c.agree(5*time.Second, 0)
+			ctx := context.Background()
+			a, err := c.nodes[1].Campaign(ctx, "jobs", "app-a:8080", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			nextEvent(t, a, time.Second, isEvent(EventCandidate))
+			first := nextEvent(t, a, 5*time.Second, isEvent(EventLeader))
+			if first.Leader.ID != 1 || first.Leader.Value != "app-a:8080" || first.Leader.Term == 0 {
+				t.Fatalf("leader event %+v", first)
+			}
+			b, err := c.nodes[2].Campaign(ctx, "jobs", "app-b:8080", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			// Sticky: the sitting leader keeps it; b follows it.
+			f := nextEvent(t, b, 5*time.Second, isEvent(EventFollower))
+			if f.Leader.ID != 1 || f.Leader.Value != "app-a:8080" {
+				t.Fatalf("b sees %+v", f.Leader)
+			}
+			// Node 3 has no candidate: it observes.
+			observed(t, c.nodes[3], "jobs", 1, "app-a:8080", 5*time.Second)
+			// The default election is not touched by any of it.
+			if li := c.nodes[3].Leader(); li.ID != 3 {
+				t.Fatalf("default election leader %d, want 3", li.ID)
+			}
+
+			// The leading app's stream ends: b leads, at a higher token.
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			won := nextEvent(t, b, 5*time.Second, isEvent(EventLeader))
+			if won.Leader.ID != 2 || won.Leader.Term <= first.Leader.Term || won.Leader.Value != "app-b:8080" {
+				t.Fatalf("after a closed: %+v (a led at %v)", won.Leader, first.Leader.Term)
+			}
+			for _, id := range []election.NodeID{1, 3} {
+				observed(t, c.nodes[id], "jobs", 2, "app-b:8080", 5*time.Second)
+			}
+			els := c.nodes[3].NamedElections()
+			if len(els) != 1 || els[0].Election != "jobs" || els[0].Candidates != 1 {
+				t.Fatalf("node 3 lists %+v", els)
+			}
+		})
+	}
+}
+
+func TestNamedElectionQueuesLocalApps(t *testing.T) {
+	c := newCluster(t, "bully", 2)
+	c.agree(5*time.Second, 0)
+	ctx := context.Background()
+	a, err := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := nextEvent(t, a, 5*time.Second, isEvent(EventLeader))
+	b, err := c.nodes[1].Campaign(ctx, "jobs", "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	q := nextEvent(t, b, 5*time.Second, isEvent(EventFollower))
+	if q.QueuedBehind != 1 || q.Leader.Value != "a" {
+		t.Fatalf("queued app sees %+v", q)
+	}
+	a.Close()
+	// No other node stands: the next local app leads, at a new token.
+	got := nextEvent(t, b, 5*time.Second, isEvent(EventLeader))
+	if got.Leader.Term <= led.Leader.Term || got.Leader.Value != "b" || got.QueuedBehind != 0 {
+		t.Fatalf("next app leads with %+v; the first led at %v", got, led.Leader.Term)
+	}
+	observed(t, c.nodes[2], "jobs", 1, "b", 5*time.Second)
+}
+
+func TestNamedElectionRefusesBadNames(t *testing.T) {
+	c := newCluster(t, "bully", 1)
+	if _, err := c.nodes[1].Campaign(context.Background(), "no/slash", "", 0); err == nil {
+		t.Fatal("a name with a slash was taken")
+	}
+}
