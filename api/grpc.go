@@ -14,6 +14,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/named"
 	"github.com/electord/electord/node"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
@@ -117,6 +118,8 @@ func LeaderToProto(l node.LeaderInfo) *electordv1.LeaderInfo {
 		SinceUnixNano: since,
 		Self:          l.Self,
 		State:         l.State,
+		Election:      l.Election,
+		Value:         l.Value,
 	}
 }
 
@@ -193,9 +196,20 @@ func (s *service) killed() error {
 
 // ---- queries ----
 
-func (s *service) GetLeader(context.Context, *electordv1.GetLeaderRequest) (*electordv1.LeaderInfo, error) {
+func (s *service) GetLeader(_ context.Context, req *electordv1.GetLeaderRequest) (*electordv1.LeaderInfo, error) {
 	if err := s.killed(); err != nil {
 		return nil, err
+	}
+	if name := req.GetElection(); name != "" {
+		eb, ok := electionsOf(s.b)
+		if !ok {
+			return nil, grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
+		}
+		if err := named.CheckName(name); err != nil {
+			return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+		}
+		li, _ := eb.ElectionLeader(name)
+		return LeaderToProto(li), nil
 	}
 	return LeaderToProto(s.b.Leader()), nil
 }

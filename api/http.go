@@ -152,6 +152,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/healthz":
 		serve = h.healthz
 	default:
+		if h.serveElections(w, r) {
+			return
+		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.URL.Path})
 		return
 	}

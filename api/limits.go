@@ -80,6 +80,9 @@ type watchLimited struct {
 	open atomic.Int64
 }
 
+// Unwrap is the Backend w bounds (for its optional features).
+func (w *watchLimited) Unwrap() Backend { return w.Backend }
+
 func (w *watchLimited) Subscribe() (Subscription, error) {
 	if w.open.Add(1) > w.max {
 		w.open.Add(-1)
