@@ -1,0 +1,270 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/electord/electord/client"
+	electordv1 "github.com/electord/electord/proto/electord/v1"
+)
+
+// An app is a real process that campaigns through its node and prints each
+// event it gets as one line, "<event> <id> <term> <value>". It is this test
+// binary run again with appEnv set (see TestMain): killing it is what
+// killing a real app does to its stream.
+const (
+	appEnv      = "ELECTORD_INTEGRATION_APP" // "http <http-addr> <election> <value>" or "grpc <api-addr> <election> <value>"
+	appLinePref = "EVENT "
+)
+
+// runApp is the app's main: it campaigns until it is killed or its stream
+// ends.
+func runApp(spec string) int {
+	f := strings.Fields(spec)
+	if len(f) != 4 {
+		fmt.Fprintln(os.Stderr, "app: bad spec", spec)
+		return 2
+	}
+	mode, addr, name, value := f[0], f[1], f[2], f[3]
+	var err error
+	switch mode {
+	case "http":
+		err = appHTTP(addr, name, value)
+	case "grpc":
+		err = appGRPC(addr, name, value)
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	fmt.Fprintln(os.Stderr, "app:", err)
+	return 1
+}
+
+func appHTTP(addr, name, value string) error {
+	body, _ := json.Marshal(map[string]any{"value": value, "priority": 0})
+	resp, err := http.Post("http://"+addr+"/elections/"+name+"/campaign", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("campaign: %s: %s", resp.Status, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var event string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var d struct {
+				ID    uint64 `json:"id"`
+				Term  uint64 `json:"term"`
+				Value string `json:"value"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
+				return err
+			}
+			fmt.Printf("%s%s %d %d %s\n", appLinePref, event, d.ID, d.Term, d.Value)
+		}
+	}
+	return fmt.Errorf("stream ended: %v", sc.Err())
+}
+
+func appGRPC(addr, name, value string) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	st, err := electordv1.NewElectorClient(cc).Campaign(context.Background(), &electordv1.CampaignRequest{Election: name, Value: value})
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := st.Recv()
+		if err != nil {
+			return fmt.Errorf("stream ended: %w", err)
+		}
+		li := ev.GetLeader()
+		fmt.Printf("%s%s %d %d %s\n", appLinePref, ev.GetEvent(), li.GetId(), li.GetTerm(), li.GetValue())
+	}
+}
+
+// appEvent is one line an app printed.
+type appEvent struct {
+	event string
+	id    uint64
+	term  uint64
+	value string
+}
+
+// app is a running app process.
+type app struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	events chan appEvent
+	name   string
+}
+
+func startApp(t *testing.T, mode, addr, election, value string) *app {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s", appEnv, mode, addr, election, value))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &app{t: t, cmd: cmd, events: make(chan appEvent, 64), name: value}
+	go func() {
+		defer close(a.events)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var ev appEvent
+			line, ok := strings.CutPrefix(sc.Text(), appLinePref)
+			if !ok {
+				continue
+			}
+			if _, err := fmt.Sscanf(line, "%s %d %d %s", &ev.event, &ev.id, &ev.term, &ev.value); err != nil {
+				// No value (no leader): three fields.
+				fmt.Sscanf(line, "%s %d %d", &ev.event, &ev.id, &ev.term)
+			}
+			a.events <- ev
+		}
+	}()
+	t.Cleanup(func() { a.kill() })
+	return a
+}
+
+// kill SIGKILLs the app and reaps it.
+func (a *app) kill() {
+	if a.cmd.ProcessState != nil {
+		return
+	}
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
+}
+
+// await waits for an event that satisfies ok.
+func (a *app) await(d time.Duration, what string, ok func(appEvent) bool) appEvent {
+	a.t.Helper()
+	deadline := time.After(d)
+	var seen []appEvent
+	for {
+		select {
+		case ev, open := <-a.events:
+			if !open {
+				a.t.Fatalf("app %s: its stream ended waiting for %s; saw %v", a.name, what, seen)
+			}
+			seen = append(seen, ev)
+			if ok(ev) {
+				return ev
+			}
+		case <-deadline:
+			a.t.Fatalf("app %s: no %s within %v; saw %v", a.name, what, d, seen)
+		}
+	}
+}
+
+// electionLeader is GET /elections/{name}/leader on a node's sidecar.
+func electionLeader(httpAddr, name string) (code int, id, term uint64, value string, err error) {
+	resp, err := http.Get("http://" + httpAddr + "/elections/" + name + "/leader")
+	if err != nil {
+		return 0, 0, 0, "", err
+	}
+	defer resp.Body.Close()
+	var d struct {
+		ID       uint64 `json:"id"`
+		Term     uint64 `json:"term"`
+		Value    string `json:"value"`
+		Election string `json:"election"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return resp.StatusCode, 0, 0, "", err
+	}
+	return resp.StatusCode, d.ID, d.Term, d.Value, nil
+}
+
+// TestNamedElectionAppKilled: three nodes; app-1 campaigns for "jobs"
+// through node 1's sidecar and leads, app-2 through node 2's gRPC API and
+// follows; node 3, with no candidate, shows app-1 as the leader. app-1's
+// process is SIGKILLed: app-2 leads at a higher token, and node 3 shows it,
+// while the default election keeps its leader.
+func TestNamedElectionAppKilled(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, alg string) {
+		ps := startProcs(t, 3, alg)
+		def := waitProcAgreement(t, ps, 30*time.Second, "three processes agree on a leader", nil)
+
+		app1 := startApp(t, "http", ps[0].httpA, "jobs", "app-1:8080")
+		led := app1.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
+		if led.id != 1 || led.value != "app-1:8080" || led.term == 0 {
+			t.Fatalf("app-1 leads as %+v", led)
+		}
+		app2 := startApp(t, "grpc", ps[1].api, "jobs", "app-2:8080")
+		app2.await(10*time.Second, "follower of app-1", func(ev appEvent) bool {
+			return ev.event == "follower" && ev.id == 1 && ev.value == "app-1:8080"
+		})
+		eventually(t, 10*time.Second, "node 3 shows app-1", func() (bool, string) {
+			code, id, term, value, err := electionLeader(ps[2].httpA, "jobs")
+			return code == http.StatusOK && id == 1 && term == led.term && value == "app-1:8080", fmt.Sprint(code, id, term, value, err)
+		})
+		if code, _, _, _, _ := electionLeader(ps[2].httpA, "other"); code != http.StatusServiceUnavailable {
+			t.Errorf("an election nobody campaigns in answers %d, want 503", code)
+		}
+
+		app1.kill()
+		t0 := time.Now()
+		won := app2.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
+		took := time.Since(t0)
+		if won.id != 2 || won.value != "app-2:8080" || won.term <= led.term {
+			t.Fatalf("after app-1's kill app-2 sees %+v (app-1 led at %d)", won, led.term)
+		}
+		t.Logf("app-1 SIGKILLed: app-2 leads at term %d after %v", won.term, took.Round(100*time.Microsecond))
+		eventually(t, 10*time.Second, "node 3 shows app-2", func() (bool, string) {
+			code, id, term, value, err := electionLeader(ps[2].httpA, "jobs")
+			return code == http.StatusOK && id == 2 && term == won.term && value == "app-2:8080", fmt.Sprint(code, id, term, value, err)
+		})
+
+		cc, err := grpc.NewClient(ps[2].api, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		list, err := electordv1.NewElectorClient(cc).ListElections(ctx, &electordv1.ListElectionsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if els := list.GetElections(); len(els) != 1 || els[0].GetElection() != "jobs" || els[0].GetLeader().GetId() != 2 || els[0].GetCandidates() != 1 {
+			t.Errorf("node 3 lists %v", els)
+		}
+		waitProcAgreement(t, ps, 10*time.Second, "the default election keeps its leader", func(li client.LeaderInfo) bool {
+			return li.ID == def.ID && li.Term == def.Term
+		})
+	})
+}
