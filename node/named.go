@@ -93,8 +93,11 @@ func (n *Node) catchUpNamed() {
 }
 
 // newMachine starts the state machine of an election this node now stands
-// in, for the head of its local queue.
-func (n *Node) newMachine(name string, head named.Candidacy) error {
+// in, for the head of its local queue. eager: campaign at once if no other
+// candidate is known (an app that stands first leads without waiting a
+// leader timeout); a revived node waits instead, as a restarted one does,
+// since it has not yet heard again who stands.
+func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	saved := n.named.store.Load(name)
 	ecfg := n.cfg.electionConfig(saved.Term)
 	ecfg.LeaderTerm = saved.LeaderTerm
@@ -119,7 +122,7 @@ func (n *Node) newMachine(name string, head named.Candidacy) error {
 	for _, m := range others {
 		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
 	}
-	if len(others) == 0 {
+	if len(others) == 0 && eager {
 		sm.Campaign() // the only candidate: nobody to wait for
 	}
 	n.named.dirty[name] = true
@@ -366,7 +369,7 @@ func (n *Node) stand(c *Candidacy) error {
 	c.ID = cand.ID
 	n.named.subs[cand.ID] = c
 	if head {
-		if err := n.newMachine(c.Election, cand); err != nil {
+		if err := n.newMachine(c.Election, cand, true); err != nil {
 			n.named.queues.Remove(cand.ID)
 			delete(n.named.subs, cand.ID)
 			return err
@@ -409,7 +412,7 @@ func (n *Node) withdrawCandidacy(id named.ID) {
 		n.dropMachine(name)
 	}
 	if more {
-		if err := n.newMachine(name, next); err != nil {
+		if err := n.newMachine(name, next, true); err != nil {
 			n.log.Error("named election: cannot stand for the next app", "election", name, "err", err)
 		}
 	} else {
@@ -523,4 +526,26 @@ func (n *Node) ElectionLeader(name string) (LeaderInfo, bool) {
 		return LeaderInfo{Election: name, State: StateNoLeader}, false
 	}
 	return e.Leader, true
+}
+
+// stopNamed drops every named machine, as a crash would: a killed node
+// stands in nothing and claims nothing. The apps stay queued; restartNamed
+// stands for them again. Nothing is sent (the node is halted).
+func (n *Node) stopNamed() {
+	for name := range n.named.machines {
+		n.dropMachine(name)
+	}
+	n.named.table = named.Table{} // peers forget this node too; they will tell it again
+	n.afterNamed()
+}
+
+// restartNamed stands again, after a revive, for the head of every local
+// queue, from the persisted terms.
+func (n *Node) restartNamed() {
+	for _, name := range n.named.queues.Elections() {
+		head, _ := n.named.queues.Head(name)
+		if err := n.newMachine(name, head, false); err != nil {
+			n.log.Error("named election: cannot stand again after revive", "election", name, "err", err)
+		}
+	}
 }

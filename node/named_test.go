@@ -133,3 +133,42 @@ func TestNamedElectionRefusesBadNames(t *testing.T) {
 		t.Fatal("a name with a slash was taken")
 	}
 }
+
+// A killed node stands in nothing and shows no leader; revived, it stands
+// again for its queued app, and its term never goes back.
+func TestNamedElectionKillAndRevive(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(5*time.Second, 0)
+	ctx := context.Background()
+	a, err := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	led := nextEvent(t, a, 5*time.Second, isEvent(EventLeader))
+	b, err := c.nodes[2].Campaign(ctx, "jobs", "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	nextEvent(t, b, 5*time.Second, isEvent(EventFollower))
+
+	if err := c.nodes[1].Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, a, 5*time.Second, func(ev CandidacyEvent) bool { return ev.Event == EventCandidate && ev.Leader.ID == 0 })
+	won := nextEvent(t, b, 5*time.Second, isEvent(EventLeader))
+	if won.Leader.Term <= led.Leader.Term {
+		t.Fatalf("b leads at %v, a led at %v", won.Leader.Term, led.Leader.Term)
+	}
+	observed(t, c.nodes[3], "jobs", 2, "b", 5*time.Second)
+
+	if err := c.nodes[1].Revive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Sticky: b keeps leading; a follows it again.
+	f := nextEvent(t, a, 10*time.Second, isEvent(EventFollower))
+	if f.Leader.ID != 2 || f.Leader.Term != won.Leader.Term {
+		t.Fatalf("revived a sees %+v, want b at %v", f.Leader, won.Leader.Term)
+	}
+}
