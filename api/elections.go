@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/named"
 	"github.com/electord/electord/node"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
@@ -31,6 +33,10 @@ type ElectionBackend interface {
 	// ElectionLeader is a named election's leadership; ok false when the
 	// node knows nothing of it.
 	ElectionLeader(name string) (li node.LeaderInfo, ok bool)
+	// WatchElection streams a named election's leadership.
+	WatchElection(ctx context.Context, name string) (*node.ElectionWatch, error)
+	// ResignElection makes this node's candidacy step down if it leads.
+	ResignElection(ctx context.Context, name string) error
 }
 
 // electionsOf finds b's ElectionBackend, looking through wrappers that
@@ -92,6 +98,70 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 			}
 		}
 	}
+}
+
+// watchNamed is WatchLeader of a named election: its leadership as this
+// node sees it, then every change, with after_term and seq as for the
+// default election (no change is counted as dropped: the newest is always
+// delivered).
+func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.ServerStreamingServer[electordv1.LeaderEvent]) error {
+	eb, ok := electionsOf(s.b)
+	if !ok {
+		return grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
+	}
+	ctx := stream.Context()
+	w, err := eb.WatchElection(ctx, req.GetElection())
+	if err != nil {
+		return s.campaignError(err)
+	}
+	defer w.Close()
+	after := req.GetAfterTerm()
+	var seq uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return grpcstatus.FromContextError(ctx.Err()).Err()
+		case li, ok := <-w.C():
+			if !ok {
+				return s.unavailable("watch ended (node stopping)")
+			}
+			if uint64(li.Term) < after {
+				continue
+			}
+			seq++
+			if err := stream.Send(&electordv1.LeaderEvent{Leader: LeaderToProto(li), Seq: seq}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// resignNamed resigns a named election's leadership: here if this node
+// leads it, else forwarded to the node that does (as Resign is).
+func (s *service) resignNamed(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
+	eb, ok := electionsOf(s.b)
+	if !ok {
+		return nil, grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
+	}
+	name := req.GetElection()
+	if err := named.CheckName(name); err != nil {
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	li, _ := eb.ElectionLeader(name)
+	switch {
+	case li.Self:
+		if err := eb.ResignElection(ctx, name); err != nil {
+			return nil, s.statusError(err)
+		}
+		return s.reply(fmt.Sprintf("node %d resigned the leadership of %s", s.b.Self(), name)), nil
+	case li.ID == 0:
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "%s has no leader to resign", name)
+	case forwarded(ctx):
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %d does not lead %s (node %d does)", s.b.Self(), name, li.ID)
+	}
+	return s.forward(ctx, "resign "+name, li.ID, li.Address, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+		return c.Resign(ctx, req)
+	})
 }
 
 // ListElections lists the named elections this node knows.
@@ -164,6 +234,20 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 			code, body := leaderJSON(li)
 			writeJSON(w, code, body)
 		}
+	case "leader/self":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			li, _ := eb.ElectionLeader(name)
+			code, body := selfJSON(li)
+			writeJSON(w, code, namedSelfBody{SelfBody: body.(SelfBody), Election: name, Value: li.Value})
+		}
+	case "watch":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			h.watchNamed(w, r, eb, name)
+		}
+	case "resign":
+		if allow(w, r, http.MethodPost) {
+			h.resignNamed(w, r, eb, name)
+		}
 	case "campaign":
 		if allow(w, r, http.MethodPost) {
 			h.campaign(w, r, eb, name)
@@ -213,22 +297,16 @@ func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb Electi
 		return
 	}
 	defer c.Close()
-	rc := http.NewResponseController(w)
-	// The request is read: the stream lasts as long as the client holds
-	// it, not ReadTimeout (whose expiry would end it as a closed client).
-	_ = rc.SetReadDeadline(time.Time{})
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	write := func(p []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-		if _, err := w.Write(p); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	sseLoop(h, r, sseStart(w), c.Events(), func(ev node.CandidacyEvent) (string, any) {
+		return ev.Event, campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind}
+	})
+}
+
+// sseLoop writes each value from ch as a Server-Sent Event (encode names
+// it and gives its JSON data), and a comment when nothing happened for a
+// keep-alive period, until the client goes away, the server shuts down or
+// ch is closed.
+func sseLoop[T any](h *httpHandler, r *http.Request, write func([]byte) error, ch <-chan T, encode func(T) (string, any)) {
 	tick := time.NewTicker(h.keepAlive)
 	defer tick.Stop()
 	done := h.done
@@ -245,19 +323,83 @@ func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb Electi
 			if err := write([]byte(": keep-alive\n\n")); err != nil {
 				return
 			}
-		case ev, ok := <-c.Events():
+		case v, ok := <-ch:
 			if !ok {
 				return
 			}
-			data, err := json.Marshal(campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind})
+			name, body := encode(v)
+			data, err := json.Marshal(body)
 			if err != nil {
 				return
 			}
-			if err := write([]byte("event: " + ev.Event + "\ndata: " + string(data) + "\n\n")); err != nil {
+			if err := write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n")); err != nil {
 				return
 			}
 		}
 	}
+}
+
+// namedSelfBody is the JSON of /elections/{name}/leader/self: 200 when
+// this node's candidacy leads.
+type namedSelfBody struct {
+	SelfBody
+	Election string `json:"election"`
+	Value    string `json:"value,omitempty"`
+}
+
+// resignNamed: POST /elections/{name}/resign steps this node's candidacy
+// down if it leads (200); 409 if it does not.
+func (h *httpHandler) resignNamed(w http.ResponseWriter, r *http.Request, eb ElectionBackend, name string) {
+	if err := eb.ResignElection(r.Context(), name); err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, node.ErrNotLeader) || errors.Is(err, election.ErrNoCandidate) {
+			code = http.StatusConflict
+		}
+		writeJSON(w, code, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "resigned " + name})
+}
+
+// sseStart sets a stream's headers and its deadlines (none for reading:
+// the request is read; the stream lasts as long as the client holds it),
+// and returns its writer, which renews the write deadline and flushes.
+func sseStart(w http.ResponseWriter) func([]byte) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return func(p []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+}
+
+// watchNamed: GET /elections/{name}/watch streams the election's
+// leadership as Server-Sent Events named leader, with the
+// /elections/{name}/leader JSON, as /watch does for the default election.
+func (h *httpHandler) watchNamed(w http.ResponseWriter, r *http.Request, eb ElectionBackend, name string) {
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	wa, err := eb.WatchElection(r.Context(), name)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	defer wa.Close()
+	sseLoop(h, r, sseStart(w), wa.C(), func(li node.LeaderInfo) (string, any) {
+		_, body := leaderJSON(li)
+		return "leader", body
+	})
 }
 
 // campaignEventBody is the data of a campaign event.

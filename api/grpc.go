@@ -259,6 +259,9 @@ func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.Se
 	if err := s.killed(); err != nil {
 		return err
 	}
+	if req.GetElection() != "" {
+		return s.watchNamed(req, stream)
+	}
 	sub, err := s.b.Subscribe()
 	if errors.Is(err, ErrTooManyWatchers) {
 		return grpcstatus.Error(codes.ResourceExhausted, err.Error())
@@ -474,6 +477,9 @@ func (s *service) Revive(ctx context.Context, req *electordv1.ReviveRequest) (*e
 func (s *service) Resign(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
 	if err := s.killed(); err != nil {
 		return nil, err
+	}
+	if req.GetElection() != "" {
+		return s.resignNamed(ctx, req)
 	}
 	if s.b.Leader().Self {
 		if err := s.b.Resign(ctx); err != nil {

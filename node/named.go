@@ -29,6 +29,7 @@ type namedState struct {
 	table    named.Table
 	machines map[string]*namedMachine
 	subs     map[named.ID]*Candidacy
+	watchers map[string]map[*ElectionWatch]struct{}
 	store    *NamedStore
 	clock    *tickClock // nil while no machine runs
 	dirty    map[string]bool
@@ -190,6 +191,12 @@ func (n *Node) candidacyFrom(m election.Message) {
 		if nm != nil && (joined || reranked) && !n.halted() {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
+		}
+		if joined && nm != nil {
+			// A candidate new to this node may not know this node stands
+			// either (its copy was lost, or sent before it served again):
+			// tell it. The answer is not new to it, so this ends there.
+			n.sendCandidacy(name, m.From)
 		}
 	} else if n.named.table.Withdraw(name, m.From) && nm != nil && !n.halted() {
 		n.catchUpNamed()
@@ -454,6 +461,9 @@ func (n *Node) publishNamed(name string) {
 			c.offer(info.Leader, i == 0, i)
 		}
 	}
+	for w := range n.named.watchers[name] {
+		w.offer(info.Leader)
+	}
 }
 
 // namedInfo is name as this node sees it: its machine's leadership if it
@@ -461,7 +471,8 @@ func (n *Node) publishNamed(name string) {
 func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 	nm := n.named.machines[name]
 	others := n.named.table.Members(name)
-	info := ElectionInfo{Election: name, Candidates: len(others), Local: len(n.named.queues.Queue(name))}
+	info := ElectionInfo{Election: name, Candidates: len(others), Local: len(n.named.queues.Queue(name)),
+		Leader: LeaderInfo{Election: name, State: StateNoLeader}}
 	if nm == nil && len(others) == 0 && info.Local == 0 {
 		return info, false
 	}

@@ -172,3 +172,51 @@ func TestNamedElectionKillAndRevive(t *testing.T) {
 		t.Fatalf("revived a sees %+v, want b at %v", f.Leader, won.Leader.Term)
 	}
 }
+
+// A watch on an observer follows the election from before anyone stands;
+// a resign hands the leadership to the other candidate, whose app keeps
+// standing as the resigned one does.
+func TestNamedElectionWatchAndResign(t *testing.T) {
+	c := newCluster(t, "ring", 3)
+	c.agree(5*time.Second, 0)
+	ctx := context.Background()
+	w, err := c.nodes[3].WatchElection(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	watched := func(id election.NodeID) LeaderInfo {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case li := <-w.C():
+				if li.ID == id {
+					return li
+				}
+			case <-deadline:
+				t.Fatalf("the watch never showed node %d leading", id)
+			}
+		}
+	}
+	if li := <-w.C(); li.ID != 0 || li.Election != "jobs" {
+		t.Fatalf("first event %+v, want no leader in jobs", li)
+	}
+	a, _ := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
+	defer a.Close()
+	nextEvent(t, a, 5*time.Second, isEvent(EventLeader))
+	b, _ := c.nodes[2].Campaign(ctx, "jobs", "b", 0)
+	defer b.Close()
+	nextEvent(t, b, 5*time.Second, isEvent(EventFollower))
+	first := watched(1)
+	if err := c.nodes[2].ResignElection(ctx, "jobs"); err == nil {
+		t.Fatal("a follower resigned")
+	}
+	if err := c.nodes[1].ResignElection(ctx, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if li := watched(2); li.Term <= first.Term || li.Value != "b" {
+		t.Fatalf("after the resign the watch shows %+v", li)
+	}
+	nextEvent(t, a, 5*time.Second, func(ev CandidacyEvent) bool { return ev.Event == EventFollower && ev.Leader.ID == 2 })
+}

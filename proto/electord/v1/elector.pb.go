@@ -195,7 +195,9 @@ type WatchLeaderRequest struct {
 	// Resume point: skip events whose term is below this value. Events at this
 	// term are still sent, so a watcher that saw the leader of term T also
 	// learns when that leadership ends (a no-leader event keeps its term).
-	AfterTerm     uint64 `protobuf:"varint,1,opt,name=after_term,json=afterTerm,proto3" json:"after_term,omitempty"`
+	AfterTerm uint64 `protobuf:"varint,1,opt,name=after_term,json=afterTerm,proto3" json:"after_term,omitempty"`
+	// The named election to watch; empty: the node's default election.
+	Election      string `protobuf:"bytes,2,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,6 +237,13 @@ func (x *WatchLeaderRequest) GetAfterTerm() uint64 {
 		return x.AfterTerm
 	}
 	return 0
+}
+
+func (x *WatchLeaderRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
 }
 
 // LeaderEvent is one update on a WatchLeader stream.
@@ -717,7 +726,10 @@ func (x *ReviveRequest) GetId() uint64 {
 // ResignRequest asks the current leader to step down and trigger a new
 // election. No parameters.
 type ResignRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named election whose leadership this node's candidacy gives up
+	// (the node must lead it); empty: the node's default election.
+	Election      string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,6 +762,13 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
 	return file_electord_v1_elector_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResignRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
 }
 
 // TransferRequest asks the current leader to hand leadership to a node.
@@ -1168,10 +1187,11 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\belection\x18\b \x01(\tR\belection\x12\x14\n" +
 	"\x05value\x18\t \x01(\tR\x05value\".\n" +
 	"\x10GetLeaderRequest\x12\x1a\n" +
-	"\belection\x18\x01 \x01(\tR\belection\"3\n" +
+	"\belection\x18\x01 \x01(\tR\belection\"O\n" +
 	"\x12WatchLeaderRequest\x12\x1d\n" +
 	"\n" +
-	"after_term\x18\x01 \x01(\x04R\tafterTerm\"j\n" +
+	"after_term\x18\x01 \x01(\x04R\tafterTerm\x12\x1a\n" +
+	"\belection\x18\x02 \x01(\tR\belection\"j\n" +
 	"\vLeaderEvent\x12/\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
@@ -1200,8 +1220,9 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04exit\x18\x02 \x01(\bR\x04exit\"\x1f\n" +
 	"\rReviveRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\x0f\n" +
-	"\rResignRequest\"!\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"+\n" +
+	"\rResignRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\"!\n" +
 	"\x0fTransferRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"\\\n" +
 	"\x0fCommandResponse\x12\x18\n" +
