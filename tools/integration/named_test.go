@@ -162,7 +162,7 @@ func startApp(t *testing.T, mode, addr, election, value string) *app {
 
 // kill SIGKILLs the app and reaps it.
 func (a *app) kill() {
-	if a.cmd.ProcessState != nil {
+	if a.cmd == nil || a.cmd.ProcessState != nil {
 		return
 	}
 	_ = a.cmd.Process.Kill()
@@ -209,6 +209,50 @@ func electionLeader(httpAddr, name string) (code int, id, term uint64, value str
 	return resp.StatusCode, d.ID, d.Term, d.Value, nil
 }
 
+// watchElectionSSE follows GET /elections/{name}/watch on a node's
+// sidecar; its events come as an app's do (event "leader").
+func watchElectionSSE(t *testing.T, httpAddr, name string) *app {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/elections/"+name+"/watch", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &app{t: t, events: make(chan appEvent, 64), name: "watch of " + name}
+	go func() {
+		defer close(w.events)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var d struct {
+				ID    uint64 `json:"id"`
+				Term  uint64 `json:"term"`
+				Value string `json:"value"`
+			}
+			if json.Unmarshal([]byte(data), &d) == nil {
+				w.events <- appEvent{event: "leader", id: d.ID, term: d.Term, value: d.Value}
+			}
+		}
+	}()
+	return w
+}
+
+// selfCode is the status of GET /elections/{name}/leader/self.
+func selfCode(t *testing.T, httpAddr, name string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/elections/" + name + "/leader/self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestNamedElectionAppKilled: three nodes; app-1 campaigns for "jobs"
 // through node 1's sidecar and leads, app-2 through node 2's gRPC API and
 // follows; node 3, with no candidate, shows app-1 as the leader. app-1's
@@ -219,6 +263,7 @@ func TestNamedElectionAppKilled(t *testing.T) {
 		ps := startProcs(t, 3, alg)
 		def := waitProcAgreement(t, ps, 30*time.Second, "three processes agree on a leader", nil)
 
+		watch := watchElectionSSE(t, ps[2].httpA, "jobs")
 		app1 := startApp(t, "http", ps[0].httpA, "jobs", "app-1:8080")
 		led := app1.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
 		if led.id != 1 || led.value != "app-1:8080" || led.term == 0 {
@@ -235,18 +280,31 @@ func TestNamedElectionAppKilled(t *testing.T) {
 		if code, _, _, _, _ := electionLeader(ps[2].httpA, "other"); code != http.StatusServiceUnavailable {
 			t.Errorf("an election nobody campaigns in answers %d, want 503", code)
 		}
+		for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable, http.StatusServiceUnavailable} {
+			if code := selfCode(t, ps[i].httpA, "jobs"); code != want {
+				t.Errorf("node %d: /elections/jobs/leader/self answers %d, want %d", ps[i].id, code, want)
+			}
+		}
 
+		t0 := time.Now() // before the signal: kill returns once the app is reaped, and app-2 may lead by then
 		app1.kill()
-		t0 := time.Now()
 		won := app2.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
 		took := time.Since(t0)
 		if won.id != 2 || won.value != "app-2:8080" || won.term <= led.term {
 			t.Fatalf("after app-1's kill app-2 sees %+v (app-1 led at %d)", won, led.term)
 		}
-		t.Logf("app-1 SIGKILLed: app-2 leads at term %d after %v", won.term, took.Round(100*time.Microsecond))
+		t.Logf("app-1 SIGKILLed: app-2 read that it leads, at term %d, %v after the signal", won.term, took.Round(100*time.Microsecond))
+		if code := selfCode(t, ps[1].httpA, "jobs"); code != http.StatusOK {
+			t.Errorf("node 2: /elections/jobs/leader/self answers %d after app-2 leads, want 200", code)
+		}
 		eventually(t, 10*time.Second, "node 3 shows app-2", func() (bool, string) {
 			code, id, term, value, err := electionLeader(ps[2].httpA, "jobs")
 			return code == http.StatusOK && id == 2 && term == won.term && value == "app-2:8080", fmt.Sprint(code, id, term, value, err)
+		})
+
+		watch.await(10*time.Second, "node 3's watch shows app-1", func(ev appEvent) bool { return ev.id == 1 && ev.term == led.term })
+		watch.await(10*time.Second, "node 3's watch shows app-2", func(ev appEvent) bool {
+			return ev.id == 2 && ev.term == won.term && ev.value == "app-2:8080"
 		})
 
 		cc, err := grpc.NewClient(ps[2].api, grpc.WithTransportCredentials(insecure.NewCredentials()))
