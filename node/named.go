@@ -134,6 +134,11 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 // send.
 func (n *Node) dropMachine(name string) {
 	n.processNamed(name, nil, 0)
+	n.forgetMachine(name)
+}
+
+// forgetMachine stops running name's machine at once.
+func (n *Node) forgetMachine(name string) {
 	delete(n.named.machines, name)
 	if len(n.named.machines) == 0 && n.named.clock != nil {
 		n.named.clock.stop()
@@ -274,73 +279,115 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 	}
 }
 
-// processNamed drains the Ready of name's machine: the terms are durable
-// before any message goes out (one write for all, see flushNamed), the
-// leadership term before it is announced. reply, when not nil, takes this
-// batch's answer to replyTo's heartbeat.
+// processNamed drains the Ready of name's machine (see drainNamed). reply,
+// when not nil, takes its answer to replyTo's heartbeat.
 func (n *Node) processNamed(name string, reply chan election.Message, replyTo election.NodeID) {
-	nm := n.named.machines[name]
-	if nm == nil || n.halted() || !nm.sm.HasReady() {
+	n.drainNamed([]string{name}, reply, replyTo)
+}
+
+// namedReady is one machine's Ready in a batch.
+type namedReady struct {
+	name string
+	nm   *namedMachine
+	rd   election.Ready
+}
+
+// drainNamed drains the Ready of the machines of names as one batch: every
+// term is durable before any of the batch's messages goes out, in one write
+// however many elections moved past their reserve; then the messages go;
+// then the leadership terms are durable (one write) before any change is
+// shown or announced. reply, when not nil, takes the batch's answer to
+// replyTo's heartbeat.
+func (n *Node) drainNamed(names []string, reply chan election.Message, replyTo election.NodeID) {
+	defer func() {
 		if reply != nil {
-			close(reply)
+			close(reply) // no answer
 		}
+	}()
+	if n.halted() {
 		return
 	}
-	rd := nm.sm.Ready()
-	if rd.Term != 0 && n.named.store.Ask(name, rd.Term, 0) {
-		if err := n.named.store.Flush(); err != nil {
-			n.namedStoreFailed(name, err)
-			if reply != nil {
-				close(reply)
+	batch := make([]namedReady, 0, len(names))
+	for _, name := range names {
+		if nm := n.named.machines[name]; nm != nil && nm.sm.HasReady() {
+			rd := nm.sm.Ready()
+			if rd.Term != 0 {
+				n.named.store.Ask(name, rd.Term, 0)
 			}
-			return
+			batch = append(batch, namedReady{name, nm, rd})
 		}
 	}
-	for _, m := range rd.Messages {
-		m.Election = name
-		if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
-			reply <- m
-			reply = nil
-			continue
-		}
-		n.cfg.Transport.Send(m)
-	}
-	if reply != nil {
-		close(reply)
-	}
-	if rd.LeaderTerm != 0 && n.named.store.Ask(name, 0, rd.LeaderTerm) {
-		if err := n.named.store.Flush(); err != nil {
-			n.namedStoreFailed(name, err)
-			return
-		}
-	}
-	if rd.Change != nil {
-		nm.since = time.Now()
-		n.log.Info("named election: leadership changed", "election", name, "role", rd.Change.Role.String(),
-			"leader", uint64(rd.Change.Leader), "term", rd.Change.Term.String())
-		if ch := rd.Change; ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
-			if c, ok := n.cfg.Transport.(transport.Connector); ok {
-				c.Connect(ch.Leader)
+	if err := n.named.store.Flush(); err != nil {
+		// None of the batch's new terms is durable: the machines that
+		// minted or took one stop here, before anything carries it.
+		batch = slices.DeleteFunc(batch, func(b namedReady) bool {
+			if b.rd.Term != 0 {
+				n.namedStoreFailed(b.name, err)
+				return true
 			}
+			return false
+		})
+	}
+	for _, b := range batch {
+		for _, m := range b.rd.Messages {
+			m.Election = b.name
+			if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
+				reply <- m
+				reply = nil
+				continue
+			}
+			n.cfg.Transport.Send(m)
 		}
-		was := nm.reported.Role == election.RoleLeader
-		nm.reported = *rd.Change
-		if was || rd.Change.Role == election.RoleLeader {
-			n.sendCandidacy(name, 0) // observers learn who leads from the leader's word
+		if b.rd.LeaderTerm != 0 {
+			n.named.store.Ask(b.name, 0, b.rd.LeaderTerm)
 		}
 	}
-	n.named.dirty[name] = true
+	if err := n.named.store.Flush(); err != nil {
+		batch = slices.DeleteFunc(batch, func(b namedReady) bool {
+			if b.rd.LeaderTerm != 0 {
+				n.namedStoreFailed(b.name, err)
+				return true
+			}
+			return false
+		})
+	}
+	for _, b := range batch {
+		n.named.dirty[b.name] = true
+		if b.rd.Change != nil {
+			n.namedChange(b.name, b.nm, *b.rd.Change)
+		}
+	}
+}
+
+// namedChange handles a named election's new leadership: logged, the new
+// leader connected to (its crash is then seen at once), and observers told
+// when this node starts or stops leading.
+func (n *Node) namedChange(name string, nm *namedMachine, ch election.Leadership) {
+	nm.since = time.Now()
+	n.log.Info("named election: leadership changed", "election", name, "role", ch.Role.String(),
+		"leader", uint64(ch.Leader), "term", ch.Term.String())
+	if ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
+		if c, ok := n.cfg.Transport.(transport.Connector); ok {
+			c.Connect(ch.Leader)
+		}
+	}
+	was := nm.reported.Role == election.RoleLeader
+	nm.reported = ch
+	if was || ch.Role == election.RoleLeader {
+		n.sendCandidacy(name, 0) // observers learn who leads from the leader's word
+	}
 }
 
 // namedStoreFailed: a named election's term could not be written. That
-// election's machine is dropped (its leadership, if any, ends here, and
-// peers hear this node withdrew); the apps stay queued and the machine is
-// started again at the next change. The default election is not touched.
+// election's machine stops (a leadership it held ends here, and peers hear
+// this node withdrew from it), before anything carrying the term leaves.
+// Its apps stay queued, told there is no leader; the node stands for them
+// again when one campaigns anew (no retry timer yet). The default election
+// is not touched.
 func (n *Node) namedStoreFailed(name string, err error) {
 	n.counters.PersistErrors.Add(1)
 	n.log.Error("named election: cannot persist its term; not standing in it", "election", name, "err", err)
-	delete(n.named.machines, name)
-	n.named.dirty[name] = true
+	n.forgetMachine(name)
 	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
 	for id, rec := range n.members {
 		if rec.alive {
@@ -353,10 +400,14 @@ func (n *Node) namedStoreFailed(name string, err error) {
 // afterNamed runs after each loop iteration: it drains the machines that
 // have something to say and publishes the elections that changed.
 func (n *Node) afterNamed() {
+	var ready []string
 	for name, nm := range n.named.machines {
 		if nm.sm.HasReady() {
-			n.processNamed(name, nil, 0)
+			ready = append(ready, name)
 		}
+	}
+	if len(ready) > 0 {
+		n.drainNamed(ready, nil, 0)
 	}
 	for name := range n.named.dirty {
 		n.publishNamed(name)
@@ -369,14 +420,17 @@ func (n *Node) afterNamed() {
 
 // stand registers a local candidacy (on the loop).
 func (n *Node) stand(c *Candidacy) error {
-	cand, head, err := n.named.queues.Add(c.Election, c.Value, c.Priority)
+	cand, _, err := n.named.queues.Add(c.Election, c.Value, c.Priority)
 	if err != nil {
 		return err
 	}
 	c.ID = cand.ID
 	n.named.subs[cand.ID] = c
-	if head {
-		if err := n.newMachine(c.Election, cand, true); err != nil {
+	if n.named.machines[c.Election] == nil {
+		// The first app here, or the machine stopped (a term it could not
+		// persist): stand for the head of the queue.
+		h, _ := n.named.queues.Head(c.Election)
+		if err := n.newMachine(c.Election, h, true); err != nil {
 			n.named.queues.Remove(cand.ID)
 			delete(n.named.subs, cand.ID)
 			return err
