@@ -54,6 +54,16 @@ func electionsOf(b Backend) (ElectionBackend, bool) {
 	}
 }
 
+// elections is the service's ElectionBackend: Unimplemented without one,
+// Unavailable on a killed node.
+func (s *service) elections() (ElectionBackend, error) {
+	eb, ok := electionsOf(s.b)
+	if !ok {
+		return nil, grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
+	}
+	return eb, s.killed()
+}
+
 // campaignError maps a Campaign refusal to its gRPC status.
 func (s *service) campaignError(err error) error {
 	switch {
@@ -69,11 +79,8 @@ func (s *service) campaignError(err error) error {
 // stream is open: when the stream ends, whatever ended it, the candidacy
 // ends, and a leadership it held is handed over.
 func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerStreamingServer[electordv1.CampaignEvent]) error {
-	eb, ok := electionsOf(s.b)
-	if !ok {
-		return grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
-	}
-	if err := s.killed(); err != nil {
+	eb, err := s.elections()
+	if err != nil {
 		return err
 	}
 	ctx := stream.Context()
@@ -105,9 +112,9 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 // default election (no change is counted as dropped: the newest is always
 // delivered).
 func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.ServerStreamingServer[electordv1.LeaderEvent]) error {
-	eb, ok := electionsOf(s.b)
-	if !ok {
-		return grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
+	eb, err := s.elections()
+	if err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	w, err := eb.WatchElection(ctx, req.GetElection())
@@ -139,9 +146,9 @@ func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.Ser
 // resignNamed resigns a named election's leadership: here if this node
 // leads it, else forwarded to the node that does (as Resign is).
 func (s *service) resignNamed(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
-	eb, ok := electionsOf(s.b)
-	if !ok {
-		return nil, grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
+	eb, err := s.elections()
+	if err != nil {
+		return nil, err
 	}
 	name := req.GetElection()
 	if err := named.CheckName(name); err != nil {
@@ -164,13 +171,23 @@ func (s *service) resignNamed(ctx context.Context, req *electordv1.ResignRequest
 	})
 }
 
+// getLeaderNamed is GetLeader of a named election.
+func (s *service) getLeaderNamed(name string) (*electordv1.LeaderInfo, error) {
+	eb, err := s.elections()
+	if err != nil {
+		return nil, err
+	}
+	if err := named.CheckName(name); err != nil {
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	li, _ := eb.ElectionLeader(name)
+	return LeaderToProto(li), nil
+}
+
 // ListElections lists the named elections this node knows.
 func (s *service) ListElections(context.Context, *electordv1.ListElectionsRequest) (*electordv1.ListElectionsResponse, error) {
-	eb, ok := electionsOf(s.b)
-	if !ok {
-		return nil, grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
-	}
-	if err := s.killed(); err != nil {
+	eb, err := s.elections()
+	if err != nil {
 		return nil, err
 	}
 	els := eb.NamedElections()
@@ -303,7 +320,7 @@ func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb Electi
 }
 
 // sseLoop writes each value from ch as a Server-Sent Event (encode names
-// it and gives its JSON data), and a comment when nothing happened for a
+// it and gives its JSON data; an empty name skips it), and a comment when nothing happened for a
 // keep-alive period, until the client goes away, the server shuts down or
 // ch is closed.
 func sseLoop[T any](h *httpHandler, r *http.Request, write func([]byte) error, ch <-chan T, encode func(T) (string, any)) {
@@ -327,16 +344,24 @@ func sseLoop[T any](h *httpHandler, r *http.Request, write func([]byte) error, c
 			if !ok {
 				return
 			}
-			name, body := encode(v)
-			data, err := json.Marshal(body)
-			if err != nil {
-				return
-			}
-			if err := write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n")); err != nil {
+			if name, body := encode(v); writeEvent(write, name, body) != nil {
 				return
 			}
 		}
 	}
+}
+
+// writeEvent writes one Server-Sent Event with body as its JSON data; an
+// empty name writes nothing (encode found nothing new to say).
+func writeEvent(write func([]byte) error, name string, body any) error {
+	if name == "" {
+		return nil
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n"))
 }
 
 // namedSelfBody is the JSON of /elections/{name}/leader/self: 200 when
@@ -372,6 +397,13 @@ func sseStart(w http.ResponseWriter) func([]byte) error {
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	return sseWriter(w, rc)
+}
+
+// sseWriter writes a stream's bytes: it renews the write deadline (the
+// server's WriteTimeout would end the stream otherwise), writes and
+// flushes.
+func sseWriter(w http.ResponseWriter, rc *http.ResponseController) func([]byte) error {
 	return func(p []byte) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 		if _, err := w.Write(p); err != nil {

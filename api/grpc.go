@@ -14,7 +14,6 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/named"
 	"github.com/electord/electord/node"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
@@ -200,16 +199,8 @@ func (s *service) GetLeader(_ context.Context, req *electordv1.GetLeaderRequest)
 	if err := s.killed(); err != nil {
 		return nil, err
 	}
-	if name := req.GetElection(); name != "" {
-		eb, ok := electionsOf(s.b)
-		if !ok {
-			return nil, grpcstatus.Error(codes.Unimplemented, "this node serves no named elections")
-		}
-		if err := named.CheckName(name); err != nil {
-			return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
-		}
-		li, _ := eb.ElectionLeader(name)
-		return LeaderToProto(li), nil
+	if req.GetElection() != "" {
+		return s.getLeaderNamed(req.GetElection())
 	}
 	return LeaderToProto(s.b.Leader()), nil
 }

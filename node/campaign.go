@@ -117,18 +117,25 @@ func (c *Candidacy) offer(li LeaderInfo, head bool, pos int) {
 	c.push(ev)
 }
 
-// push sends ev, dropping the oldest event if the reader is behind. Only
-// the loop sends, so the second send cannot block.
+// push sends ev (see pushLatest).
 func (c *Candidacy) push(ev CandidacyEvent) {
 	c.last, c.sent = ev, true
+	pushLatest(c.events, ev)
+}
+
+// pushLatest sends v on ch, dropping the oldest value queued if the reader
+// is behind, so the newest is always delivered and the sender never
+// waits. Only the loop sends on such a channel, so the second send cannot
+// block.
+func pushLatest[T any](ch chan T, v T) {
 	select {
-	case c.events <- ev:
+	case ch <- v:
 		return
 	default:
 	}
 	select {
-	case <-c.events:
+	case <-ch:
 	default:
 	}
-	c.events <- ev
+	ch <- v
 }

@@ -317,17 +317,9 @@ func (n *Node) drainNamed(names []string, reply chan election.Message, replyTo e
 			batch = append(batch, namedReady{name, nm, rd})
 		}
 	}
-	if err := n.named.store.Flush(); err != nil {
-		// None of the batch's new terms is durable: the machines that
-		// minted or took one stop here, before anything carries it.
-		batch = slices.DeleteFunc(batch, func(b namedReady) bool {
-			if b.rd.Term != 0 {
-				n.namedStoreFailed(b.name, err)
-				return true
-			}
-			return false
-		})
-	}
+	// If none of the batch's new terms is durable, the machines that
+	// minted or took one stop here, before anything carries it.
+	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.Term != 0 })
 	for _, b := range batch {
 		for _, m := range b.rd.Messages {
 			m.Election = b.name
@@ -342,21 +334,30 @@ func (n *Node) drainNamed(names []string, reply chan election.Message, replyTo e
 			n.named.store.Ask(b.name, 0, b.rd.LeaderTerm)
 		}
 	}
-	if err := n.named.store.Flush(); err != nil {
-		batch = slices.DeleteFunc(batch, func(b namedReady) bool {
-			if b.rd.LeaderTerm != 0 {
-				n.namedStoreFailed(b.name, err)
-				return true
-			}
-			return false
-		})
-	}
+	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.LeaderTerm != 0 })
 	for _, b := range batch {
 		n.named.dirty[b.name] = true
 		if b.rd.Change != nil {
 			n.namedChange(b.name, b.nm, *b.rd.Change)
 		}
 	}
+}
+
+// flushNamed makes the batch's asked terms durable; if it cannot, the
+// machines whose Ready asked (asked says which) stop, and the rest of the
+// batch is returned.
+func (n *Node) flushNamed(batch []namedReady, asked func(election.Ready) bool) []namedReady {
+	err := n.named.store.Flush()
+	if err == nil {
+		return batch
+	}
+	return slices.DeleteFunc(batch, func(b namedReady) bool {
+		if asked(b.rd) {
+			n.namedStoreFailed(b.name, err)
+			return true
+		}
+		return false
+	})
 }
 
 // namedChange handles a named election's new leadership: logged, the new

@@ -91,17 +91,7 @@ func (s *NamedStore) Load(name string) Persisted {
 // Ask asks for term and leaderTerm of name to be durable at the next Flush
 // (zero leaves a value as it is). It reports whether the Flush must write.
 func (s *NamedStore) Ask(name string, term, leaderTerm election.Term) bool {
-	p := s.Load(name)
-	if term > p.Term {
-		p.Term = reserve(term)
-	}
-	if leaderTerm > p.LeaderTerm {
-		p.LeaderTerm = leaderTerm
-		if leaderTerm > p.Term {
-			p.Term = reserve(leaderTerm)
-		}
-	}
-	s.next[name] = p
+	s.next[name] = s.Load(name).raised(term, leaderTerm)
 	return s.Dirty()
 }
 

@@ -45,16 +45,7 @@ func (w *ElectionWatch) offer(li LeaderInfo) {
 		return
 	}
 	w.last, w.sent = li, true
-	select {
-	case w.ch <- li:
-		return
-	default:
-	}
-	select {
-	case <-w.ch:
-	default:
-	}
-	w.ch <- li
+	pushLatest(w.ch, li)
 }
 
 // WatchElection watches a named election, whether or not anyone stands in

@@ -2,6 +2,7 @@ package named
 
 import (
 	"errors"
+	"maps"
 	"slices"
 )
 
@@ -107,14 +108,7 @@ func (q *Queues) Position(id ID) (int, bool) {
 }
 
 // Elections lists the elections with a local candidacy, sorted.
-func (q *Queues) Elections() []string {
-	names := make([]string, 0, len(q.queues))
-	for n := range q.queues {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (q *Queues) Elections() []string { return slices.Sorted(maps.Keys(q.queues)) }
 
 // Len is the number of live candidacies.
 func (q *Queues) Len() int { return len(q.where) }

@@ -1,6 +1,7 @@
 package named
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/electord/electord/election"
@@ -100,11 +101,4 @@ func (t *Table) Leader(name string) (node election.NodeID, s Stand, ok bool) {
 }
 
 // Elections lists the elections in which some other node stands, sorted.
-func (t *Table) Elections() []string {
-	names := make([]string, 0, len(t.stands))
-	for n := range t.stands {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (t *Table) Elections() []string { return slices.Sorted(maps.Keys(t.stands)) }
