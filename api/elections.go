@@ -83,6 +83,11 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 	if err != nil {
 		return err
 	}
+	release, err := streamSlot(s.b)
+	if err != nil {
+		return grpcstatus.Error(codes.ResourceExhausted, err.Error())
+	}
+	defer release()
 	ctx := stream.Context()
 	c, err := eb.Campaign(ctx, req.GetElection(), req.GetValue(), req.GetPriority())
 	if err != nil {
@@ -116,6 +121,11 @@ func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.Ser
 	if err != nil {
 		return err
 	}
+	release, err := streamSlot(s.b)
+	if err != nil {
+		return grpcstatus.Error(codes.ResourceExhausted, err.Error())
+	}
+	defer release()
 	ctx := stream.Context()
 	w, err := eb.WatchElection(ctx, req.GetElection())
 	if err != nil {
@@ -304,6 +314,12 @@ func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb Electi
 	// Read to the end: only then does the server watch the connection and
 	// end the request's context when the client goes away.
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxCampaignBody))
+	release, err := streamSlot(h.b)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	defer release()
 	c, err := eb.Campaign(r.Context(), name, body.Value, body.Priority)
 	if err != nil {
 		code := http.StatusServiceUnavailable
@@ -422,6 +438,12 @@ func (h *httpHandler) watchNamed(w http.ResponseWriter, r *http.Request, eb Elec
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	release, err := streamSlot(h.b)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	defer release()
 	wa, err := eb.WatchElection(r.Context(), name)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
