@@ -86,24 +86,21 @@ func appHTTP(addr, name, value string) error {
 	return fmt.Errorf("stream ended: %v", sc.Err())
 }
 
+// appGRPC campaigns with the Go client (Elector.Campaign underneath).
 func appGRPC(addr, name, value string) error {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := client.New(addr)
 	if err != nil {
 		return err
 	}
-	defer cc.Close()
-	st, err := electordv1.NewElectorClient(cc).Campaign(context.Background(), &electordv1.CampaignRequest{Election: name, Value: value})
+	defer c.Close()
+	cp, err := c.Campaign(context.Background(), name, value)
 	if err != nil {
 		return err
 	}
-	for {
-		ev, err := st.Recv()
-		if err != nil {
-			return fmt.Errorf("stream ended: %w", err)
-		}
-		li := ev.GetLeader()
-		fmt.Printf("%s%s %d %d %s\n", appLinePref, ev.GetEvent(), li.GetId(), li.GetTerm(), li.GetValue())
+	for ev := range cp.Events() {
+		fmt.Printf("%s%s %d %d %s\n", appLinePref, ev.Event, ev.Leader.ID, ev.Leader.Term, ev.Leader.Value)
 	}
+	return fmt.Errorf("candidacy ended: %w", cp.Err())
 }
 
 // appEvent is one line an app printed.
@@ -264,6 +261,9 @@ func TestNamedElectionAppKilled(t *testing.T) {
 		def := waitProcAgreement(t, ps, 30*time.Second, "three processes agree on a leader", nil)
 
 		watch := watchElectionSSE(t, ps[2].httpA, "jobs")
+		octx, ocancel := context.WithCancel(context.Background())
+		defer ocancel()
+		observe := ps[2].cl.Observe(octx, "jobs")
 		app1 := startApp(t, "http", ps[0].httpA, "jobs", "app-1:8080")
 		led := app1.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
 		if led.id != 1 || led.value != "app-1:8080" || led.term == 0 {
@@ -306,6 +306,20 @@ func TestNamedElectionAppKilled(t *testing.T) {
 		watch.await(10*time.Second, "node 3's watch shows app-2", func(ev appEvent) bool {
 			return ev.id == 2 && ev.term == won.term && ev.value == "app-2:8080"
 		})
+
+		for seen := false; !seen; {
+			select {
+			case ev := <-observe:
+				if ev.Err == nil && ev.Leader.ID == 2 && uint64(ev.Leader.Term) == won.term {
+					if ev.Leader.Value != "app-2:8080" || ev.Leader.Election != "jobs" {
+						t.Errorf("the Go client's Observe shows %+v", ev.Leader)
+					}
+					seen = true
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the Go client's Observe on node 3 never showed app-2 leading")
+			}
+		}
 
 		cc, err := grpc.NewClient(ps[2].api, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
