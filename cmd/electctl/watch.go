@@ -20,7 +20,10 @@ type watchJSON struct {
 }
 
 func newWatchCmd(g *globals) *cobra.Command {
-	var count int
+	var (
+		count        int
+		electionName string
+	)
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Print each leadership change until Ctrl-C (or --count events)",
@@ -44,7 +47,11 @@ noting each break on stderr.`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			n := 0
-			for ev := range c.Watch(ctx) {
+			events := c.Watch(ctx)
+			if electionName != "" {
+				events = c.Observe(ctx, electionName)
+			}
+			for ev := range events {
 				if ev.Err != nil {
 					if n == 0 {
 						return &runError{ev.Err}
@@ -64,6 +71,7 @@ noting each break on stderr.`,
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many events (0: until Ctrl-C)")
+	cmd.Flags().StringVar(&electionName, "election", "", "watch a named election instead of the default one")
 	return cmd
 }
 

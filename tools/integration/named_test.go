@@ -127,6 +127,24 @@ func startApp(t *testing.T, mode, addr, election, value string) *app {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s", appEnv, mode, addr, election, value))
+	return runLines(t, value, cmd, func(line string) (appEvent, bool) {
+		var ev appEvent
+		line, ok := strings.CutPrefix(line, appLinePref)
+		if !ok {
+			return ev, false
+		}
+		if _, err := fmt.Sscanf(line, "%s %d %d %s", &ev.event, &ev.id, &ev.term, &ev.value); err != nil {
+			// No value (no leader): three fields.
+			fmt.Sscanf(line, "%s %d %d", &ev.event, &ev.id, &ev.term)
+		}
+		return ev, true
+	})
+}
+
+// runLines starts cmd, an app, and turns each line it prints into an event
+// with parse (false: not an event).
+func runLines(t *testing.T, name string, cmd *exec.Cmd, parse func(string) (appEvent, bool)) *app {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -136,21 +154,14 @@ func startApp(t *testing.T, mode, addr, election, value string) *app {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a := &app{t: t, cmd: cmd, events: make(chan appEvent, 64), name: value}
+	a := &app{t: t, cmd: cmd, events: make(chan appEvent, 64), name: name}
 	go func() {
 		defer close(a.events)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var ev appEvent
-			line, ok := strings.CutPrefix(sc.Text(), appLinePref)
-			if !ok {
-				continue
+			if ev, ok := parse(sc.Text()); ok {
+				a.events <- ev
 			}
-			if _, err := fmt.Sscanf(line, "%s %d %d %s", &ev.event, &ev.id, &ev.term, &ev.value); err != nil {
-				// No value (no leader): three fields.
-				fmt.Sscanf(line, "%s %d %d", &ev.event, &ev.id, &ev.term)
-			}
-			a.events <- ev
 		}
 	}()
 	t.Cleanup(func() { a.kill() })
@@ -339,4 +350,44 @@ func TestNamedElectionAppKilled(t *testing.T) {
 			return li.ID == def.ID && li.Term == def.Term
 		})
 	})
+}
+
+// TestElectctlElect is the tour's two terminals: electctl elect jobs
+// app-1:8080 against node 1 and app-2:8080 against node 2; the first is
+// killed, the second leads; electctl elections on node 3 lists it.
+func TestElectctlElect(t *testing.T) {
+	ps := startProcs(t, 3, "bully")
+	waitProcAgreement(t, ps, 30*time.Second, "three processes agree on a leader", nil)
+	elect := func(p *proc, value string) *app {
+		cmd := exec.Command(electctlBin, "--endpoints", p.api, "-o", "json", "elect", "jobs", value)
+		return runLines(t, value, cmd, func(line string) (appEvent, bool) {
+			var d struct {
+				Event string `json:"event"`
+				ID    uint64 `json:"id"`
+				Term  uint64 `json:"term"`
+				Value string `json:"value"`
+			}
+			if json.Unmarshal([]byte(line), &d) != nil {
+				return appEvent{}, false
+			}
+			return appEvent{event: d.Event, id: d.ID, term: d.Term, value: d.Value}, true
+		})
+	}
+	one := elect(ps[0], "app-1:8080")
+	led := one.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
+	two := elect(ps[1], "app-2:8080")
+	two.await(10*time.Second, "follower of app-1", func(ev appEvent) bool { return ev.event == "follower" && ev.value == "app-1:8080" })
+	one.kill()
+	won := two.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
+	if won.term <= led.term || won.value != "app-2:8080" {
+		t.Fatalf("after the first electctl's kill: %+v (it led at %d)", won, led.term)
+	}
+	eventually(t, 10*time.Second, "electctl elections on node 3 lists jobs led by app-2", func() (bool, string) {
+		r := electctl(t, "--endpoints", ps[2].api, "elections")
+		return r.code == exitOK && strings.Contains(r.stdout, "jobs") && strings.Contains(r.stdout, "app-2:8080"), r.stdout + r.stderr
+	})
+	r := electctl(t, "--endpoints", ps[2].api, "-o", "json", "leader", "--election", "jobs")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"value": "app-2:8080"`) {
+		t.Errorf("electctl leader --election jobs: %v", r)
+	}
 }
