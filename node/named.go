@@ -30,9 +30,12 @@ type namedState struct {
 	machines map[string]*namedMachine
 	subs     map[named.ID]*Candidacy
 	watchers map[string]map[*ElectionWatch]struct{}
-	store    *NamedStore
-	clock    *tickClock // nil while no machine runs
-	dirty    map[string]bool
+	// seen: the highest leadership term this node has shown of each
+	// election it knows (namedInfo).
+	seen  map[string]election.Term
+	store *NamedStore
+	clock *tickClock // nil while no machine runs
+	dirty map[string]bool
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
@@ -72,7 +75,7 @@ func (n *Node) initNamed() error {
 		return err
 	}
 	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
-		dirty: map[string]bool{}}
+		dirty: map[string]bool{}, seen: map[string]election.Term{}}
 	return nil
 }
 
@@ -529,6 +532,7 @@ func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 	info := ElectionInfo{Election: name, Candidates: len(others), Local: len(n.named.queues.Queue(name)),
 		Leader: LeaderInfo{Election: name, State: StateNoLeader}}
 	if nm == nil && len(others) == 0 && info.Local == 0 {
+		delete(n.named.seen, name)
 		return info, false
 	}
 	li := LeaderInfo{Election: name, State: StateNoLeader}
@@ -541,6 +545,19 @@ func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 		if id, s, ok := n.named.table.Leader(name); ok {
 			li.ID, li.Term, li.State = id, s.LeaderTerm, StateFollower
 		}
+	}
+	// What this node shows of an election never goes back to an older
+	// leadership, as for the default election: a candidate's claim can be
+	// stale (its word that it stepped down comes from another sender than
+	// the new leader's, in either order), and a machine started afresh
+	// knows no leadership of the election's past.
+	if seen := n.named.seen[name]; li.Term < seen {
+		li = LeaderInfo{Election: name, State: StateNoLeader, Term: seen}
+		if nm != nil && !n.killed {
+			li.State = roleState(nm.sm.Status().Role)
+		}
+	} else if li.ID != 0 {
+		n.named.seen[name] = li.Term
 	}
 	if li.ID == 0 {
 		li.Since = time.Time{}

@@ -20,16 +20,21 @@ type termLog struct {
 	t      *testing.T
 	owner  map[string]map[election.Term]election.NodeID
 	errors []string
+	hist   map[string][]string
 }
 
 func (l *termLog) record(stream, name string, li LeaderInfo, last *election.Term) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.hist == nil {
+		l.hist = map[string][]string{}
+	}
+	l.hist[stream] = append(l.hist[stream], fmt.Sprintf("%d@%v/%s", li.ID, li.Term, li.State))
 	if li.ID == 0 {
 		return
 	}
 	if li.Term < *last {
-		l.errors = append(l.errors, fmt.Sprintf("%s: %s leader term went down %v -> %v", stream, name, *last, li.Term))
+		l.errors = append(l.errors, fmt.Sprintf("%s: %s leader term went down %v -> %v; it saw %v", stream, name, *last, li.Term, l.hist[stream]))
 	}
 	*last = li.Term
 	if l.owner[name] == nil {
@@ -50,7 +55,7 @@ func TestNamedElectionsUnderChurn(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		t.Run(algo, func(t *testing.T) {
 			c := newCluster(t, algo, 3)
-			c.agree(5*time.Second, 0)
+			c.agree(10*time.Second, 0)
 			ctx := context.Background()
 			log := &termLog{t: t, owner: map[string]map[election.Term]election.NodeID{}}
 			names := []string{"e0", "e1", "e2"}
