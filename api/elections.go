@@ -79,13 +79,9 @@ func (s *service) campaignError(err error) error {
 // stream is open: when the stream ends, whatever ended it, the candidacy
 // ends, and a leadership it held is handed over.
 func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerStreamingServer[electordv1.CampaignEvent]) error {
-	eb, err := s.elections()
+	eb, release, err := s.namedStream()
 	if err != nil {
 		return err
-	}
-	release, err := streamSlot(s.b)
-	if err != nil {
-		return grpcstatus.Error(codes.ResourceExhausted, err.Error())
 	}
 	defer release()
 	ctx := stream.Context()
@@ -95,17 +91,39 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 	}
 	defer c.Close()
 	var seq uint64
+	return pump(s, ctx, c.Events(), "candidacy", func(ev node.CandidacyEvent) error {
+		seq++
+		return stream.Send(&electordv1.CampaignEvent{Event: ev.Event, Leader: LeaderToProto(ev.Leader), Seq: seq, QueuedBehind: uint32(ev.QueuedBehind)})
+	})
+}
+
+// namedStream is the backend and a slot of the watch limit for a named
+// election's stream; release gives the slot back.
+func (s *service) namedStream() (ElectionBackend, func(), error) {
+	eb, err := s.elections()
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := streamSlot(s.b)
+	if err != nil {
+		return nil, nil, grpcstatus.Error(codes.ResourceExhausted, err.Error())
+	}
+	return eb, release, nil
+}
+
+// pump sends each value of ch with send until the client goes away (its
+// context's error), ch closes (the node stops: Unavailable, naming what
+// ended) or a send fails.
+func pump[T any](s *service, ctx context.Context, ch <-chan T, what string, send func(T) error) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return grpcstatus.FromContextError(ctx.Err()).Err()
-		case ev, ok := <-c.Events():
+		case v, ok := <-ch:
 			if !ok {
-				return s.unavailable("candidacy ended (node stopping)")
+				return s.unavailable(what + " ended (node stopping)")
 			}
-			seq++
-			li := LeaderToProto(ev.Leader)
-			if err := stream.Send(&electordv1.CampaignEvent{Event: ev.Event, Leader: li, Seq: seq, QueuedBehind: uint32(ev.QueuedBehind)}); err != nil {
+			if err := send(v); err != nil {
 				return err
 			}
 		}
@@ -117,13 +135,9 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 // default election (no change is counted as dropped: the newest is always
 // delivered).
 func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.ServerStreamingServer[electordv1.LeaderEvent]) error {
-	eb, err := s.elections()
+	eb, release, err := s.namedStream()
 	if err != nil {
 		return err
-	}
-	release, err := streamSlot(s.b)
-	if err != nil {
-		return grpcstatus.Error(codes.ResourceExhausted, err.Error())
 	}
 	defer release()
 	ctx := stream.Context()
@@ -134,23 +148,13 @@ func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.Ser
 	defer w.Close()
 	after := req.GetAfterTerm()
 	var seq uint64
-	for {
-		select {
-		case <-ctx.Done():
-			return grpcstatus.FromContextError(ctx.Err()).Err()
-		case li, ok := <-w.C():
-			if !ok {
-				return s.unavailable("watch ended (node stopping)")
-			}
-			if uint64(li.Term) < after {
-				continue
-			}
-			seq++
-			if err := stream.Send(&electordv1.LeaderEvent{Leader: LeaderToProto(li), Seq: seq}); err != nil {
-				return err
-			}
+	return pump(s, ctx, w.C(), "watch", func(li node.LeaderInfo) error {
+		if uint64(li.Term) < after {
+			return nil
 		}
-	}
+		seq++
+		return stream.Send(&electordv1.LeaderEvent{Leader: LeaderToProto(li), Seq: seq})
+	})
 }
 
 // resignNamed resigns a named election's leadership: here if this node

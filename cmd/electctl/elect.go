@@ -49,7 +49,7 @@ as etcdctl elect -l does.`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			if listen {
-				return g.observe(ctx, c, args[0])
+				return g.printEvents("elect --listen", c.Observe(ctx, args[0]), 0)
 			}
 			value := ""
 			if len(args) == 2 {
@@ -98,26 +98,6 @@ func (g *globals) printCampaign(ev client.CampaignEvent) error {
 	}
 	_, err := fmt.Fprintln(g.stdout, line)
 	return err
-}
-
-// observe prints every leadership change of a named election until ctx
-// ends.
-func (g *globals) observe(ctx context.Context, c *client.Client, name string) error {
-	n := 0
-	for ev := range c.Observe(ctx, name) {
-		if ev.Err != nil {
-			if n == 0 {
-				return &runError{ev.Err}
-			}
-			fmt.Fprintf(g.stderr, "electctl: elect --listen: %s; retrying\n", oneLine(ev.Err.Error()))
-			continue
-		}
-		if err := g.printEvent(ev); err != nil {
-			return err
-		}
-		n++
-	}
-	return nil
 }
 
 func newElectionsCmd(g *globals) *cobra.Command {
