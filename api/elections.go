@@ -37,6 +37,9 @@ type ElectionBackend interface {
 	WatchElection(ctx context.Context, name string) (*node.ElectionWatch, error)
 	// ResignElection makes this node's candidacy step down if it leads.
 	ResignElection(ctx context.Context, name string) error
+	// Proclaim changes a candidacy's value (id 0: the one this node stands
+	// for) without an election.
+	Proclaim(ctx context.Context, election string, id named.ID, value string) error
 }
 
 // electionsOf finds b's ElectionBackend, looking through wrappers that
@@ -93,7 +96,8 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 	var seq uint64
 	return pump(s, ctx, c.Events(), "candidacy", func(ev node.CandidacyEvent) error {
 		seq++
-		return stream.Send(&electordv1.CampaignEvent{Event: ev.Event, Leader: LeaderToProto(ev.Leader), Seq: seq, QueuedBehind: uint32(ev.QueuedBehind)})
+		return stream.Send(&electordv1.CampaignEvent{Event: ev.Event, Leader: LeaderToProto(ev.Leader), Seq: seq,
+			QueuedBehind: uint32(ev.QueuedBehind), Candidacy: uint64(ev.Candidacy)})
 	})
 }
 
@@ -198,6 +202,24 @@ func (s *service) getLeaderNamed(name string) (*electordv1.LeaderInfo, error) {
 	return LeaderToProto(li), nil
 }
 
+// Proclaim changes a candidacy's value on this node without an election.
+func (s *service) Proclaim(ctx context.Context, req *electordv1.ProclaimRequest) (*electordv1.CommandResponse, error) {
+	eb, err := s.elections()
+	if err != nil {
+		return nil, err
+	}
+	if err := named.CheckName(req.GetElection()); err != nil {
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := eb.Proclaim(ctx, req.GetElection(), named.ID(req.GetCandidacy()), req.GetValue()); err != nil {
+		if errors.Is(err, node.ErrNotStanding) {
+			return nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
+		}
+		return nil, s.campaignError(err)
+	}
+	return s.reply(fmt.Sprintf("proclaimed in %s", req.GetElection())), nil
+}
+
 // ListElections lists the named elections this node knows.
 func (s *service) ListElections(context.Context, *electordv1.ListElectionsRequest) (*electordv1.ListElectionsResponse, error) {
 	eb, err := s.elections()
@@ -279,6 +301,10 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 		if allow(w, r, http.MethodPost) {
 			h.resignNamed(w, r, eb, name)
 		}
+	case "proclaim":
+		if allow(w, r, http.MethodPost) {
+			h.proclaim(w, r, eb, name)
+		}
 	case "campaign":
 		if allow(w, r, http.MethodPost) {
 			h.campaign(w, r, eb, name)
@@ -335,7 +361,8 @@ func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb Electi
 	}
 	defer c.Close()
 	sseLoop(h, r, sseStart(w), c.Events(), func(ev node.CandidacyEvent) (string, any) {
-		return ev.Event, campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind}
+		return ev.Event, campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind,
+			Candidacy: uint64(ev.Candidacy)}
 	})
 }
 
@@ -382,6 +409,36 @@ func writeEvent(write func([]byte) error, name string, body any) error {
 		return err
 	}
 	return write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n"))
+}
+
+// ProclaimBody is the JSON body of POST /elections/{name}/proclaim.
+type ProclaimBody struct {
+	Value string `json:"value"`
+	// Candidacy is the campaign event's "candidacy"; 0: the candidacy this
+	// node stands for in the election.
+	Candidacy uint64 `json:"candidacy"`
+}
+
+// proclaim: POST /elections/{name}/proclaim changes a candidacy's value
+// without an election (200); 409 if there is no such candidacy here.
+func (h *httpHandler) proclaim(w http.ResponseWriter, r *http.Request, eb ElectionBackend, name string) {
+	var body ProclaimBody
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxCampaignBody)).Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
+		return
+	}
+	if err := eb.Proclaim(r.Context(), name, named.ID(body.Candidacy), body.Value); err != nil {
+		code := http.StatusServiceUnavailable
+		switch {
+		case errors.Is(err, named.ErrValueTooLong):
+			code = http.StatusBadRequest
+		case errors.Is(err, node.ErrNotStanding):
+			code = http.StatusConflict
+		}
+		writeJSON(w, code, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "proclaimed in " + name})
 }
 
 // namedSelfBody is the JSON of /elections/{name}/leader/self: 200 when
@@ -464,4 +521,6 @@ func (h *httpHandler) watchNamed(w http.ResponseWriter, r *http.Request, eb Elec
 type campaignEventBody struct {
 	LeaderBody
 	QueuedBehind int `json:"queued_behind"`
+	// Candidacy is the candidacy's id on its node (for proclaim).
+	Candidacy uint64 `json:"candidacy"`
 }

@@ -35,6 +35,10 @@ type Campaign struct {
 	events chan CampaignEvent
 	done   chan struct{}
 	cancel context.CancelFunc
+	// api and id reach the candidacy on its node (Proclaim).
+	api      electordv1.ElectorClient
+	election string
+	id       uint64
 
 	mu      sync.Mutex
 	last    CampaignEvent
@@ -86,7 +90,8 @@ func startCampaign(ep *endpoint, req *electordv1.CampaignRequest) (*Campaign, er
 		cancel()
 		return nil, err
 	}
-	cp := &Campaign{events: make(chan CampaignEvent, 16), done: make(chan struct{}), cancel: cancel}
+	cp := &Campaign{events: make(chan CampaignEvent, 16), done: make(chan struct{}), cancel: cancel,
+		api: ep.api, election: req.GetElection(), id: first.GetCandidacy()}
 	cp.deliver(campaignEventFromProto(first))
 	go func() {
 		defer close(cp.done)
@@ -153,6 +158,13 @@ func (cp *Campaign) Err() error {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return cp.err
+}
+
+// Proclaim changes the candidacy's value without an election (etcd's
+// Proclaim): if it leads, observers see the new value with the same term.
+func (cp *Campaign) Proclaim(ctx context.Context, value string) error {
+	_, err := cp.api.Proclaim(ctx, &electordv1.ProclaimRequest{Election: cp.election, Candidacy: cp.id, Value: value})
+	return err
 }
 
 // Close ends the candidacy: if it led, its node hands the leadership to

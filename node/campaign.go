@@ -53,6 +53,8 @@ type CandidacyEvent struct {
 	// QueuedBehind counts the local apps ahead of this candidacy (0: the
 	// node stands for it).
 	QueuedBehind int
+	// Candidacy is the candidacy's id on its node (for Proclaim).
+	Candidacy named.ID
 }
 
 // Campaign stands value in the named election through this node until the
@@ -73,8 +75,11 @@ func (n *Node) Campaign(ctx context.Context, election, value string, priority in
 		if n.killed {
 			return ErrKilled
 		}
-		c.push(CandidacyEvent{Event: EventCandidate, Leader: LeaderInfo{Election: election, State: StateNoLeader}})
-		return n.stand(c)
+		if err := n.stand(c); err != nil {
+			return err
+		}
+		c.push(CandidacyEvent{Event: EventCandidate, Leader: LeaderInfo{Election: election, State: StateNoLeader}, Candidacy: c.ID})
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -110,6 +115,7 @@ func (c *Candidacy) offer(li LeaderInfo, head bool, pos int) {
 	case li.ID != 0:
 		ev.Event = EventFollower
 	}
+	ev.Candidacy = c.ID
 	if c.sent && ev.Event == c.last.Event && ev.QueuedBehind == c.last.QueuedBehind && ev.Leader.ID == c.last.Leader.ID &&
 		ev.Leader.Term == c.last.Leader.Term && ev.Leader.Value == c.last.Leader.Value {
 		return
@@ -138,4 +144,46 @@ func pushLatest[T any](ch chan T, v T) {
 	default:
 	}
 	ch <- v
+}
+
+// ErrNotStanding refuses a Proclaim in an election where this node has no
+// candidacy (or not the one named).
+var ErrNotStanding = errors.New("node: no such candidacy in that election")
+
+// Proclaim changes a candidacy's value without an election, as etcd's
+// Proclaim does: the leadership and its term stay, and every node shows the
+// new value once this node's word reaches it. id 0 names the candidacy
+// this node stands for in the election (the head of its queue).
+func (n *Node) Proclaim(ctx context.Context, election string, id named.ID, value string) error {
+	if err := named.CheckValue(value); err != nil {
+		return err
+	}
+	return n.do(ctx, func() error {
+		if id == 0 {
+			head, ok := n.named.queues.Head(election)
+			if !ok {
+				return ErrNotStanding
+			}
+			id = head.ID
+		}
+		c := n.named.subs[id]
+		if c == nil || c.Election != election {
+			return ErrNotStanding
+		}
+		head, err := n.named.queues.SetValue(id, value)
+		if err != nil {
+			return err
+		}
+		c.Value = value
+		if head {
+			n.sendCandidacy(election, 0)
+		}
+		n.named.dirty[election] = true
+		return nil
+	})
+}
+
+// Proclaim changes this candidacy's value (see Node.Proclaim).
+func (c *Candidacy) Proclaim(ctx context.Context, value string) error {
+	return c.n.Proclaim(ctx, c.Election, c.ID, value)
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -228,4 +229,33 @@ func TestNamedElectionWatchAndResign(t *testing.T) {
 		t.Fatalf("after the resign the watch shows %+v", li)
 	}
 	nextEvent(t, a, 10*time.Second, func(ev CandidacyEvent) bool { return ev.Event == EventFollower && ev.Leader.ID == 2 })
+}
+
+// Proclaim changes the leading value everywhere without an election; a
+// node with no such candidacy refuses it.
+func TestNamedElectionProclaim(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	a, err := c.nodes[1].Campaign(ctx, "jobs", "v1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	led := nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	observed(t, c.nodes[3], "jobs", 1, "v1", 10*time.Second)
+	if err := a.Proclaim(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	li := observed(t, c.nodes[3], "jobs", 1, "v2", 10*time.Second)
+	if li.Term != led.Leader.Term {
+		t.Fatalf("proclaim moved the term %v -> %v", led.Leader.Term, li.Term)
+	}
+	again := nextEvent(t, a, 10*time.Second, func(ev CandidacyEvent) bool { return ev.Leader.Value == "v2" })
+	if again.Event != EventLeader || again.Leader.Term != led.Leader.Term || again.Candidacy != a.ID {
+		t.Fatalf("after proclaim the candidacy sees %+v", again)
+	}
+	if err := c.nodes[2].Proclaim(ctx, "jobs", 0, "x"); !errors.Is(err, ErrNotStanding) {
+		t.Fatalf("proclaim on a node that does not stand: %v", err)
+	}
 }

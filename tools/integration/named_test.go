@@ -332,6 +332,21 @@ func TestNamedElectionAppKilled(t *testing.T) {
 			}
 		}
 
+		// The leading app's node proclaims a new value: node 3 shows it at
+		// the same term.
+		resp, err := http.Post("http://"+ps[1].httpA+"/elections/jobs/proclaim", "application/json", strings.NewReader(`{"value":"app-2:9090"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("proclaim: %s", resp.Status)
+		}
+		eventually(t, 10*time.Second, "node 3 shows the proclaimed value", func() (bool, string) {
+			code, id, term, value, err := electionLeader(ps[2].httpA, "jobs")
+			return code == http.StatusOK && id == 2 && term == won.term && value == "app-2:9090", fmt.Sprint(code, id, term, value, err)
+		})
+
 		cc, err := grpc.NewClient(ps[2].api, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)

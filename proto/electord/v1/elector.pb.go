@@ -952,7 +952,9 @@ type CampaignEvent struct {
 	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Local apps queued ahead of this candidacy on its node (0: it is the
 	// node's candidate).
-	QueuedBehind  uint32 `protobuf:"varint,4,opt,name=queued_behind,json=queuedBehind,proto3" json:"queued_behind,omitempty"`
+	QueuedBehind uint32 `protobuf:"varint,4,opt,name=queued_behind,json=queuedBehind,proto3" json:"queued_behind,omitempty"`
+	// The candidacy's id on its node, for Proclaim.
+	Candidacy     uint64 `protobuf:"varint,5,opt,name=candidacy,proto3" json:"candidacy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1015,6 +1017,79 @@ func (x *CampaignEvent) GetQueuedBehind() uint32 {
 	return 0
 }
 
+func (x *CampaignEvent) GetCandidacy() uint64 {
+	if x != nil {
+		return x.Candidacy
+	}
+	return 0
+}
+
+// ProclaimRequest changes a candidacy's value without an election (etcd's
+// Proclaim): observers see the new value with the same leader and term.
+type ProclaimRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named election.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// The candidacy (CampaignEvent.candidacy) on the answering node; 0: the
+	// one the node stands for in the election.
+	Candidacy uint64 `protobuf:"varint,2,opt,name=candidacy,proto3" json:"candidacy,omitempty"`
+	// The new value, at most 1 KiB.
+	Value         string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimRequest) Reset() {
+	*x = ProclaimRequest{}
+	mi := &file_electord_v1_elector_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimRequest) ProtoMessage() {}
+
+func (x *ProclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimRequest.ProtoReflect.Descriptor instead.
+func (*ProclaimRequest) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ProclaimRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetCandidacy() uint64 {
+	if x != nil {
+		return x.Candidacy
+	}
+	return 0
+}
+
+func (x *ProclaimRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // ListElectionsRequest lists the named elections the answering node knows.
 type ListElectionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1024,7 +1099,7 @@ type ListElectionsRequest struct {
 
 func (x *ListElectionsRequest) Reset() {
 	*x = ListElectionsRequest{}
-	mi := &file_electord_v1_elector_proto_msgTypes[16]
+	mi := &file_electord_v1_elector_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1111,7 @@ func (x *ListElectionsRequest) String() string {
 func (*ListElectionsRequest) ProtoMessage() {}
 
 func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_elector_proto_msgTypes[16]
+	mi := &file_electord_v1_elector_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1124,7 @@ func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListElectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListElectionsRequest) Descriptor() ([]byte, []int) {
-	return file_electord_v1_elector_proto_rawDescGZIP(), []int{16}
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{17}
 }
 
 // ElectionInfo is one named election as the answering node sees it.
@@ -1069,7 +1144,7 @@ type ElectionInfo struct {
 
 func (x *ElectionInfo) Reset() {
 	*x = ElectionInfo{}
-	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	mi := &file_electord_v1_elector_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1156,7 @@ func (x *ElectionInfo) String() string {
 func (*ElectionInfo) ProtoMessage() {}
 
 func (x *ElectionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	mi := &file_electord_v1_elector_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1169,7 @@ func (x *ElectionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionInfo.ProtoReflect.Descriptor instead.
 func (*ElectionInfo) Descriptor() ([]byte, []int) {
-	return file_electord_v1_elector_proto_rawDescGZIP(), []int{17}
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ElectionInfo) GetElection() string {
@@ -1135,7 +1210,7 @@ type ListElectionsResponse struct {
 
 func (x *ListElectionsResponse) Reset() {
 	*x = ListElectionsResponse{}
-	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	mi := &file_electord_v1_elector_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1222,7 @@ func (x *ListElectionsResponse) String() string {
 func (*ListElectionsResponse) ProtoMessage() {}
 
 func (x *ListElectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	mi := &file_electord_v1_elector_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1235,7 @@ func (x *ListElectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListElectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListElectionsResponse) Descriptor() ([]byte, []int) {
-	return file_electord_v1_elector_proto_rawDescGZIP(), []int{18}
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListElectionsResponse) GetElections() []*ElectionInfo {
@@ -1231,12 +1306,17 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x0fCampaignRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1a\n" +
-	"\bpriority\x18\x03 \x01(\x03R\bpriority\"\x8d\x01\n" +
+	"\bpriority\x18\x03 \x01(\x03R\bpriority\"\xab\x01\n" +
 	"\rCampaignEvent\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12/\n" +
 	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12#\n" +
-	"\rqueued_behind\x18\x04 \x01(\rR\fqueuedBehind\"\x16\n" +
+	"\rqueued_behind\x18\x04 \x01(\rR\fqueuedBehind\x12\x1c\n" +
+	"\tcandidacy\x18\x05 \x01(\x04R\tcandidacy\"a\n" +
+	"\x0fProclaimRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12\x1c\n" +
+	"\tcandidacy\x18\x02 \x01(\x04R\tcandidacy\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\x16\n" +
 	"\x14ListElectionsRequest\"\xa8\x01\n" +
 	"\fElectionInfo\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
@@ -1246,7 +1326,7 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"candidates\x12+\n" +
 	"\x11local_candidacies\x18\x04 \x01(\rR\x10localCandidacies\"P\n" +
 	"\x15ListElectionsResponse\x127\n" +
-	"\telections\x18\x01 \x03(\v2\x19.electord.v1.ElectionInfoR\telections2\xd3\x05\n" +
+	"\telections\x18\x01 \x03(\v2\x19.electord.v1.ElectionInfoR\telections2\x9b\x06\n" +
 	"\aElector\x12C\n" +
 	"\tGetLeader\x12\x1d.electord.v1.GetLeaderRequest\x1a\x17.electord.v1.LeaderInfo\x12J\n" +
 	"\vWatchLeader\x12\x1f.electord.v1.WatchLeaderRequest\x1a\x18.electord.v1.LeaderEvent0\x01\x12A\n" +
@@ -1257,7 +1337,8 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x06Resign\x12\x1a.electord.v1.ResignRequest\x1a\x1c.electord.v1.CommandResponse\x12F\n" +
 	"\bTransfer\x12\x1c.electord.v1.TransferRequest\x1a\x1c.electord.v1.CommandResponse\x12F\n" +
 	"\bCampaign\x12\x1c.electord.v1.CampaignRequest\x1a\x1a.electord.v1.CampaignEvent0\x01\x12V\n" +
-	"\rListElections\x12!.electord.v1.ListElectionsRequest\x1a\".electord.v1.ListElectionsResponseB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
+	"\rListElections\x12!.electord.v1.ListElectionsRequest\x1a\".electord.v1.ListElectionsResponse\x12F\n" +
+	"\bProclaim\x12\x1c.electord.v1.ProclaimRequest\x1a\x1c.electord.v1.CommandResponseB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
 var (
 	file_electord_v1_elector_proto_rawDescOnce sync.Once
@@ -1271,7 +1352,7 @@ func file_electord_v1_elector_proto_rawDescGZIP() []byte {
 	return file_electord_v1_elector_proto_rawDescData
 }
 
-var file_electord_v1_elector_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_electord_v1_elector_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_electord_v1_elector_proto_goTypes = []any{
 	(*LeaderInfo)(nil),            // 0: electord.v1.LeaderInfo
 	(*GetLeaderRequest)(nil),      // 1: electord.v1.GetLeaderRequest
@@ -1289,9 +1370,10 @@ var file_electord_v1_elector_proto_goTypes = []any{
 	(*CommandResponse)(nil),       // 13: electord.v1.CommandResponse
 	(*CampaignRequest)(nil),       // 14: electord.v1.CampaignRequest
 	(*CampaignEvent)(nil),         // 15: electord.v1.CampaignEvent
-	(*ListElectionsRequest)(nil),  // 16: electord.v1.ListElectionsRequest
-	(*ElectionInfo)(nil),          // 17: electord.v1.ElectionInfo
-	(*ListElectionsResponse)(nil), // 18: electord.v1.ListElectionsResponse
+	(*ProclaimRequest)(nil),       // 16: electord.v1.ProclaimRequest
+	(*ListElectionsRequest)(nil),  // 17: electord.v1.ListElectionsRequest
+	(*ElectionInfo)(nil),          // 18: electord.v1.ElectionInfo
+	(*ListElectionsResponse)(nil), // 19: electord.v1.ListElectionsResponse
 }
 var file_electord_v1_elector_proto_depIdxs = []int32{
 	0,  // 0: electord.v1.LeaderEvent.leader:type_name -> electord.v1.LeaderInfo
@@ -1301,7 +1383,7 @@ var file_electord_v1_elector_proto_depIdxs = []int32{
 	0,  // 4: electord.v1.CommandResponse.leader:type_name -> electord.v1.LeaderInfo
 	0,  // 5: electord.v1.CampaignEvent.leader:type_name -> electord.v1.LeaderInfo
 	0,  // 6: electord.v1.ElectionInfo.leader:type_name -> electord.v1.LeaderInfo
-	17, // 7: electord.v1.ListElectionsResponse.elections:type_name -> electord.v1.ElectionInfo
+	18, // 7: electord.v1.ListElectionsResponse.elections:type_name -> electord.v1.ElectionInfo
 	1,  // 8: electord.v1.Elector.GetLeader:input_type -> electord.v1.GetLeaderRequest
 	2,  // 9: electord.v1.Elector.WatchLeader:input_type -> electord.v1.WatchLeaderRequest
 	4,  // 10: electord.v1.Elector.Status:input_type -> electord.v1.StatusRequest
@@ -1311,19 +1393,21 @@ var file_electord_v1_elector_proto_depIdxs = []int32{
 	11, // 14: electord.v1.Elector.Resign:input_type -> electord.v1.ResignRequest
 	12, // 15: electord.v1.Elector.Transfer:input_type -> electord.v1.TransferRequest
 	14, // 16: electord.v1.Elector.Campaign:input_type -> electord.v1.CampaignRequest
-	16, // 17: electord.v1.Elector.ListElections:input_type -> electord.v1.ListElectionsRequest
-	0,  // 18: electord.v1.Elector.GetLeader:output_type -> electord.v1.LeaderInfo
-	3,  // 19: electord.v1.Elector.WatchLeader:output_type -> electord.v1.LeaderEvent
-	5,  // 20: electord.v1.Elector.Status:output_type -> electord.v1.StatusResponse
-	8,  // 21: electord.v1.Elector.Members:output_type -> electord.v1.MembersResponse
-	13, // 22: electord.v1.Elector.Kill:output_type -> electord.v1.CommandResponse
-	13, // 23: electord.v1.Elector.Revive:output_type -> electord.v1.CommandResponse
-	13, // 24: electord.v1.Elector.Resign:output_type -> electord.v1.CommandResponse
-	13, // 25: electord.v1.Elector.Transfer:output_type -> electord.v1.CommandResponse
-	15, // 26: electord.v1.Elector.Campaign:output_type -> electord.v1.CampaignEvent
-	18, // 27: electord.v1.Elector.ListElections:output_type -> electord.v1.ListElectionsResponse
-	18, // [18:28] is the sub-list for method output_type
-	8,  // [8:18] is the sub-list for method input_type
+	17, // 17: electord.v1.Elector.ListElections:input_type -> electord.v1.ListElectionsRequest
+	16, // 18: electord.v1.Elector.Proclaim:input_type -> electord.v1.ProclaimRequest
+	0,  // 19: electord.v1.Elector.GetLeader:output_type -> electord.v1.LeaderInfo
+	3,  // 20: electord.v1.Elector.WatchLeader:output_type -> electord.v1.LeaderEvent
+	5,  // 21: electord.v1.Elector.Status:output_type -> electord.v1.StatusResponse
+	8,  // 22: electord.v1.Elector.Members:output_type -> electord.v1.MembersResponse
+	13, // 23: electord.v1.Elector.Kill:output_type -> electord.v1.CommandResponse
+	13, // 24: electord.v1.Elector.Revive:output_type -> electord.v1.CommandResponse
+	13, // 25: electord.v1.Elector.Resign:output_type -> electord.v1.CommandResponse
+	13, // 26: electord.v1.Elector.Transfer:output_type -> electord.v1.CommandResponse
+	15, // 27: electord.v1.Elector.Campaign:output_type -> electord.v1.CampaignEvent
+	19, // 28: electord.v1.Elector.ListElections:output_type -> electord.v1.ListElectionsResponse
+	13, // 29: electord.v1.Elector.Proclaim:output_type -> electord.v1.CommandResponse
+	19, // [19:30] is the sub-list for method output_type
+	8,  // [8:19] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -1340,7 +1424,7 @@ func file_electord_v1_elector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_electord_v1_elector_proto_rawDesc), len(file_electord_v1_elector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

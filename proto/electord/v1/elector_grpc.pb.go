@@ -33,6 +33,7 @@ const (
 	Elector_Transfer_FullMethodName      = "/electord.v1.Elector/Transfer"
 	Elector_Campaign_FullMethodName      = "/electord.v1.Elector/Campaign"
 	Elector_ListElections_FullMethodName = "/electord.v1.Elector/ListElections"
+	Elector_Proclaim_FullMethodName      = "/electord.v1.Elector/Proclaim"
 )
 
 // ElectorClient is the client API for Elector service.
@@ -59,6 +60,8 @@ type ElectorClient interface {
 	Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignEvent], error)
 	// ListElections lists the named elections this node knows.
 	ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error)
+	// Proclaim changes a candidacy's value without an election.
+	Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*CommandResponse, error)
 }
 
 type electorClient struct {
@@ -187,6 +190,16 @@ func (c *electorClient) ListElections(ctx context.Context, in *ListElectionsRequ
 	return out, nil
 }
 
+func (c *electorClient) Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*CommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandResponse)
+	err := c.cc.Invoke(ctx, Elector_Proclaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ElectorServer is the server API for Elector service.
 // All implementations must embed UnimplementedElectorServer
 // for forward compatibility.
@@ -211,6 +224,8 @@ type ElectorServer interface {
 	Campaign(*CampaignRequest, grpc.ServerStreamingServer[CampaignEvent]) error
 	// ListElections lists the named elections this node knows.
 	ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error)
+	// Proclaim changes a candidacy's value without an election.
+	Proclaim(context.Context, *ProclaimRequest) (*CommandResponse, error)
 	mustEmbedUnimplementedElectorServer()
 }
 
@@ -250,6 +265,9 @@ func (UnimplementedElectorServer) Campaign(*CampaignRequest, grpc.ServerStreamin
 }
 func (UnimplementedElectorServer) ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListElections not implemented")
+}
+func (UnimplementedElectorServer) Proclaim(context.Context, *ProclaimRequest) (*CommandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Proclaim not implemented")
 }
 func (UnimplementedElectorServer) mustEmbedUnimplementedElectorServer() {}
 func (UnimplementedElectorServer) testEmbeddedByValue()                 {}
@@ -438,6 +456,24 @@ func _Elector_ListElections_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Elector_Proclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ElectorServer).Proclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Elector_Proclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ElectorServer).Proclaim(ctx, req.(*ProclaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Elector_ServiceDesc is the grpc.ServiceDesc for Elector service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -476,6 +512,10 @@ var Elector_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListElections",
 			Handler:    _Elector_ListElections_Handler,
+		},
+		{
+			MethodName: "Proclaim",
+			Handler:    _Elector_Proclaim_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
