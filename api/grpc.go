@@ -117,6 +117,8 @@ func LeaderToProto(l node.LeaderInfo) *electordv1.LeaderInfo {
 		SinceUnixNano: since,
 		Self:          l.Self,
 		State:         l.State,
+		Election:      l.Election,
+		Value:         l.Value,
 	}
 }
 
@@ -193,9 +195,12 @@ func (s *service) killed() error {
 
 // ---- queries ----
 
-func (s *service) GetLeader(context.Context, *electordv1.GetLeaderRequest) (*electordv1.LeaderInfo, error) {
+func (s *service) GetLeader(_ context.Context, req *electordv1.GetLeaderRequest) (*electordv1.LeaderInfo, error) {
 	if err := s.killed(); err != nil {
 		return nil, err
+	}
+	if req.GetElection() != "" {
+		return s.getLeaderNamed(req.GetElection())
 	}
 	return LeaderToProto(s.b.Leader()), nil
 }
@@ -244,6 +249,9 @@ func (s *service) WatchLeader(req *electordv1.WatchLeaderRequest, stream grpc.Se
 	after := election.Term(req.GetAfterTerm())
 	if err := s.killed(); err != nil {
 		return err
+	}
+	if req.GetElection() != "" {
+		return s.watchNamed(req, stream)
 	}
 	sub, err := s.b.Subscribe()
 	if errors.Is(err, ErrTooManyWatchers) {
@@ -460,6 +468,9 @@ func (s *service) Revive(ctx context.Context, req *electordv1.ReviveRequest) (*e
 func (s *service) Resign(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
 	if err := s.killed(); err != nil {
 		return nil, err
+	}
+	if req.GetElection() != "" {
+		return s.resignNamed(ctx, req)
 	}
 	if s.b.Leader().Self {
 		if err := s.b.Resign(ctx); err != nil {

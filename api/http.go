@@ -152,6 +152,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/healthz":
 		serve = h.healthz
 	default:
+		if h.serveElections(w, r) {
+			return
+		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.URL.Path})
 		return
 	}
@@ -240,61 +243,24 @@ func (h *httpHandler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 
-	// write renews the write deadline (the server's WriteTimeout would end
-	// the stream otherwise), writes and flushes.
-	write := func(p []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-		if _, err := w.Write(p); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	write := sseWriter(w, rc)
 	var (
 		last node.LeaderInfo
 		sent bool
 	)
-	event := func(li node.LeaderInfo) error {
+	encode := func(li node.LeaderInfo) (string, any) {
 		if sent && sameLeaderInfo(li, last) {
-			return nil
-		}
-		_, body := leaderJSON(li)
-		data, err := json.Marshal(body)
-		if err != nil {
-			return err
+			return "", nil
 		}
 		last, sent = li, true
-		return write([]byte("event: leader\ndata: " + string(data) + "\n\n"))
+		_, body := leaderJSON(li)
+		return "leader", body
 	}
 	w.WriteHeader(http.StatusOK)
-	if err := event(h.b.Leader()); err != nil {
+	if name, body := encode(h.b.Leader()); writeEvent(write, name, body) != nil {
 		return
 	}
-	tick := time.NewTicker(h.keepAlive)
-	defer tick.Stop()
-	ctx := r.Context()
-	done := h.done
-	if done == nil {
-		done = neverDone
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			return
-		case <-tick.C:
-			if err := write([]byte(": keep-alive\n\n")); err != nil {
-				return
-			}
-		case li, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			if err := event(li); err != nil {
-				return
-			}
-		}
-	}
+	sseLoop(h, r, write, sub.C(), encode)
 }
 
 var neverDone = make(chan struct{})

@@ -80,17 +80,46 @@ type watchLimited struct {
 	open atomic.Int64
 }
 
+// Unwrap is the Backend w bounds (for its optional features).
+func (w *watchLimited) Unwrap() Backend { return w.Backend }
+
 func (w *watchLimited) Subscribe() (Subscription, error) {
+	release, err := w.take()
+	if err != nil {
+		return nil, err
+	}
+	s, err := w.Backend.Subscribe()
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &countedSub{Subscription: s, done: release}, nil
+}
+
+// take takes one of w's slots, or refuses with ErrTooManyWatchers.
+func (w *watchLimited) take() (release func(), err error) {
 	if w.open.Add(1) > w.max {
 		w.open.Add(-1)
 		return nil, fmt.Errorf("%w: %d watches are open, the limit (max-watchers); close one or raise it", ErrTooManyWatchers, w.max)
 	}
-	s, err := w.Backend.Subscribe()
-	if err != nil {
-		w.open.Add(-1)
-		return nil, err
+	return func() { w.open.Add(-1) }, nil
+}
+
+// streamSlot takes a slot of b's watch limit for a named election's
+// stream (a campaign or a watch): they count against max-watchers with
+// the default election's watches, so the streams a node holds open stay
+// bounded. Without a limit it takes nothing.
+func streamSlot(b Backend) (release func(), err error) {
+	for {
+		if w, ok := b.(*watchLimited); ok {
+			return w.take()
+		}
+		u, ok := b.(interface{ Unwrap() Backend })
+		if !ok {
+			return func() {}, nil
+		}
+		b = u.Unwrap()
 	}
-	return &countedSub{Subscription: s, done: func() { w.open.Add(-1) }}, nil
 }
 
 type countedSub struct {

@@ -154,3 +154,50 @@ func (c *Client) Transfer(ctx context.Context, id NodeID) (CommandResult, error)
 		return api.Transfer(ctx, &electordv1.TransferRequest{Id: uint64(id)})
 	})
 }
+
+// ElectionInfo is one named election as the answering node sees it.
+type ElectionInfo struct {
+	Election string     `json:"election"`
+	Leader   LeaderInfo `json:"leader"`
+	// Candidates: the nodes standing in it.
+	Candidates int `json:"candidates"`
+	// Local: the apps campaigning in it through the answering node.
+	Local int `json:"local_candidacies"`
+}
+
+// ElectionLeader is Leader of a named election: any node answers, whether
+// or not it stands in the election.
+func (c *Client) ElectionLeader(ctx context.Context, election string) (LeaderInfo, error) {
+	var li LeaderInfo
+	err := c.call(ctx, func(ctx context.Context, api electordv1.ElectorClient) error {
+		p, err := api.GetLeader(ctx, &electordv1.GetLeaderRequest{Election: election})
+		li = leaderFromProto(p)
+		return err
+	})
+	return li, err
+}
+
+// ListElections lists the named elections the first answering node knows,
+// sorted by name.
+func (c *Client) ListElections(ctx context.Context) ([]ElectionInfo, error) {
+	var out []ElectionInfo
+	err := c.call(ctx, func(ctx context.Context, api electordv1.ElectorClient) error {
+		p, err := api.ListElections(ctx, &electordv1.ListElectionsRequest{})
+		out = out[:0]
+		for _, e := range p.GetElections() {
+			out = append(out, ElectionInfo{Election: e.GetElection(), Leader: leaderFromProto(e.GetLeader()),
+				Candidates: int(e.GetCandidates()), Local: int(e.GetLocalCandidacies())})
+		}
+		return err
+	})
+	return out, err
+}
+
+// ResignElection makes a named election's leading candidacy step down
+// (any endpoint forwards it to the node that leads it); its app stays a
+// candidate.
+func (c *Client) ResignElection(ctx context.Context, election string) (CommandResult, error) {
+	return c.command(ctx, func(ctx context.Context, api electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+		return api.Resign(ctx, &electordv1.ResignRequest{Election: election})
+	})
+}

@@ -59,6 +59,10 @@ type LeaderInfo struct {
 	Since   time.Time `json:"since"`   // when the answering node learned of it (zero if unknown)
 	Self    bool      `json:"self"`    // the answering node leads
 	State   string    `json:"state"`   // the answering node's state
+	// Election is the named election ("" for the default election).
+	Election string `json:"election,omitempty"`
+	// Value is a named election's leading candidacy's value.
+	Value string `json:"value,omitempty"`
 }
 
 // HasLeader reports whether a leader is known.

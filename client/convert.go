@@ -18,7 +18,7 @@ func leaderFromProto(p *electordv1.LeaderInfo) LeaderInfo {
 	}
 	return LeaderInfo{
 		ID: NodeID(p.GetId()), Name: p.GetName(), Address: p.GetAddress(), Term: Term(p.GetTerm()),
-		Since: since, Self: p.GetSelf(), State: p.GetState(),
+		Since: since, Self: p.GetSelf(), State: p.GetState(), Election: p.GetElection(), Value: p.GetValue(),
 	}
 }
 

@@ -39,11 +39,19 @@ type Event struct {
 // is never true longer than the node's IsLeader answer would be.
 func (c *Client) Watch(ctx context.Context) <-chan Event {
 	out := make(chan Event)
-	go c.watch(ctx, out)
+	go c.watch(ctx, out, "")
 	return out
 }
 
-func (c *Client) watch(ctx context.Context, out chan<- Event) {
+// Observe is Watch of a named election: its leadership (with the leading
+// candidacy's Value) as the answering node sees it, candidate or not.
+func (c *Client) Observe(ctx context.Context, election string) <-chan Event {
+	out := make(chan Event)
+	go c.watch(ctx, out, election)
+	return out
+}
+
+func (c *Client) watch(ctx context.Context, out chan<- Event, election string) {
 	defer close(out)
 	emit := func(ev Event) bool {
 		select {
@@ -65,7 +73,7 @@ func (c *Client) watch(ctx context.Context, out chan<- Event) {
 			err := c.ready(ctx, ep)
 			got := 0
 			if err == nil {
-				got, err = c.stream(ctx, ep, &after, streams > 0, emit)
+				got, err = c.stream(ctx, ep, election, &after, streams > 0, emit)
 			}
 			if ctx.Err() != nil || c.isClosed() {
 				return
@@ -102,10 +110,10 @@ func (c *Client) watch(ctx context.Context, out chan<- Event) {
 
 // stream runs one WatchLeader stream until it fails; it returns how many
 // events it delivered.
-func (c *Client) stream(ctx context.Context, ep *endpoint, after *Term, resumed bool, emit func(Event) bool) (int, error) {
+func (c *Client) stream(ctx context.Context, ep *endpoint, election string, after *Term, resumed bool, emit func(Event) bool) (int, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := ep.api.WatchLeader(sctx, &electordv1.WatchLeaderRequest{AfterTerm: uint64(*after)})
+	s, err := ep.api.WatchLeader(sctx, &electordv1.WatchLeaderRequest{AfterTerm: uint64(*after), Election: election})
 	if err != nil {
 		return 0, err
 	}

@@ -457,7 +457,9 @@ func advertiseHost(cfg config.Config) string {
 	return "127.0.0.1"
 }
 
-// backend adapts *node.Node to api.Backend.
+// backend adapts *node.Node to api.Backend, with named elections.
 type backend struct{ *node.Node }
+
+var _ api.ElectionBackend = backend{}
 
 func (b backend) Subscribe() (api.Subscription, error) { return b.Node.Subscribe(), nil }

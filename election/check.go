@@ -35,7 +35,7 @@ func CheckMessage(m Message, self NodeID) error {
 		return invalid(t, "to", "zero")
 	case self != 0 && m.To != self:
 		return invalid(t, "to", "%d is not this node (%d)", m.To, self)
-	case m.Term == 0 && t != MsgHeartbeatResp:
+	case m.Term == 0 && t != MsgHeartbeatResp && t != MsgCandidacy:
 		return invalid(t, "term", "zero")
 	case !m.Term.InRange():
 		return termRange(t, "term", m.Term)
@@ -55,6 +55,13 @@ func CheckMessage(m Message, self NodeID) error {
 	case MsgCoordinator:
 		if m.Leader == 0 {
 			return invalid(t, "leader", "zero")
+		}
+	case MsgCandidacy:
+		if m.Election == "" {
+			return invalid(t, "election", "empty (a candidacy is always in a named election)")
+		}
+		if m.Term != 0 && !m.Term.OwnedBy(m.From) {
+			return invalid(t, "term", "%v is not owned by the sender %d", m.Term, m.From)
 		}
 	}
 	return nil

@@ -155,16 +155,20 @@ const (
 	MsgHeartbeatResp
 	// MsgTimeoutNow hands leadership over (transfer), or asks for an election (resign).
 	MsgTimeoutNow
+	// MsgCandidacy tells a peer the sender's standing in a named election
+	// (Election, Confirmed: standing, FromRank.Priority, Value, Term: the
+	// term it leads at or 0). The node handles it; no state machine sees it.
+	MsgCandidacy
 )
 
 // LastMsgType is the highest message type: valid types run from MsgElection
 // to LastMsgType. Arrays indexed by type have LastMsgType+1 entries.
-const LastMsgType = MsgTimeoutNow
+const LastMsgType = MsgCandidacy
 
 // Valid reports whether t is a known message type.
 func (t MsgType) Valid() bool { return t >= MsgElection && t <= LastMsgType }
 
-var msgNames = [...]string{"", "Election", "Answer", "Coordinator", "CoordinatorAck", "Heartbeat", "HeartbeatResp", "TimeoutNow"}
+var msgNames = [...]string{"", "Election", "Answer", "Coordinator", "CoordinatorAck", "Heartbeat", "HeartbeatResp", "TimeoutNow", "Candidacy"}
 
 func (t MsgType) String() string {
 	if int(t) < len(msgNames) && t != 0 {
@@ -218,6 +222,12 @@ type Message struct {
 	// the leadership handed over, which the successor claims for a leader
 	// timeout. 0: not given (an older peer), read as 1. See plain_mode.go.
 	Support uint32
+	// Election: the named election the message belongs to; "" is the
+	// node's default election. The state machines never read it: the node
+	// routes each message to the machine of its election.
+	Election string
+	// Value (Candidacy only): the candidacy's value.
+	Value string
 }
 
 // EventType is a local event from membership or the transport.

@@ -47,7 +47,7 @@ type tickClock struct {
 	period time.Duration
 	ticker *time.Ticker // periodic mode
 	timer  *time.Timer  // due mode
-	inner  election.StateMachine
+	inner  interface{ Tick() }
 	due    DueTicker // nil: periodic mode
 	last   time.Time // when the last applied tick fell due
 	ahead  int       // due mode: the timer fires this many ticks after last
@@ -73,7 +73,16 @@ func (c *tickClock) wrap(sm election.StateMachine) election.StateMachine {
 	return &clocked{StateMachine: sm, c: c}
 }
 
-// start starts the clock (after wrap).
+// drive makes the clock tick t, which is not a state machine of its own
+// (the set of a node's named elections): the loop calls catchUp before it
+// calls into what t ticks.
+func (c *tickClock) drive(t interface{ Tick() }) {
+	c.inner = t
+	c.due, _ = t.(DueTicker)
+	c.last, c.ahead = time.Now(), 0
+}
+
+// start starts the clock (after wrap or drive).
 func (c *tickClock) start() {
 	c.ticker, c.ticking = time.NewTicker(c.period), true
 	c.timer = time.NewTimer(time.Hour)

@@ -186,6 +186,7 @@ func (n *Node) kill(leave bool) {
 	n.killed, n.dirty = true, true
 	n.in.serving.Store(false)
 	n.withdraw() // before the leave, which can take seconds
+	n.stopNamed()
 	if leave {
 		n.leaveGossip()
 	} else if n.mem != nil {
@@ -214,6 +215,7 @@ func (n *Node) Revive(ctx context.Context) error {
 			return err
 		}
 		n.killed, n.dirty = false, true
+		n.restartNamed() // its peers hear of it as gossip shows them this node again
 		n.in.serving.Store(!n.halted())
 		return nil
 	})

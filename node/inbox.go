@@ -58,7 +58,9 @@ func (b *Inbox) Receive(in transport.Inbound) error {
 	if !b.serving.Load() {
 		return transport.ErrNotServing
 	}
-	if in.Msg.Type == election.MsgElection && b.refusing.Load() {
+	// Only the default election bootstraps: a named one starts when the
+	// cluster has formed and apps campaign.
+	if in.Msg.Type == election.MsgElection && in.Msg.Election == "" && b.refusing.Load() {
 		return transport.ErrNotReady
 	}
 	if !b.msgs.Push(in) {

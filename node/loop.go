@@ -35,10 +35,18 @@ func (n *Node) Run(ctx context.Context) error {
 			if !n.halted() {
 				n.clock.fire()
 			}
+		case <-n.namedC():
+			if !n.halted() {
+				n.named.clock.fire()
+			}
 		case <-n.in.msgs.Ready():
 			in, ok := n.in.msgs.Pop()
 			if !ok || n.halted() {
 				continue
+			}
+			if in.Msg.Election != "" || in.Msg.Type == election.MsgCandidacy {
+				n.stepNamed(in) // a named election's: its own machine (named.go)
+				break
 			}
 			n.cause = cause{kind: "message", msg: in.Msg}
 			n.heard(in.Msg)
@@ -57,6 +65,12 @@ func (n *Node) Run(ctx context.Context) error {
 			if f.busy {
 				kind, typ = "peer busy", election.EventPeerBusy
 			}
+			if m.Election != "" {
+				if m.Type != election.MsgCandidacy {
+					n.namedSendFailed(election.Event{Type: typ, Msg: m, Refused: errors.Is(f.err, transport.ErrPeerDown)})
+				}
+				break
+			}
 			n.cause = cause{kind: kind, msg: m}
 			// At debug: where the time after a network fault goes is in
 			// which sends failed, when, and how (timed out, refused).
@@ -74,6 +88,7 @@ func (n *Node) Run(ctx context.Context) error {
 		case m := <-n.in.peerDown:
 			n.cause = cause{kind: "peer down", msg: m}
 			n.peerGone(m)
+			n.namedPeerGone(m.To)
 		case ev, ok := <-n.events:
 			if !ok {
 				n.events = nil
@@ -81,6 +96,9 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			n.cause = cause{kind: "membership", ev: ev}
 			n.membershipEvent(ev)
+			if ev.Member.ID != n.cfg.Self.ID {
+				n.namedMemberEvent(ev)
+			}
 		case c := <-n.cmds:
 			n.cause = cause{kind: "command"}
 			c()
@@ -88,6 +106,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.retrySave()
 		}
 		n.process(reply, replyTo)
+		n.afterNamed()
 		// What the inbox refuses follows the machine: a membership event
 		// (the view reaching BootstrapExpect) changes it without a Ready.
 		n.in.refusing.Store(n.sm.Status().RefusesElections)

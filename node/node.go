@@ -71,6 +71,11 @@ type Node struct {
 	// announceDue (owned by the loop): publish changed what it answers.
 	ann         announcer
 	announceDue bool
+
+	// named is the node's named elections (named.go), owned by the loop;
+	// elections is what readers see of them (under mu).
+	named     *namedState
+	elections map[string]ElectionInfo
 }
 
 // Counters are the node's event counts, for metrics and tests.
@@ -109,6 +114,9 @@ func New(cfg Config) (*Node, error) {
 		n.clock.catchAll = n.leading.Load
 	}
 	if err := n.startMachine(); err != nil {
+		return nil, err
+	}
+	if err := n.initNamed(); err != nil {
 		return nil, err
 	}
 	n.publish()

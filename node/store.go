@@ -57,6 +57,21 @@ type Persisted struct {
 	LeaderTerm election.Term
 }
 
+// raised is p with term and leaderTerm made durable: the term as a
+// reserve, the leadership term as it is (zero leaves a value as it is).
+func (p Persisted) raised(term, leaderTerm election.Term) Persisted {
+	if term > p.Term {
+		p.Term = reserve(term)
+	}
+	if leaderTerm > p.LeaderTerm {
+		p.LeaderTerm = leaderTerm
+		if leaderTerm > p.Term {
+			p.Term = reserve(leaderTerm)
+		}
+	}
+	return p
+}
+
 // ReserveEpochs is how far ahead of a term the store writes.
 const ReserveEpochs = 16
 
@@ -263,16 +278,7 @@ func shorten(s string) string {
 // reserve covers term and leaderTerm is the one written, otherwise by
 // writing the file. Zero leaves a value as it is.
 func (s *TermStore) Save(term, leaderTerm election.Term) error {
-	next := s.durable
-	if term > next.Term {
-		next.Term = reserve(term)
-	}
-	if leaderTerm > next.LeaderTerm {
-		next.LeaderTerm = leaderTerm
-		if leaderTerm > next.Term {
-			next.Term = reserve(leaderTerm)
-		}
-	}
+	next := s.durable.raised(term, leaderTerm)
 	if next == s.durable {
 		return nil
 	}

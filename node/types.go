@@ -27,6 +27,20 @@ type LeaderInfo struct {
 	Since   time.Time       `json:"since"`
 	Self    bool            `json:"self"`  // this node leads
 	State   string          `json:"state"` // this node's state
+	// Election: the named election; "" for the default election.
+	Election string `json:"election,omitempty"`
+	// Value: a named election's leading candidacy's value.
+	Value string `json:"value,omitempty"`
+}
+
+// ElectionInfo is one named election as this node sees it.
+type ElectionInfo struct {
+	Election string     `json:"election"`
+	Leader   LeaderInfo `json:"leader"`
+	// Candidates: the nodes standing in it, this one included.
+	Candidates int `json:"candidates"`
+	// Local: the apps campaigning in it through this node.
+	Local int `json:"local_candidacies"`
 }
 
 // HasLeader reports whether a leader is known.

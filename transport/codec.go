@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/named"
 	pb "github.com/electord/electord/proto/electord/v1"
 )
 
@@ -39,7 +40,7 @@ func Encode(m election.Message) (proto.Message, error) {
 			}
 		}
 		return &pb.Election{
-			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term),
+			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election,
 			Initiator:     uint64(m.Initiator),
 			Candidates:    cands,
 			MaxTerm:       uint64(m.MaxTerm),
@@ -48,10 +49,10 @@ func Encode(m election.Message) (proto.Message, error) {
 			Incumbent:     uint64(m.Leader),
 		}, nil
 	case election.MsgAnswer:
-		return &pb.Answer{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term)}, nil
+		return &pb.Answer{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election}, nil
 	case election.MsgCoordinator:
 		return &pb.Coordinator{
-			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term),
+			From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election,
 			Leader:     uint64(m.Leader),
 			Initiator:  uint64(m.Initiator),
 			Confirmed:  m.Confirmed,
@@ -59,14 +60,17 @@ func Encode(m election.Message) (proto.Message, error) {
 			Support:    m.Support,
 		}, nil
 	case election.MsgCoordinatorAck:
-		return &pb.CoordinatorAck{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term)}, nil
+		return &pb.CoordinatorAck{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election}, nil
 	case election.MsgHeartbeat:
-		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), LeaseStamp: m.Stamp}, nil
+		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Leader: uint64(m.Leader), LeaseStamp: m.Stamp}, nil
 	case election.MsgHeartbeatResp:
-		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Leader: uint64(m.Leader), Reject: m.Reject,
+		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Leader: uint64(m.Leader), Reject: m.Reject,
 			LeaseStamp: m.Stamp, Release: m.Release, Support: m.Support}, nil
 	case election.MsgTimeoutNow:
-		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Elect: m.Elect, Support: m.Support}, nil
+		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Elect: m.Elect, Support: m.Support}, nil
+	case election.MsgCandidacy:
+		return &pb.Candidacy{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election,
+			Standing: m.Confirmed, Priority: m.FromRank.Priority, Value: m.Value}, nil
 	}
 	return nil, fmt.Errorf("transport: cannot encode message type %v", m.Type)
 }
@@ -83,6 +87,11 @@ func Decode(x proto.Message, self election.NodeID) (election.Message, error) {
 	}
 	if err := election.CheckMessage(m, self); err != nil {
 		return election.Message{}, err
+	}
+	if m.Election != "" {
+		if err := named.CheckName(m.Election); err != nil {
+			return election.Message{}, fmt.Errorf("%w: %v.election: %w", ErrInvalidMessage, m.Type, err)
+		}
 	}
 	return m, nil
 }
@@ -105,7 +114,7 @@ func decode(x proto.Message) (election.Message, error) {
 		}
 		return election.Message{
 			Type: election.MsgElection,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
 			Initiator:     election.NodeID(x.GetInitiator()),
 			Candidates:    cands,
 			MaxTerm:       election.Term(x.GetMaxTerm()),
@@ -118,13 +127,13 @@ func decode(x proto.Message) (election.Message, error) {
 			break
 		}
 		return election.Message{Type: election.MsgAnswer,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm())}, nil
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection()}, nil
 	case *pb.Coordinator:
 		if x == nil {
 			break
 		}
 		return election.Message{Type: election.MsgCoordinator,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
 			Leader:    election.NodeID(x.GetLeader()),
 			Initiator: election.NodeID(x.GetInitiator()),
 			Confirmed: x.GetConfirmed(),
@@ -136,20 +145,20 @@ func decode(x proto.Message) (election.Message, error) {
 			break
 		}
 		return election.Message{Type: election.MsgCoordinatorAck,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm())}, nil
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection()}, nil
 	case *pb.Heartbeat:
 		if x == nil {
 			break
 		}
 		return election.Message{Type: election.MsgHeartbeat,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
 			Leader: election.NodeID(x.GetLeader()), Stamp: x.GetLeaseStamp()}, nil
 	case *pb.HeartbeatReply:
 		if x == nil {
 			break
 		}
 		return election.Message{Type: election.MsgHeartbeatResp,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
 			Leader: election.NodeID(x.GetLeader()), Reject: x.GetReject(), Stamp: x.GetLeaseStamp(), Release: x.GetRelease(),
 			Support: x.GetSupport()}, nil
 	case *pb.TimeoutNow:
@@ -157,8 +166,19 @@ func decode(x proto.Message) (election.Message, error) {
 			break
 		}
 		return election.Message{Type: election.MsgTimeoutNow,
-			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()),
+			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
 			Elect: x.GetElect(), Support: x.GetSupport()}, nil
+	case *pb.Candidacy:
+		if x == nil {
+			break
+		}
+		if n := len(x.GetValue()); n > named.MaxValueLen {
+			return election.Message{}, fmt.Errorf("%w: Candidacy.value: %d bytes, limit %d", ErrInvalidMessage, n, named.MaxValueLen)
+		}
+		from := election.NodeID(x.GetFrom())
+		return election.Message{Type: election.MsgCandidacy,
+			From: from, To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
+			Confirmed: x.GetStanding(), FromRank: election.Rank{Priority: x.GetPriority(), ID: from}, Value: x.GetValue()}, nil
 	}
 	return election.Message{}, fmt.Errorf("%w: unexpected wire message %T", ErrInvalidMessage, x)
 }

@@ -482,6 +482,8 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 			_, err = c.Notify(ctx, x, opts...)
 		case *pb.TimeoutNow:
 			_, err = c.TimeoutNow(ctx, x, opts...)
+		case *pb.Candidacy:
+			_, err = c.Candidacy(ctx, x, opts...)
 		default:
 			err = fmt.Errorf("transport: no RPC for %T", x)
 		}

@@ -232,6 +232,11 @@ func (s *PeerService) Notify(ctx context.Context, x *pb.HeartbeatReply) (*pb.Ack
 	return s.oneWay(ctx, x)
 }
 
+// Candidacy implements pb.PeerServer: it delivers a MsgCandidacy.
+func (s *PeerService) Candidacy(ctx context.Context, x *pb.Candidacy) (*pb.Ack, error) {
+	return s.oneWay(ctx, x)
+}
+
 // Heartbeat implements pb.PeerServer. It delivers the Heartbeat with a Reply
 // channel (buffered, 1) and waits for the node's answer, the call's end
 // (deadline → DeadlineExceeded, cancel → Canceled) or MaxHeartbeatWait. The

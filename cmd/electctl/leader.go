@@ -10,7 +10,8 @@ import (
 )
 
 func newLeaderCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var electionName string
+	cmd := &cobra.Command{
 		Use:   "leader",
 		Short: "Print the current leader",
 		Long: `Print the leader as the first answering endpoint sees it, with its term
@@ -24,7 +25,11 @@ the node knew) and exits 5.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var li client.LeaderInfo
 			if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				li, err = c.Leader(ctx)
+				if electionName != "" {
+					li, err = c.ElectionLeader(ctx, electionName)
+				} else {
+					li, err = c.Leader(ctx)
+				}
 				return err
 			}); err != nil {
 				return err
@@ -47,4 +52,6 @@ the node knew) and exits 5.`,
 			return w.Flush()
 		},
 	}
+	cmd.Flags().StringVar(&electionName, "election", "", "a named election's leader (its value in -o json) instead of the default election's")
+	return cmd
 }

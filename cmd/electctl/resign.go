@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/electord/electord/client"
 )
 
 func newResignCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var electionName string
+	cmd := &cobra.Command{
 		Use:   "resign",
 		Short: "Make the current leader step down, and say who leads after",
 		Long: `Make the current leader step down; an election runs without it. Any
@@ -23,7 +27,20 @@ the same node led again after the election; 6 it
 resigned but no new leader was seen within --timeout.`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if electionName != "" {
+				var res client.CommandResult
+				if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+					res, err = c.ResignElection(ctx, electionName)
+					return err
+				}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintln(g.stdout, res.Message)
+				return err
+			}
 			return g.handover(cmd, 0, (*client.Client).Resign)
 		},
 	}
+	cmd.Flags().StringVar(&electionName, "election", "", "resign a named election's leadership (its app stays a candidate) and print the answer")
+	return cmd
 }

@@ -95,7 +95,8 @@ token, "term_epoch_slot" the other).
 	pf.StringVar(&g.key, "key", "", "key of --cert (PEM)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(newStatusCmd(g), newLeaderCmd(g), newWatchCmd(g), newMembersCmd(g),
-		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g), newVersionCmd())
+		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g), newVersionCmd(),
+		newElectCmd(g), newElectionsCmd(g))
 	root.Version = version.Read().String("electctl")
 	root.SetVersionTemplate("{{.Version}}\n")
 	annotateEnv(root)

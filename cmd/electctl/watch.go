@@ -20,7 +20,10 @@ type watchJSON struct {
 }
 
 func newWatchCmd(g *globals) *cobra.Command {
-	var count int
+	var (
+		count        int
+		electionName string
+	)
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Print each leadership change until Ctrl-C (or --count events)",
@@ -43,28 +46,40 @@ noting each break on stderr.`,
 			defer c.Close()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			n := 0
-			for ev := range c.Watch(ctx) {
-				if ev.Err != nil {
-					if n == 0 {
-						return &runError{ev.Err}
-					}
-					fmt.Fprintf(g.stderr, "electctl: watch: %s; retrying\n", oneLine(ev.Err.Error()))
-					continue
-				}
-				if err := g.printEvent(ev); err != nil {
-					return err
-				}
-				n++
-				if count > 0 && n >= count {
-					break
-				}
+			events := c.Watch(ctx)
+			if electionName != "" {
+				events = c.Observe(ctx, electionName)
 			}
-			return nil
+			return g.printEvents("watch", events, count)
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many events (0: until Ctrl-C)")
+	cmd.Flags().StringVar(&electionName, "election", "", "watch a named election instead of the default one")
 	return cmd
+}
+
+// printEvents prints events until the channel closes or count have been
+// printed (0: no limit). An error before the first event fails (exit 3);
+// after it, a break is noted on stderr and the stream resumes.
+func (g *globals) printEvents(what string, events <-chan client.Event, count int) error {
+	n := 0
+	for ev := range events {
+		if ev.Err != nil {
+			if n == 0 {
+				return &runError{ev.Err}
+			}
+			fmt.Fprintf(g.stderr, "electctl: %s: %s; retrying\n", what, oneLine(ev.Err.Error()))
+			continue
+		}
+		if err := g.printEvent(ev); err != nil {
+			return err
+		}
+		n++
+		if count > 0 && n >= count {
+			break
+		}
+	}
+	return nil
 }
 
 func (g *globals) printEvent(ev client.Event) error {

@@ -32,6 +32,9 @@ import (
 var electordBin, electctlBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(appEnv); spec != "" {
+		os.Exit(runApp(spec)) // this process is an app of named_test.go
+	}
 	os.Exit(runMain(m))
 }
 

@@ -41,7 +41,11 @@ type LeaderInfo struct {
 	// True when the answering node is itself the leader.
 	Self bool `protobuf:"varint,6,opt,name=self,proto3" json:"self,omitempty"`
 	// Answering node's state: "follower", "leader", "electing" or "no_leader".
-	State         string `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
+	State string `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
+	// The named election this leadership is of; empty: the default election.
+	Election string `protobuf:"bytes,8,opt,name=election,proto3" json:"election,omitempty"`
+	// Named elections: the leading candidacy's value (its app's address).
+	Value         string `protobuf:"bytes,9,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -125,9 +129,25 @@ func (x *LeaderInfo) GetState() string {
 	return ""
 }
 
+func (x *LeaderInfo) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *LeaderInfo) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // GetLeaderRequest asks for the current leader. It has no parameters.
 type GetLeaderRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named election; empty: the node's default election.
+	Election      string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,13 +182,22 @@ func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
 	return file_electord_v1_elector_proto_rawDescGZIP(), []int{1}
 }
 
+func (x *GetLeaderRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // WatchLeaderRequest subscribes to leader changes.
 type WatchLeaderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resume point: skip events whose term is below this value. Events at this
 	// term are still sent, so a watcher that saw the leader of term T also
 	// learns when that leadership ends (a no-leader event keeps its term).
-	AfterTerm     uint64 `protobuf:"varint,1,opt,name=after_term,json=afterTerm,proto3" json:"after_term,omitempty"`
+	AfterTerm uint64 `protobuf:"varint,1,opt,name=after_term,json=afterTerm,proto3" json:"after_term,omitempty"`
+	// The named election to watch; empty: the node's default election.
+	Election      string `protobuf:"bytes,2,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +237,13 @@ func (x *WatchLeaderRequest) GetAfterTerm() uint64 {
 		return x.AfterTerm
 	}
 	return 0
+}
+
+func (x *WatchLeaderRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
 }
 
 // LeaderEvent is one update on a WatchLeader stream.
@@ -690,7 +726,10 @@ func (x *ReviveRequest) GetId() uint64 {
 // ResignRequest asks the current leader to step down and trigger a new
 // election. No parameters.
 type ResignRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named election whose leadership this node's candidacy gives up
+	// (the node must lead it); empty: the node's default election.
+	Election      string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +762,13 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
 	return file_electord_v1_elector_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResignRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
 }
 
 // TransferRequest asks the current leader to hand leadership to a node.
@@ -826,11 +872,384 @@ func (x *CommandResponse) GetLeader() *LeaderInfo {
 	return nil
 }
 
+// Elector is the API that clients and operators use to talk to a node.
+// CampaignRequest stands an application in a named election through the
+// answering node. The candidacy lasts exactly as long as the stream.
+type CampaignRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election: 1 to 128 bytes of A-Z a-z 0-9 . _ -.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// The candidacy's value, shown to everyone while it leads; at most 1 KiB.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Ranks this candidacy's node in the election (higher wins).
+	Priority      int64 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CampaignRequest) Reset() {
+	*x = CampaignRequest{}
+	mi := &file_electord_v1_elector_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CampaignRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CampaignRequest) ProtoMessage() {}
+
+func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CampaignRequest.ProtoReflect.Descriptor instead.
+func (*CampaignRequest) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CampaignRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *CampaignRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *CampaignRequest) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+// CampaignEvent is one change of a candidacy: "candidate" (standing, or
+// queued behind another app on the same node), "leader" (it leads; the
+// leader's term is its fencing token) or "follower" (another candidacy
+// leads).
+type CampaignEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "candidate", "leader" or "follower".
+	Event string `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The election's leadership as the candidacy's node sees it.
+	Leader *LeaderInfo `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Per-stream sequence number, increasing with every event sent.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Local apps queued ahead of this candidacy on its node (0: it is the
+	// node's candidate).
+	QueuedBehind uint32 `protobuf:"varint,4,opt,name=queued_behind,json=queuedBehind,proto3" json:"queued_behind,omitempty"`
+	// The candidacy's id on its node, for Proclaim.
+	Candidacy     uint64 `protobuf:"varint,5,opt,name=candidacy,proto3" json:"candidacy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CampaignEvent) Reset() {
+	*x = CampaignEvent{}
+	mi := &file_electord_v1_elector_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CampaignEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CampaignEvent) ProtoMessage() {}
+
+func (x *CampaignEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CampaignEvent.ProtoReflect.Descriptor instead.
+func (*CampaignEvent) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CampaignEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *CampaignEvent) GetLeader() *LeaderInfo {
+	if x != nil {
+		return x.Leader
+	}
+	return nil
+}
+
+func (x *CampaignEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *CampaignEvent) GetQueuedBehind() uint32 {
+	if x != nil {
+		return x.QueuedBehind
+	}
+	return 0
+}
+
+func (x *CampaignEvent) GetCandidacy() uint64 {
+	if x != nil {
+		return x.Candidacy
+	}
+	return 0
+}
+
+// ProclaimRequest changes a candidacy's value without an election (etcd's
+// Proclaim): observers see the new value with the same leader and term.
+type ProclaimRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named election.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// The candidacy (CampaignEvent.candidacy) on the answering node; 0: the
+	// one the node stands for in the election.
+	Candidacy uint64 `protobuf:"varint,2,opt,name=candidacy,proto3" json:"candidacy,omitempty"`
+	// The new value, at most 1 KiB.
+	Value         string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimRequest) Reset() {
+	*x = ProclaimRequest{}
+	mi := &file_electord_v1_elector_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimRequest) ProtoMessage() {}
+
+func (x *ProclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimRequest.ProtoReflect.Descriptor instead.
+func (*ProclaimRequest) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ProclaimRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetCandidacy() uint64 {
+	if x != nil {
+		return x.Candidacy
+	}
+	return 0
+}
+
+func (x *ProclaimRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// ListElectionsRequest lists the named elections the answering node knows.
+type ListElectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListElectionsRequest) Reset() {
+	*x = ListElectionsRequest{}
+	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListElectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListElectionsRequest) ProtoMessage() {}
+
+func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListElectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListElectionsRequest) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{17}
+}
+
+// ElectionInfo is one named election as the answering node sees it.
+type ElectionInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election's name.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// Its leadership (id 0: no leader known).
+	Leader *LeaderInfo `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Nodes standing in it, this node included.
+	Candidates uint32 `protobuf:"varint,3,opt,name=candidates,proto3" json:"candidates,omitempty"`
+	// Applications campaigning in it through this node.
+	LocalCandidacies uint32 `protobuf:"varint,4,opt,name=local_candidacies,json=localCandidacies,proto3" json:"local_candidacies,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ElectionInfo) Reset() {
+	*x = ElectionInfo{}
+	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectionInfo) ProtoMessage() {}
+
+func (x *ElectionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectionInfo.ProtoReflect.Descriptor instead.
+func (*ElectionInfo) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ElectionInfo) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *ElectionInfo) GetLeader() *LeaderInfo {
+	if x != nil {
+		return x.Leader
+	}
+	return nil
+}
+
+func (x *ElectionInfo) GetCandidates() uint32 {
+	if x != nil {
+		return x.Candidates
+	}
+	return 0
+}
+
+func (x *ElectionInfo) GetLocalCandidacies() uint32 {
+	if x != nil {
+		return x.LocalCandidacies
+	}
+	return 0
+}
+
+// ListElectionsResponse lists named elections, sorted by name.
+type ListElectionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Elections     []*ElectionInfo        `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListElectionsResponse) Reset() {
+	*x = ListElectionsResponse{}
+	mi := &file_electord_v1_elector_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListElectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListElectionsResponse) ProtoMessage() {}
+
+func (x *ListElectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListElectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListElectionsResponse) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListElectionsResponse) GetElections() []*ElectionInfo {
+	if x != nil {
+		return x.Elections
+	}
+	return nil
+}
+
 var File_electord_v1_elector_proto protoreflect.FileDescriptor
 
 const file_electord_v1_elector_proto_rawDesc = "" +
 	"\n" +
-	"\x19electord/v1/elector.proto\x12\velectord.v1\"\xb0\x01\n" +
+	"\x19electord/v1/elector.proto\x12\velectord.v1\"\xe2\x01\n" +
 	"\n" +
 	"LeaderInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
@@ -839,11 +1258,15 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12&\n" +
 	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\x12\x12\n" +
 	"\x04self\x18\x06 \x01(\bR\x04self\x12\x14\n" +
-	"\x05state\x18\a \x01(\tR\x05state\"\x12\n" +
-	"\x10GetLeaderRequest\"3\n" +
+	"\x05state\x18\a \x01(\tR\x05state\x12\x1a\n" +
+	"\belection\x18\b \x01(\tR\belection\x12\x14\n" +
+	"\x05value\x18\t \x01(\tR\x05value\".\n" +
+	"\x10GetLeaderRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\"O\n" +
 	"\x12WatchLeaderRequest\x12\x1d\n" +
 	"\n" +
-	"after_term\x18\x01 \x01(\x04R\tafterTerm\"j\n" +
+	"after_term\x18\x01 \x01(\x04R\tafterTerm\x12\x1a\n" +
+	"\belection\x18\x02 \x01(\tR\belection\"j\n" +
 	"\vLeaderEvent\x12/\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
@@ -872,13 +1295,38 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04exit\x18\x02 \x01(\bR\x04exit\"\x1f\n" +
 	"\rReviveRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\x0f\n" +
-	"\rResignRequest\"!\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"+\n" +
+	"\rResignRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\"!\n" +
 	"\x0fTransferRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"\\\n" +
 	"\x0fCommandResponse\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12/\n" +
-	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader2\xb3\x04\n" +
+	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\"_\n" +
+	"\x0fCampaignRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1a\n" +
+	"\bpriority\x18\x03 \x01(\x03R\bpriority\"\xab\x01\n" +
+	"\rCampaignEvent\x12\x14\n" +
+	"\x05event\x18\x01 \x01(\tR\x05event\x12/\n" +
+	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12#\n" +
+	"\rqueued_behind\x18\x04 \x01(\rR\fqueuedBehind\x12\x1c\n" +
+	"\tcandidacy\x18\x05 \x01(\x04R\tcandidacy\"a\n" +
+	"\x0fProclaimRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12\x1c\n" +
+	"\tcandidacy\x18\x02 \x01(\x04R\tcandidacy\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\x16\n" +
+	"\x14ListElectionsRequest\"\xa8\x01\n" +
+	"\fElectionInfo\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
+	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x1e\n" +
+	"\n" +
+	"candidates\x18\x03 \x01(\rR\n" +
+	"candidates\x12+\n" +
+	"\x11local_candidacies\x18\x04 \x01(\rR\x10localCandidacies\"P\n" +
+	"\x15ListElectionsResponse\x127\n" +
+	"\telections\x18\x01 \x03(\v2\x19.electord.v1.ElectionInfoR\telections2\x9b\x06\n" +
 	"\aElector\x12C\n" +
 	"\tGetLeader\x12\x1d.electord.v1.GetLeaderRequest\x1a\x17.electord.v1.LeaderInfo\x12J\n" +
 	"\vWatchLeader\x12\x1f.electord.v1.WatchLeaderRequest\x1a\x18.electord.v1.LeaderEvent0\x01\x12A\n" +
@@ -887,7 +1335,10 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x04Kill\x12\x18.electord.v1.KillRequest\x1a\x1c.electord.v1.CommandResponse\x12B\n" +
 	"\x06Revive\x12\x1a.electord.v1.ReviveRequest\x1a\x1c.electord.v1.CommandResponse\x12B\n" +
 	"\x06Resign\x12\x1a.electord.v1.ResignRequest\x1a\x1c.electord.v1.CommandResponse\x12F\n" +
-	"\bTransfer\x12\x1c.electord.v1.TransferRequest\x1a\x1c.electord.v1.CommandResponseB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
+	"\bTransfer\x12\x1c.electord.v1.TransferRequest\x1a\x1c.electord.v1.CommandResponse\x12F\n" +
+	"\bCampaign\x12\x1c.electord.v1.CampaignRequest\x1a\x1a.electord.v1.CampaignEvent0\x01\x12V\n" +
+	"\rListElections\x12!.electord.v1.ListElectionsRequest\x1a\".electord.v1.ListElectionsResponse\x12F\n" +
+	"\bProclaim\x12\x1c.electord.v1.ProclaimRequest\x1a\x1c.electord.v1.CommandResponseB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
 var (
 	file_electord_v1_elector_proto_rawDescOnce sync.Once
@@ -901,22 +1352,28 @@ func file_electord_v1_elector_proto_rawDescGZIP() []byte {
 	return file_electord_v1_elector_proto_rawDescData
 }
 
-var file_electord_v1_elector_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_electord_v1_elector_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_electord_v1_elector_proto_goTypes = []any{
-	(*LeaderInfo)(nil),         // 0: electord.v1.LeaderInfo
-	(*GetLeaderRequest)(nil),   // 1: electord.v1.GetLeaderRequest
-	(*WatchLeaderRequest)(nil), // 2: electord.v1.WatchLeaderRequest
-	(*LeaderEvent)(nil),        // 3: electord.v1.LeaderEvent
-	(*StatusRequest)(nil),      // 4: electord.v1.StatusRequest
-	(*StatusResponse)(nil),     // 5: electord.v1.StatusResponse
-	(*MemberStatus)(nil),       // 6: electord.v1.MemberStatus
-	(*MembersRequest)(nil),     // 7: electord.v1.MembersRequest
-	(*MembersResponse)(nil),    // 8: electord.v1.MembersResponse
-	(*KillRequest)(nil),        // 9: electord.v1.KillRequest
-	(*ReviveRequest)(nil),      // 10: electord.v1.ReviveRequest
-	(*ResignRequest)(nil),      // 11: electord.v1.ResignRequest
-	(*TransferRequest)(nil),    // 12: electord.v1.TransferRequest
-	(*CommandResponse)(nil),    // 13: electord.v1.CommandResponse
+	(*LeaderInfo)(nil),            // 0: electord.v1.LeaderInfo
+	(*GetLeaderRequest)(nil),      // 1: electord.v1.GetLeaderRequest
+	(*WatchLeaderRequest)(nil),    // 2: electord.v1.WatchLeaderRequest
+	(*LeaderEvent)(nil),           // 3: electord.v1.LeaderEvent
+	(*StatusRequest)(nil),         // 4: electord.v1.StatusRequest
+	(*StatusResponse)(nil),        // 5: electord.v1.StatusResponse
+	(*MemberStatus)(nil),          // 6: electord.v1.MemberStatus
+	(*MembersRequest)(nil),        // 7: electord.v1.MembersRequest
+	(*MembersResponse)(nil),       // 8: electord.v1.MembersResponse
+	(*KillRequest)(nil),           // 9: electord.v1.KillRequest
+	(*ReviveRequest)(nil),         // 10: electord.v1.ReviveRequest
+	(*ResignRequest)(nil),         // 11: electord.v1.ResignRequest
+	(*TransferRequest)(nil),       // 12: electord.v1.TransferRequest
+	(*CommandResponse)(nil),       // 13: electord.v1.CommandResponse
+	(*CampaignRequest)(nil),       // 14: electord.v1.CampaignRequest
+	(*CampaignEvent)(nil),         // 15: electord.v1.CampaignEvent
+	(*ProclaimRequest)(nil),       // 16: electord.v1.ProclaimRequest
+	(*ListElectionsRequest)(nil),  // 17: electord.v1.ListElectionsRequest
+	(*ElectionInfo)(nil),          // 18: electord.v1.ElectionInfo
+	(*ListElectionsResponse)(nil), // 19: electord.v1.ListElectionsResponse
 }
 var file_electord_v1_elector_proto_depIdxs = []int32{
 	0,  // 0: electord.v1.LeaderEvent.leader:type_name -> electord.v1.LeaderInfo
@@ -924,27 +1381,36 @@ var file_electord_v1_elector_proto_depIdxs = []int32{
 	0,  // 2: electord.v1.StatusResponse.leader:type_name -> electord.v1.LeaderInfo
 	6,  // 3: electord.v1.MembersResponse.members:type_name -> electord.v1.MemberStatus
 	0,  // 4: electord.v1.CommandResponse.leader:type_name -> electord.v1.LeaderInfo
-	1,  // 5: electord.v1.Elector.GetLeader:input_type -> electord.v1.GetLeaderRequest
-	2,  // 6: electord.v1.Elector.WatchLeader:input_type -> electord.v1.WatchLeaderRequest
-	4,  // 7: electord.v1.Elector.Status:input_type -> electord.v1.StatusRequest
-	7,  // 8: electord.v1.Elector.Members:input_type -> electord.v1.MembersRequest
-	9,  // 9: electord.v1.Elector.Kill:input_type -> electord.v1.KillRequest
-	10, // 10: electord.v1.Elector.Revive:input_type -> electord.v1.ReviveRequest
-	11, // 11: electord.v1.Elector.Resign:input_type -> electord.v1.ResignRequest
-	12, // 12: electord.v1.Elector.Transfer:input_type -> electord.v1.TransferRequest
-	0,  // 13: electord.v1.Elector.GetLeader:output_type -> electord.v1.LeaderInfo
-	3,  // 14: electord.v1.Elector.WatchLeader:output_type -> electord.v1.LeaderEvent
-	5,  // 15: electord.v1.Elector.Status:output_type -> electord.v1.StatusResponse
-	8,  // 16: electord.v1.Elector.Members:output_type -> electord.v1.MembersResponse
-	13, // 17: electord.v1.Elector.Kill:output_type -> electord.v1.CommandResponse
-	13, // 18: electord.v1.Elector.Revive:output_type -> electord.v1.CommandResponse
-	13, // 19: electord.v1.Elector.Resign:output_type -> electord.v1.CommandResponse
-	13, // 20: electord.v1.Elector.Transfer:output_type -> electord.v1.CommandResponse
-	13, // [13:21] is the sub-list for method output_type
-	5,  // [5:13] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	0,  // 5: electord.v1.CampaignEvent.leader:type_name -> electord.v1.LeaderInfo
+	0,  // 6: electord.v1.ElectionInfo.leader:type_name -> electord.v1.LeaderInfo
+	18, // 7: electord.v1.ListElectionsResponse.elections:type_name -> electord.v1.ElectionInfo
+	1,  // 8: electord.v1.Elector.GetLeader:input_type -> electord.v1.GetLeaderRequest
+	2,  // 9: electord.v1.Elector.WatchLeader:input_type -> electord.v1.WatchLeaderRequest
+	4,  // 10: electord.v1.Elector.Status:input_type -> electord.v1.StatusRequest
+	7,  // 11: electord.v1.Elector.Members:input_type -> electord.v1.MembersRequest
+	9,  // 12: electord.v1.Elector.Kill:input_type -> electord.v1.KillRequest
+	10, // 13: electord.v1.Elector.Revive:input_type -> electord.v1.ReviveRequest
+	11, // 14: electord.v1.Elector.Resign:input_type -> electord.v1.ResignRequest
+	12, // 15: electord.v1.Elector.Transfer:input_type -> electord.v1.TransferRequest
+	14, // 16: electord.v1.Elector.Campaign:input_type -> electord.v1.CampaignRequest
+	17, // 17: electord.v1.Elector.ListElections:input_type -> electord.v1.ListElectionsRequest
+	16, // 18: electord.v1.Elector.Proclaim:input_type -> electord.v1.ProclaimRequest
+	0,  // 19: electord.v1.Elector.GetLeader:output_type -> electord.v1.LeaderInfo
+	3,  // 20: electord.v1.Elector.WatchLeader:output_type -> electord.v1.LeaderEvent
+	5,  // 21: electord.v1.Elector.Status:output_type -> electord.v1.StatusResponse
+	8,  // 22: electord.v1.Elector.Members:output_type -> electord.v1.MembersResponse
+	13, // 23: electord.v1.Elector.Kill:output_type -> electord.v1.CommandResponse
+	13, // 24: electord.v1.Elector.Revive:output_type -> electord.v1.CommandResponse
+	13, // 25: electord.v1.Elector.Resign:output_type -> electord.v1.CommandResponse
+	13, // 26: electord.v1.Elector.Transfer:output_type -> electord.v1.CommandResponse
+	15, // 27: electord.v1.Elector.Campaign:output_type -> electord.v1.CampaignEvent
+	19, // 28: electord.v1.Elector.ListElections:output_type -> electord.v1.ListElectionsResponse
+	13, // 29: electord.v1.Elector.Proclaim:output_type -> electord.v1.CommandResponse
+	19, // [19:30] is the sub-list for method output_type
+	8,  // [8:19] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_electord_v1_elector_proto_init() }
@@ -958,7 +1424,7 @@ func file_electord_v1_elector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_electord_v1_elector_proto_rawDesc), len(file_electord_v1_elector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

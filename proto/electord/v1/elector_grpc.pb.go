@@ -23,21 +23,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Elector_GetLeader_FullMethodName   = "/electord.v1.Elector/GetLeader"
-	Elector_WatchLeader_FullMethodName = "/electord.v1.Elector/WatchLeader"
-	Elector_Status_FullMethodName      = "/electord.v1.Elector/Status"
-	Elector_Members_FullMethodName     = "/electord.v1.Elector/Members"
-	Elector_Kill_FullMethodName        = "/electord.v1.Elector/Kill"
-	Elector_Revive_FullMethodName      = "/electord.v1.Elector/Revive"
-	Elector_Resign_FullMethodName      = "/electord.v1.Elector/Resign"
-	Elector_Transfer_FullMethodName    = "/electord.v1.Elector/Transfer"
+	Elector_GetLeader_FullMethodName     = "/electord.v1.Elector/GetLeader"
+	Elector_WatchLeader_FullMethodName   = "/electord.v1.Elector/WatchLeader"
+	Elector_Status_FullMethodName        = "/electord.v1.Elector/Status"
+	Elector_Members_FullMethodName       = "/electord.v1.Elector/Members"
+	Elector_Kill_FullMethodName          = "/electord.v1.Elector/Kill"
+	Elector_Revive_FullMethodName        = "/electord.v1.Elector/Revive"
+	Elector_Resign_FullMethodName        = "/electord.v1.Elector/Resign"
+	Elector_Transfer_FullMethodName      = "/electord.v1.Elector/Transfer"
+	Elector_Campaign_FullMethodName      = "/electord.v1.Elector/Campaign"
+	Elector_ListElections_FullMethodName = "/electord.v1.Elector/ListElections"
+	Elector_Proclaim_FullMethodName      = "/electord.v1.Elector/Proclaim"
 )
 
 // ElectorClient is the client API for Elector service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
-//
-// Elector is the API that clients and operators use to talk to a node.
 type ElectorClient interface {
 	// GetLeader returns the current leader.
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*LeaderInfo, error)
@@ -55,6 +56,12 @@ type ElectorClient interface {
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*CommandResponse, error)
 	// Transfer hands leadership to a chosen node.
 	Transfer(ctx context.Context, in *TransferRequest, opts ...grpc.CallOption) (*CommandResponse, error)
+	// Campaign stands in a named election for as long as the stream is open.
+	Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignEvent], error)
+	// ListElections lists the named elections this node knows.
+	ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error)
+	// Proclaim changes a candidacy's value without an election.
+	Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*CommandResponse, error)
 }
 
 type electorClient struct {
@@ -154,11 +161,48 @@ func (c *electorClient) Transfer(ctx context.Context, in *TransferRequest, opts 
 	return out, nil
 }
 
+func (c *electorClient) Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Elector_ServiceDesc.Streams[1], Elector_Campaign_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CampaignRequest, CampaignEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Elector_CampaignClient = grpc.ServerStreamingClient[CampaignEvent]
+
+func (c *electorClient) ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListElectionsResponse)
+	err := c.cc.Invoke(ctx, Elector_ListElections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *electorClient) Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*CommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandResponse)
+	err := c.cc.Invoke(ctx, Elector_Proclaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ElectorServer is the server API for Elector service.
 // All implementations must embed UnimplementedElectorServer
 // for forward compatibility.
-//
-// Elector is the API that clients and operators use to talk to a node.
 type ElectorServer interface {
 	// GetLeader returns the current leader.
 	GetLeader(context.Context, *GetLeaderRequest) (*LeaderInfo, error)
@@ -176,6 +220,12 @@ type ElectorServer interface {
 	Resign(context.Context, *ResignRequest) (*CommandResponse, error)
 	// Transfer hands leadership to a chosen node.
 	Transfer(context.Context, *TransferRequest) (*CommandResponse, error)
+	// Campaign stands in a named election for as long as the stream is open.
+	Campaign(*CampaignRequest, grpc.ServerStreamingServer[CampaignEvent]) error
+	// ListElections lists the named elections this node knows.
+	ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error)
+	// Proclaim changes a candidacy's value without an election.
+	Proclaim(context.Context, *ProclaimRequest) (*CommandResponse, error)
 	mustEmbedUnimplementedElectorServer()
 }
 
@@ -209,6 +259,15 @@ func (UnimplementedElectorServer) Resign(context.Context, *ResignRequest) (*Comm
 }
 func (UnimplementedElectorServer) Transfer(context.Context, *TransferRequest) (*CommandResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Transfer not implemented")
+}
+func (UnimplementedElectorServer) Campaign(*CampaignRequest, grpc.ServerStreamingServer[CampaignEvent]) error {
+	return status.Error(codes.Unimplemented, "method Campaign not implemented")
+}
+func (UnimplementedElectorServer) ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListElections not implemented")
+}
+func (UnimplementedElectorServer) Proclaim(context.Context, *ProclaimRequest) (*CommandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Proclaim not implemented")
 }
 func (UnimplementedElectorServer) mustEmbedUnimplementedElectorServer() {}
 func (UnimplementedElectorServer) testEmbeddedByValue()                 {}
@@ -368,6 +427,53 @@ func _Elector_Transfer_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Elector_Campaign_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CampaignRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ElectorServer).Campaign(m, &grpc.GenericServerStream[CampaignRequest, CampaignEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Elector_CampaignServer = grpc.ServerStreamingServer[CampaignEvent]
+
+func _Elector_ListElections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListElectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ElectorServer).ListElections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Elector_ListElections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ElectorServer).ListElections(ctx, req.(*ListElectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Elector_Proclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ElectorServer).Proclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Elector_Proclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ElectorServer).Proclaim(ctx, req.(*ProclaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Elector_ServiceDesc is the grpc.ServiceDesc for Elector service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -403,11 +509,24 @@ var Elector_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Transfer",
 			Handler:    _Elector_Transfer_Handler,
 		},
+		{
+			MethodName: "ListElections",
+			Handler:    _Elector_ListElections_Handler,
+		},
+		{
+			MethodName: "Proclaim",
+			Handler:    _Elector_Proclaim_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "WatchLeader",
 			Handler:       _Elector_WatchLeader_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Campaign",
+			Handler:       _Elector_Campaign_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -104,7 +104,10 @@ type Election struct {
 	InitiatorRank *Rank `protobuf:"bytes,8,opt,name=initiator_rank,json=initiatorRank,proto3" json:"initiator_rank,omitempty"`
 	// Ring: the sitting leader, when it forwarded the token (0 otherwise).
 	// Without preempt the sitting leader keeps its place.
-	Incumbent     uint64 `protobuf:"varint,9,opt,name=incumbent,proto3" json:"incumbent,omitempty"`
+	Incumbent uint64 `protobuf:"varint,9,opt,name=incumbent,proto3" json:"incumbent,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +205,13 @@ func (x *Election) GetIncumbent() uint64 {
 	return 0
 }
 
+func (x *Election) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // Answer is the bully's reply to an Election: "I am alive and outrank you;
 // wait for a Coordinator".
 type Answer struct {
@@ -211,7 +221,10 @@ type Answer struct {
 	// The node that sent the Election.
 	To uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
 	// The term of the Election answered.
-	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +280,13 @@ func (x *Answer) GetTerm() uint64 {
 	return 0
 }
 
+func (x *Answer) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // Coordinator announces a leader and its term.
 type Coordinator struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -292,7 +312,10 @@ type Coordinator struct {
 	// (the leader included) its leader heard from within a leader timeout. A
 	// follower bound to a healthy leader follows a rival only with at least
 	// its leader's support. 0: not given, read as 1.
-	Support       uint32 `protobuf:"varint,9,opt,name=support,proto3" json:"support,omitempty"`
+	Support uint32 `protobuf:"varint,9,opt,name=support,proto3" json:"support,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +413,13 @@ func (x *Coordinator) GetSupport() uint32 {
 	return 0
 }
 
+func (x *Coordinator) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // CoordinatorAck acknowledges a proposed leader in quorum mode.
 type CoordinatorAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -398,7 +428,10 @@ type CoordinatorAck struct {
 	// The proposed leader.
 	To uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
 	// The proposal's term.
-	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +487,13 @@ func (x *CoordinatorAck) GetTerm() uint64 {
 	return 0
 }
 
+func (x *CoordinatorAck) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // Heartbeat goes from a follower to the leader it believes in. A missing
 // reply past the heartbeat timeout makes the follower suspect the leader; in
 // quorum mode the leader counts heartbeats to keep its lease.
@@ -469,7 +509,10 @@ type Heartbeat struct {
 	Leader uint64 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	// Quorum mode: the last lease_stamp this leader gave the follower (0:
 	// none); the leader counts the follower towards its lease from then on.
-	LeaseStamp    uint64 `protobuf:"varint,5,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	LeaseStamp uint64 `protobuf:"varint,5,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +582,13 @@ func (x *Heartbeat) GetLeaseStamp() uint64 {
 	return 0
 }
 
+func (x *Heartbeat) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // HeartbeatReply answers a Heartbeat. It also travels on its own to tell a
 // peer of a newer leadership (a stale Coordinator is answered this way).
 type HeartbeatReply struct {
@@ -561,7 +611,10 @@ type HeartbeatReply struct {
 	// promise (sent on its own, not as an answer).
 	Release bool `protobuf:"varint,7,opt,name=release,proto3" json:"release,omitempty"`
 	// Plain mode: the support of the leadership named (see Coordinator).
-	Support       uint32 `protobuf:"varint,8,opt,name=support,proto3" json:"support,omitempty"`
+	Support uint32 `protobuf:"varint,8,opt,name=support,proto3" json:"support,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,6 +705,13 @@ func (x *HeartbeatReply) GetSupport() uint32 {
 	return 0
 }
 
+func (x *HeartbeatReply) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 // TimeoutNow hands leadership to the recipient (transfer), or asks it to
 // run an election without the sender (resign).
 type TimeoutNow struct {
@@ -666,7 +726,10 @@ type TimeoutNow struct {
 	Elect bool `protobuf:"varint,4,opt,name=elect,proto3" json:"elect,omitempty"`
 	// Plain mode: the support of the leadership handed over, which the
 	// successor claims for a leader timeout (see Coordinator).
-	Support       uint32 `protobuf:"varint,5,opt,name=support,proto3" json:"support,omitempty"`
+	Support uint32 `protobuf:"varint,5,opt,name=support,proto3" json:"support,omitempty"`
+	// The named election this message belongs to; empty: the node's default
+	// election (what every older node sends and means).
+	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -736,6 +799,116 @@ func (x *TimeoutNow) GetSupport() uint32 {
 	return 0
 }
 
+func (x *TimeoutNow) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+// Candidacy tells a peer this node's standing in one named election: that
+// it stands (with its candidacy's priority and value), that it withdrew, and
+// the term it leads at. A node sends it to every live member when its
+// standing changes, and all of its candidacies to a member that joins.
+type Candidacy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sender.
+	From uint64 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// Recipient.
+	To uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	// The term the sender leads the election at; 0 when it does not lead.
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The named election (never empty).
+	Election string `protobuf:"bytes,4,opt,name=election,proto3" json:"election,omitempty"`
+	// False: the sender withdrew from the election.
+	Standing bool `protobuf:"varint,5,opt,name=standing,proto3" json:"standing,omitempty"`
+	// The candidacy's priority: it ranks the sender in this election.
+	Priority int64 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	// The candidacy's value (an application's address), at most 1 KiB.
+	Value         string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Candidacy) Reset() {
+	*x = Candidacy{}
+	mi := &file_electord_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Candidacy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Candidacy) ProtoMessage() {}
+
+func (x *Candidacy) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Candidacy.ProtoReflect.Descriptor instead.
+func (*Candidacy) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Candidacy) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *Candidacy) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *Candidacy) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *Candidacy) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *Candidacy) GetStanding() bool {
+	if x != nil {
+		return x.Standing
+	}
+	return false
+}
+
+func (x *Candidacy) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Candidacy) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // Ack is the empty receipt for one-way peer messages.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -745,7 +918,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_electord_v1_peer_proto_msgTypes[8]
+	mi := &file_electord_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +930,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_peer_proto_msgTypes[8]
+	mi := &file_electord_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +943,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_electord_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 var File_electord_v1_peer_proto protoreflect.FileDescriptor
@@ -780,7 +953,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x16electord/v1/peer.proto\x12\velectord.v1\"2\n" +
 	"\x04Rank\x12\x1a\n" +
 	"\bpriority\x18\x01 \x01(\x03R\bpriority\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\xb6\x02\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\xd2\x02\n" +
 	"\bElection\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -792,11 +965,13 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\bmax_term\x18\x06 \x01(\x04R\amaxTerm\x12.\n" +
 	"\tfrom_rank\x18\a \x01(\v2\x11.electord.v1.RankR\bfromRank\x128\n" +
 	"\x0einitiator_rank\x18\b \x01(\v2\x11.electord.v1.RankR\rinitiatorRank\x12\x1c\n" +
-	"\tincumbent\x18\t \x01(\x04R\tincumbent\"@\n" +
+	"\tincumbent\x18\t \x01(\x04R\tincumbent\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\\\n" +
 	"\x06Answer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"\x88\x02\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xa4\x02\n" +
 	"\vCoordinator\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -808,18 +983,21 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\tconfirmed\x18\a \x01(\bR\tconfirmed\x12\x1f\n" +
 	"\vlease_stamp\x18\b \x01(\x04R\n" +
 	"leaseStamp\x12\x18\n" +
-	"\asupport\x18\t \x01(\rR\asupport\"H\n" +
+	"\asupport\x18\t \x01(\rR\asupport\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"d\n" +
 	"\x0eCoordinatorAck\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"|\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\x98\x01\n" +
 	"\tHeartbeat\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1f\n" +
 	"\vlease_stamp\x18\x05 \x01(\x04R\n" +
-	"leaseStamp\"\xcd\x01\n" +
+	"leaseStamp\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xe9\x01\n" +
 	"\x0eHeartbeatReply\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -829,15 +1007,25 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\vlease_stamp\x18\x06 \x01(\x04R\n" +
 	"leaseStamp\x12\x18\n" +
 	"\arelease\x18\a \x01(\bR\arelease\x12\x18\n" +
-	"\asupport\x18\b \x01(\rR\asupport\"t\n" +
+	"\asupport\x18\b \x01(\rR\asupport\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\x90\x01\n" +
 	"\n" +
 	"TimeoutNow\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x14\n" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
-	"\asupport\x18\x05 \x01(\rR\asupport\"\x05\n" +
-	"\x03Ack2\x9c\x03\n" +
+	"\asupport\x18\x05 \x01(\rR\asupport\x12\x1a\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xad\x01\n" +
+	"\tCandidacy\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1a\n" +
+	"\belection\x18\x04 \x01(\tR\belection\x12\x1a\n" +
+	"\bstanding\x18\x05 \x01(\bR\bstanding\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\x03R\bpriority\x12\x14\n" +
+	"\x05value\x18\a \x01(\tR\x05value\"\x05\n" +
+	"\x03Ack2\xd3\x03\n" +
 	"\x04Peer\x123\n" +
 	"\bElection\x12\x15.electord.v1.Election\x1a\x10.electord.v1.Ack\x12/\n" +
 	"\x06Answer\x12\x13.electord.v1.Answer\x1a\x10.electord.v1.Ack\x129\n" +
@@ -846,7 +1034,8 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x16.electord.v1.Heartbeat\x1a\x1b.electord.v1.HeartbeatReply\x127\n" +
 	"\n" +
 	"TimeoutNow\x12\x17.electord.v1.TimeoutNow\x1a\x10.electord.v1.Ack\x127\n" +
-	"\x06Notify\x12\x1b.electord.v1.HeartbeatReply\x1a\x10.electord.v1.AckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
+	"\x06Notify\x12\x1b.electord.v1.HeartbeatReply\x1a\x10.electord.v1.Ack\x125\n" +
+	"\tCandidacy\x12\x16.electord.v1.Candidacy\x1a\x10.electord.v1.AckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
 var (
 	file_electord_v1_peer_proto_rawDescOnce sync.Once
@@ -860,7 +1049,7 @@ func file_electord_v1_peer_proto_rawDescGZIP() []byte {
 	return file_electord_v1_peer_proto_rawDescData
 }
 
-var file_electord_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_electord_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_electord_v1_peer_proto_goTypes = []any{
 	(*Rank)(nil),           // 0: electord.v1.Rank
 	(*Election)(nil),       // 1: electord.v1.Election
@@ -870,7 +1059,8 @@ var file_electord_v1_peer_proto_goTypes = []any{
 	(*Heartbeat)(nil),      // 5: electord.v1.Heartbeat
 	(*HeartbeatReply)(nil), // 6: electord.v1.HeartbeatReply
 	(*TimeoutNow)(nil),     // 7: electord.v1.TimeoutNow
-	(*Ack)(nil),            // 8: electord.v1.Ack
+	(*Candidacy)(nil),      // 8: electord.v1.Candidacy
+	(*Ack)(nil),            // 9: electord.v1.Ack
 }
 var file_electord_v1_peer_proto_depIdxs = []int32{
 	0,  // 0: electord.v1.Election.candidates:type_name -> electord.v1.Rank
@@ -884,15 +1074,17 @@ var file_electord_v1_peer_proto_depIdxs = []int32{
 	5,  // 8: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
 	7,  // 9: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
 	6,  // 10: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
-	8,  // 11: electord.v1.Peer.Election:output_type -> electord.v1.Ack
-	8,  // 12: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
-	8,  // 13: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
-	8,  // 14: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
-	6,  // 15: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
-	8,  // 16: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
-	8,  // 17: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
+	8,  // 11: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
+	9,  // 12: electord.v1.Peer.Election:output_type -> electord.v1.Ack
+	9,  // 13: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
+	9,  // 14: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
+	9,  // 15: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
+	6,  // 16: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
+	9,  // 17: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
+	9,  // 18: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
+	9,  // 19: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
+	12, // [12:20] is the sub-list for method output_type
+	4,  // [4:12] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -909,7 +1101,7 @@ func file_electord_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_electord_v1_peer_proto_rawDesc), len(file_electord_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Peer_Heartbeat_FullMethodName      = "/electord.v1.Peer/Heartbeat"
 	Peer_TimeoutNow_FullMethodName     = "/electord.v1.Peer/TimeoutNow"
 	Peer_Notify_FullMethodName         = "/electord.v1.Peer/Notify"
+	Peer_Candidacy_FullMethodName      = "/electord.v1.Peer/Candidacy"
 )
 
 // PeerClient is the client API for Peer service.
@@ -56,6 +57,8 @@ type PeerClient interface {
 	// Notify delivers a HeartbeatReply that answers no Heartbeat call: it tells
 	// a peer of a newer leadership (e.g. in answer to a stale Coordinator).
 	Notify(ctx context.Context, in *HeartbeatReply, opts ...grpc.CallOption) (*Ack, error)
+	// Candidacy delivers a node's standing in a named election.
+	Candidacy(ctx context.Context, in *Candidacy, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type peerClient struct {
@@ -136,6 +139,16 @@ func (c *peerClient) Notify(ctx context.Context, in *HeartbeatReply, opts ...grp
 	return out, nil
 }
 
+func (c *peerClient) Candidacy(ctx context.Context, in *Candidacy, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, Peer_Candidacy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -160,6 +173,8 @@ type PeerServer interface {
 	// Notify delivers a HeartbeatReply that answers no Heartbeat call: it tells
 	// a peer of a newer leadership (e.g. in answer to a stale Coordinator).
 	Notify(context.Context, *HeartbeatReply) (*Ack, error)
+	// Candidacy delivers a node's standing in a named election.
+	Candidacy(context.Context, *Candidacy) (*Ack, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -190,6 +205,9 @@ func (UnimplementedPeerServer) TimeoutNow(context.Context, *TimeoutNow) (*Ack, e
 }
 func (UnimplementedPeerServer) Notify(context.Context, *HeartbeatReply) (*Ack, error) {
 	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
+}
+func (UnimplementedPeerServer) Candidacy(context.Context, *Candidacy) (*Ack, error) {
+	return nil, status.Error(codes.Unimplemented, "method Candidacy not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -338,6 +356,24 @@ func _Peer_Notify_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Candidacy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Candidacy)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Candidacy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Candidacy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Candidacy(ctx, req.(*Candidacy))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -372,6 +408,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Notify",
 			Handler:    _Peer_Notify_Handler,
+		},
+		{
+			MethodName: "Candidacy",
+			Handler:    _Peer_Candidacy_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,634 @@
+package node
+
+import (
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/algorithms"
+	"github.com/electord/electord/election/named"
+	"github.com/electord/electord/transport"
+)
+
+// The node's named elections (docs/ELECTIONS.md). Everything here runs on
+// the loop goroutine: one state machine per election in which this node has
+// a local candidacy, all ticked by one clock; no goroutine, timer or
+// connection per election.
+
+// namedMachine is the state machine of one election this node stands in.
+type namedMachine struct {
+	sm       election.StateMachine
+	reported election.Leadership // the leadership last announced to peers
+	since    time.Time           // when the leadership last changed
+}
+
+// namedState is what the loop keeps of named elections.
+type namedState struct {
+	queues   named.Queues
+	table    named.Table
+	machines map[string]*namedMachine
+	subs     map[named.ID]*Candidacy
+	watchers map[string]map[*ElectionWatch]struct{}
+	// seen: the highest leadership term this node has shown of each
+	// election it knows (namedInfo).
+	seen  map[string]election.Term
+	store *NamedStore
+	clock *tickClock // nil while no machine runs
+	dirty map[string]bool
+	// Dropped counts named messages for an election this node runs no
+	// machine for (it withdrew, or never stood).
+	dropped uint64
+}
+
+// machineSet ticks every named machine together: a tick that is not due
+// only advances a machine's counters, so ticking all of them by the fewest
+// ticks any of them is due in is what ticking each on its own would do.
+type machineSet struct{ s *namedState }
+
+func (m machineSet) Tick() {
+	for name, nm := range m.s.machines {
+		nm.sm.Tick()
+		if nm.sm.HasReady() {
+			m.s.dirty[name] = true
+		}
+	}
+}
+
+func (m machineSet) TicksUntilDue() int {
+	due := 0
+	for _, nm := range m.s.machines {
+		k := 1
+		if d, ok := nm.sm.(DueTicker); ok {
+			k = d.TicksUntilDue()
+		}
+		if k > 0 && (due == 0 || k < due) {
+			due = k
+		}
+	}
+	return due
+}
+
+func (n *Node) initNamed() error {
+	store, err := OpenNamedStore(n.cfg.Store.dir)
+	if err != nil {
+		return err
+	}
+	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
+		dirty: map[string]bool{}, seen: map[string]election.Term{}}
+	return nil
+}
+
+// namedC is the named clock's channel; nil (never ready) while no named
+// machine runs, so a node without named elections wakes no more than before.
+func (n *Node) namedC() <-chan time.Time {
+	if n.named.clock == nil {
+		return nil
+	}
+	return n.named.clock.C()
+}
+
+// catchUpNamed applies the named ticks that elapsed, before a machine is
+// called.
+func (n *Node) catchUpNamed() {
+	if n.named.clock != nil {
+		n.named.clock.catchUp()
+	}
+}
+
+// newMachine starts the state machine of an election this node now stands
+// in, for the head of its local queue. eager: campaign at once if no other
+// candidate is known (an app that stands first leads without waiting a
+// leader timeout); a revived node waits instead, as a restarted one does,
+// since it has not yet heard again who stands.
+func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
+	saved := n.named.store.Load(name)
+	ecfg := n.cfg.electionConfig(saved.Term)
+	ecfg.LeaderTerm = saved.LeaderTerm
+	ecfg.Priority = head.Priority
+	ecfg.Quorum, ecfg.BootstrapExpect, ecfg.Volatile = 0, 0, false
+	ecfg.Rand = electionRand(n.cfg.Self.ID, name)
+	sm, err := algorithms.New(n.cfg.Algorithm, ecfg)
+	if err != nil {
+		return err
+	}
+	n.catchUpNamed()
+	if n.named.clock == nil {
+		c := newTickClock(n.cfg.Tick)
+		c.drive(machineSet{n.named})
+		c.start()
+		n.named.clock = c
+	}
+	n.named.machines[name] = &namedMachine{sm: sm}
+	// The candidates the node knows of join one by one: a machine that knows
+	// earlier terms asks each who leads, instead of waiting to campaign.
+	others := n.named.table.Members(name)
+	for _, m := range others {
+		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
+	}
+	if len(others) == 0 && eager {
+		sm.Campaign() // the only candidate: nobody to wait for
+	}
+	n.named.dirty[name] = true
+	return nil
+}
+
+// dropMachine stops running name's machine, after sending what it has to
+// send.
+func (n *Node) dropMachine(name string) {
+	n.processNamed(name, nil, 0)
+	n.forgetMachine(name)
+}
+
+// forgetMachine stops running name's machine at once.
+func (n *Node) forgetMachine(name string) {
+	delete(n.named.machines, name)
+	if len(n.named.machines) == 0 && n.named.clock != nil {
+		n.named.clock.stop()
+		n.named.clock = nil
+	}
+	n.named.dirty[name] = true
+}
+
+// electionRand is a deterministic generator per node and election, so the
+// jitter of one node's elections is not the same sequence in each.
+func electionRand(id election.NodeID, name string) func(int) int {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	s := (uint64(id)*0x9E3779B97F4A7C15 ^ h.Sum64()) | 1
+	return func(n int) int {
+		s ^= s << 13
+		s ^= s >> 7
+		s ^= s << 17
+		return int(s % uint64(n))
+	}
+}
+
+// stepNamed handles a peer message of a named election, or a Candidacy.
+func (n *Node) stepNamed(in transport.Inbound) {
+	m := in.Msg
+	if m.Type == election.MsgCandidacy {
+		n.candidacyFrom(m)
+		return
+	}
+	nm := n.named.machines[m.Election]
+	if nm == nil || n.halted() {
+		n.named.dropped++
+		if in.Reply != nil {
+			close(in.Reply)
+		}
+		return
+	}
+	n.catchUpNamed()
+	if err := nm.sm.Step(m); err != nil {
+		n.counters.Rejected.Add(1)
+		n.log.Debug("rejected a named election's message", "election", m.Election, "err", err)
+	}
+	n.processNamed(m.Election, in.Reply, m.From)
+}
+
+// candidacyFrom records a peer's standing in a named election. A candidacy
+// is taken from any sender: the transport has bound the sender's identity,
+// and gossip may not have shown this node the sender yet (its Join, when it
+// comes, makes this node send its own candidacies back).
+func (n *Node) candidacyFrom(m election.Message) {
+	name := m.Election
+	nm := n.named.machines[name]
+	if m.Confirmed {
+		joined, reranked := n.named.table.Set(name, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
+		if nm != nil && (joined || reranked) && !n.halted() {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
+		}
+		if joined && nm != nil {
+			// A candidate new to this node may not know this node stands
+			// either (its copy was lost, or sent before it served again):
+			// tell it. The answer is not new to it, so this ends there.
+			n.sendCandidacy(name, m.From)
+		}
+	} else if n.named.table.Withdraw(name, m.From) && nm != nil && !n.halted() {
+		n.catchUpNamed()
+		nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
+	}
+	n.named.dirty[name] = true
+}
+
+// namedMemberEvent follows gossip: a member that joins hears of this node's
+// candidacies; one that leaves or dies loses its own.
+func (n *Node) namedMemberEvent(ev MemberEvent) {
+	id := ev.Member.ID
+	switch ev.Type {
+	case MemberJoin:
+		for _, name := range n.named.queues.Elections() {
+			n.sendCandidacy(name, id)
+		}
+	case MemberLeave, MemberDead:
+		typ := election.EventDead
+		if ev.Type == MemberLeave {
+			typ = election.EventLeave
+		}
+		for _, name := range n.named.table.Forget(id) {
+			if nm := n.named.machines[name]; nm != nil && !n.halted() {
+				n.catchUpNamed()
+				nm.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
+			}
+			n.named.dirty[name] = true
+		}
+	}
+}
+
+// namedSendFailed tells a named machine that one of its messages was not
+// delivered.
+func (n *Node) namedSendFailed(ev election.Event) {
+	if nm := n.named.machines[ev.Msg.Election]; nm != nil && !n.halted() {
+		n.catchUpNamed()
+		nm.sm.Observe(ev)
+		n.named.dirty[ev.Msg.Election] = true
+	}
+}
+
+// namedPeerGone: the host of m.To refuses connections. Every named
+// election that follows it campaigns now; the others are left to gossip,
+// as for the default election.
+func (n *Node) namedPeerGone(to election.NodeID) {
+	if n.halted() || to == 0 {
+		return
+	}
+	for name, nm := range n.named.machines {
+		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == to {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+			n.named.dirty[name] = true
+		}
+	}
+}
+
+// sendCandidacy tells peer (every live member when 0) this node's standing
+// in name.
+func (n *Node) sendCandidacy(name string, peer election.NodeID) {
+	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
+	if head, ok := n.named.queues.Head(name); ok {
+		m.Confirmed, m.Value = true, head.Value
+		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
+		if nm := n.named.machines[name]; nm != nil && nm.reported.Role == election.RoleLeader {
+			m.Term = nm.reported.Term
+		}
+	}
+	for id, rec := range n.members {
+		if (peer == 0 || id == peer) && rec.alive {
+			m.To = id
+			n.cfg.Transport.Send(m)
+		}
+	}
+}
+
+// processNamed drains the Ready of name's machine (see drainNamed). reply,
+// when not nil, takes its answer to replyTo's heartbeat.
+func (n *Node) processNamed(name string, reply chan election.Message, replyTo election.NodeID) {
+	n.drainNamed([]string{name}, reply, replyTo)
+}
+
+// namedReady is one machine's Ready in a batch.
+type namedReady struct {
+	name string
+	nm   *namedMachine
+	rd   election.Ready
+}
+
+// drainNamed drains the Ready of the machines of names as one batch: every
+// term is durable before any of the batch's messages goes out, in one write
+// however many elections moved past their reserve; then the messages go;
+// then the leadership terms are durable (one write) before any change is
+// shown or announced. reply, when not nil, takes the batch's answer to
+// replyTo's heartbeat.
+func (n *Node) drainNamed(names []string, reply chan election.Message, replyTo election.NodeID) {
+	defer func() {
+		if reply != nil {
+			close(reply) // no answer
+		}
+	}()
+	if n.halted() {
+		return
+	}
+	batch := make([]namedReady, 0, len(names))
+	for _, name := range names {
+		if nm := n.named.machines[name]; nm != nil && nm.sm.HasReady() {
+			rd := nm.sm.Ready()
+			if rd.Term != 0 {
+				n.named.store.Ask(name, rd.Term, 0)
+			}
+			batch = append(batch, namedReady{name, nm, rd})
+		}
+	}
+	// If none of the batch's new terms is durable, the machines that
+	// minted or took one stop here, before anything carries it.
+	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.Term != 0 })
+	for _, b := range batch {
+		for _, m := range b.rd.Messages {
+			m.Election = b.name
+			if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
+				reply <- m
+				reply = nil
+				continue
+			}
+			n.cfg.Transport.Send(m)
+		}
+		if b.rd.LeaderTerm != 0 {
+			n.named.store.Ask(b.name, 0, b.rd.LeaderTerm)
+		}
+	}
+	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.LeaderTerm != 0 })
+	for _, b := range batch {
+		n.named.dirty[b.name] = true
+		if b.rd.Change != nil {
+			n.namedChange(b.name, b.nm, *b.rd.Change)
+		}
+	}
+}
+
+// flushNamed makes the batch's asked terms durable; if it cannot, the
+// machines whose Ready asked (asked says which) stop, and the rest of the
+// batch is returned.
+func (n *Node) flushNamed(batch []namedReady, asked func(election.Ready) bool) []namedReady {
+	err := n.named.store.Flush()
+	if err == nil {
+		return batch
+	}
+	return slices.DeleteFunc(batch, func(b namedReady) bool {
+		if asked(b.rd) {
+			n.namedStoreFailed(b.name, err)
+			return true
+		}
+		return false
+	})
+}
+
+// namedChange handles a named election's new leadership: logged, the new
+// leader connected to (its crash is then seen at once), and observers told
+// when this node starts or stops leading.
+func (n *Node) namedChange(name string, nm *namedMachine, ch election.Leadership) {
+	nm.since = time.Now()
+	n.log.Info("named election: leadership changed", "election", name, "role", ch.Role.String(),
+		"leader", uint64(ch.Leader), "term", ch.Term.String())
+	if ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
+		if c, ok := n.cfg.Transport.(transport.Connector); ok {
+			c.Connect(ch.Leader)
+		}
+	}
+	was := nm.reported.Role == election.RoleLeader
+	nm.reported = ch
+	if was || ch.Role == election.RoleLeader {
+		n.sendCandidacy(name, 0) // observers learn who leads from the leader's word
+	}
+}
+
+// namedStoreFailed: a named election's term could not be written. That
+// election's machine stops (a leadership it held ends here, and peers hear
+// this node withdrew from it), before anything carrying the term leaves.
+// Its apps stay queued, told there is no leader; the node stands for them
+// again when one campaigns anew (no retry timer yet). The default election
+// is not touched.
+func (n *Node) namedStoreFailed(name string, err error) {
+	n.counters.PersistErrors.Add(1)
+	n.log.Error("named election: cannot persist its term; not standing in it", "election", name, "err", err)
+	n.forgetMachine(name)
+	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
+	for id, rec := range n.members {
+		if rec.alive {
+			m.To = id
+			n.cfg.Transport.Send(m)
+		}
+	}
+}
+
+// afterNamed runs after each loop iteration: it drains the machines that
+// have something to say and publishes the elections that changed.
+func (n *Node) afterNamed() {
+	var ready []string
+	for name, nm := range n.named.machines {
+		if nm.sm.HasReady() {
+			ready = append(ready, name)
+		}
+	}
+	if len(ready) > 0 {
+		n.drainNamed(ready, nil, 0)
+	}
+	for name := range n.named.dirty {
+		n.publishNamed(name)
+	}
+	clear(n.named.dirty)
+	if n.named.clock != nil {
+		n.named.clock.arm()
+	}
+}
+
+// stand registers a local candidacy (on the loop).
+func (n *Node) stand(c *Candidacy) error {
+	cand, _, err := n.named.queues.Add(c.Election, c.Value, c.Priority)
+	if err != nil {
+		return err
+	}
+	c.ID = cand.ID
+	n.named.subs[cand.ID] = c
+	if n.named.machines[c.Election] == nil {
+		// The first app here, or the machine stopped (a term it could not
+		// persist): stand for the head of the queue.
+		h, _ := n.named.queues.Head(c.Election)
+		if err := n.newMachine(c.Election, h, true); err != nil {
+			n.named.queues.Remove(cand.ID)
+			delete(n.named.subs, cand.ID)
+			return err
+		}
+		n.sendCandidacy(c.Election, 0)
+	}
+	n.named.dirty[c.Election] = true
+	return nil
+}
+
+// withdrawCandidacy ends a local candidacy (on the loop). The head's end is
+// a handover when the node leads and another node stands: its machine
+// transfers the leadership to the best-ranked other candidate before it is
+// dropped. An app queued next stands with a machine of its own, so it never
+// inherits the token of the app before it.
+func (n *Node) withdrawCandidacy(id named.ID) {
+	c := n.named.subs[id]
+	delete(n.named.subs, id)
+	gone, wasHead, next, more, err := n.named.queues.Remove(id)
+	if err != nil {
+		return
+	}
+	name := gone.Election
+	n.named.dirty[name] = true
+	if c != nil {
+		close(c.events)
+	}
+	if !wasHead {
+		return
+	}
+	if nm := n.named.machines[name]; nm != nil {
+		if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {
+			if to, ok := n.bestOther(name); ok {
+				n.catchUpNamed()
+				if err := nm.sm.Transfer(to); err != nil {
+					n.log.Warn("named election: handover on withdrawal failed", "election", name, "to", uint64(to), "err", err)
+				}
+			}
+		}
+		n.dropMachine(name)
+	}
+	if more {
+		if err := n.newMachine(name, next, true); err != nil {
+			n.log.Error("named election: cannot stand for the next app", "election", name, "err", err)
+		}
+	} else {
+		n.named.store.Drop(name)
+		if err := n.named.store.Flush(); err != nil {
+			n.log.Warn("named election: cannot drop a finished election's record", "election", name, "err", err)
+		}
+	}
+	n.sendCandidacy(name, 0)
+}
+
+// bestOther is the best-ranked other node standing in name.
+func (n *Node) bestOther(name string) (election.NodeID, bool) {
+	ms := n.named.table.Members(name)
+	for i := len(ms) - 1; i >= 0; i-- {
+		if rec := n.members[ms[i].ID]; rec != nil && rec.alive {
+			return ms[i].ID, true
+		}
+	}
+	return 0, false
+}
+
+// publishNamed recomputes what readers see of name, and tells its local
+// candidacies what changed.
+func (n *Node) publishNamed(name string) {
+	info, known := n.namedInfo(name)
+	n.mu.Lock()
+	if known {
+		if n.elections == nil {
+			n.elections = map[string]ElectionInfo{}
+		}
+		n.elections[name] = info
+	} else {
+		delete(n.elections, name)
+	}
+	n.mu.Unlock()
+	for i, cand := range n.named.queues.Queue(name) {
+		if c := n.named.subs[cand.ID]; c != nil {
+			c.offer(info.Leader, i == 0, i)
+		}
+	}
+	for w := range n.named.watchers[name] {
+		w.offer(info.Leader)
+	}
+}
+
+// namedInfo is name as this node sees it: its machine's leadership if it
+// stands, else the leadership its candidates announce.
+func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
+	nm := n.named.machines[name]
+	others := n.named.table.Members(name)
+	info := ElectionInfo{Election: name, Candidates: len(others), Local: len(n.named.queues.Queue(name)),
+		Leader: LeaderInfo{Election: name, State: StateNoLeader}}
+	if nm == nil && len(others) == 0 && info.Local == 0 {
+		delete(n.named.seen, name)
+		return info, false
+	}
+	li := LeaderInfo{Election: name, State: StateNoLeader}
+	switch {
+	case nm != nil && !n.killed:
+		info.Candidates++
+		st := nm.sm.Status()
+		li.ID, li.Term, li.State, li.Since = st.Leader, st.LeaderTerm, roleState(st.Role), nm.since
+	case !n.killed:
+		if id, s, ok := n.named.table.Leader(name); ok {
+			li.ID, li.Term, li.State = id, s.LeaderTerm, StateFollower
+		}
+	}
+	// What this node shows of an election never goes back to an older
+	// leadership, as for the default election: a candidate's claim can be
+	// stale (its word that it stepped down comes from another sender than
+	// the new leader's, in either order), and a machine started afresh
+	// knows no leadership of the election's past.
+	if seen := n.named.seen[name]; li.Term < seen {
+		li = LeaderInfo{Election: name, State: StateNoLeader, Term: seen}
+		if nm != nil && !n.killed {
+			li.State = roleState(nm.sm.Status().Role)
+		}
+	} else if li.ID != 0 {
+		n.named.seen[name] = li.Term
+	}
+	if li.ID == 0 {
+		li.Since = time.Time{}
+	}
+	if li.ID == n.cfg.Self.ID {
+		li.Self, li.Name, li.Address = true, n.cfg.Self.Name, n.cfg.Self.APIAddr
+		if head, ok := n.named.queues.Head(name); ok {
+			li.Value = head.Value
+		}
+	} else if li.ID != 0 {
+		if rec := n.members[li.ID]; rec != nil {
+			li.Name, li.Address = rec.Name, rec.APIAddr
+		}
+		if s, ok := n.named.table.Get(name, li.ID); ok {
+			li.Value = s.Value
+		}
+	}
+	info.Leader = li
+	return info, true
+}
+
+// NamedElections lists the named elections this node knows, sorted by name.
+func (n *Node) NamedElections() []ElectionInfo {
+	n.mu.RLock()
+	out := make([]ElectionInfo, 0, len(n.elections))
+	for _, e := range n.elections {
+		out = append(out, e)
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(out, func(a, b ElectionInfo) int {
+		switch {
+		case a.Election < b.Election:
+			return -1
+		case a.Election > b.Election:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ElectionLeader is name's leadership as this node sees it; ok is false
+// when this node knows nothing of the election.
+func (n *Node) ElectionLeader(name string) (LeaderInfo, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	e, ok := n.elections[name]
+	if !ok {
+		return LeaderInfo{Election: name, State: StateNoLeader}, false
+	}
+	return e.Leader, true
+}
+
+// stopNamed drops every named machine, as a crash would: a killed node
+// stands in nothing and claims nothing. The apps stay queued; restartNamed
+// stands for them again. Nothing is sent (the node is halted).
+func (n *Node) stopNamed() {
+	for name := range n.named.machines {
+		n.dropMachine(name)
+	}
+	n.named.table = named.Table{} // peers forget this node too; they will tell it again
+	n.afterNamed()
+}
+
+// restartNamed stands again, after a revive, for the head of every local
+// queue, from the persisted terms.
+func (n *Node) restartNamed() {
+	for _, name := range n.named.queues.Elections() {
+		head, _ := n.named.queues.Head(name)
+		if err := n.newMachine(name, head, false); err != nil {
+			n.log.Error("named election: cannot stand again after revive", "election", name, "err", err)
+		}
+	}
+}

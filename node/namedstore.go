@@ -1,0 +1,200 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/named"
+)
+
+// NamedStore persists the terms of every named election in one file, so
+// that each election's fencing token never goes back across restarts. It
+// keeps the TermStore's reserve (a save writes a term ReserveEpochs ahead,
+// so most saves need no I/O), and every save a loop iteration asks for is
+// one write (Ask, then Flush): a thousand elections failing over together
+// cost one fsync, not a thousand.
+//
+// An election nobody stands in any more is dropped from the file (Drop), its
+// term folded into the floor: every election starts from at least the floor,
+// so a name used again never mints a token below one it minted before, and
+// the file does not grow with every name ever used.
+//
+// The file (elections, version 1), its last line a CRC-32 (IEEE) of the
+// bytes before it, so a torn or edited file is refused:
+//
+//	electord-elections v1
+//	floor <term>
+//	e <name> <term reserve> <leadership term>
+//	...
+//	crc32 <8 hex digits>
+//
+// Owned by the loop goroutine.
+type NamedStore struct {
+	dir     string // "" keeps the terms in memory only
+	durable map[string]Persisted
+	floor   election.Term
+	next    map[string]Persisted // durable plus what was asked since the last Flush
+	nextMin election.Term        // the floor after the next Flush
+	// Writes counts the writes that reached the disk.
+	Writes int
+}
+
+const (
+	namedFile   = "elections"
+	namedHeader = "electord-elections v1"
+)
+
+// OpenNamedStore loads dir's named terms (none on a first start). dir ""
+// keeps them in memory. A file that cannot be trusted is ErrTermStore.
+func OpenNamedStore(dir string) (*NamedStore, error) {
+	s := &NamedStore{dir: dir, durable: map[string]Persisted{}}
+	if dir != "" {
+		b, err := os.ReadFile(filepath.Join(dir, namedFile))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("%w: %s: %w", ErrTermStore, namedFile, err)
+		default:
+			if s.floor, s.durable, err = decodeNamed(b); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrTermStore, filepath.Join(dir, namedFile), err)
+			}
+		}
+	}
+	s.reset()
+	return s, nil
+}
+
+func (s *NamedStore) reset() {
+	s.next, s.nextMin = make(map[string]Persisted, len(s.durable)), s.floor
+	for k, v := range s.durable {
+		s.next[k] = v
+	}
+}
+
+// Load is what a new state machine for name starts from: its own record,
+// never below the floor.
+func (s *NamedStore) Load(name string) Persisted {
+	p := s.next[name]
+	p.Term = max(p.Term, s.nextMin)
+	return p
+}
+
+// Ask asks for term and leaderTerm of name to be durable at the next Flush
+// (zero leaves a value as it is). It reports whether the Flush must write.
+func (s *NamedStore) Ask(name string, term, leaderTerm election.Term) bool {
+	s.next[name] = s.Load(name).raised(term, leaderTerm)
+	return s.Dirty()
+}
+
+// Drop forgets name, folding its term into the floor (at the next Flush).
+func (s *NamedStore) Drop(name string) {
+	if p, ok := s.next[name]; ok {
+		s.nextMin = max(s.nextMin, p.Term)
+		delete(s.next, name)
+	}
+}
+
+// Dirty reports whether a Flush would write.
+func (s *NamedStore) Dirty() bool {
+	if s.nextMin != s.floor || len(s.next) != len(s.durable) {
+		return true
+	}
+	for k, v := range s.next {
+		if s.durable[k] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// Flush makes everything asked since the last Flush durable, in one write.
+// On failure nothing asked is taken as durable; the asks stay pending for
+// the next Flush.
+func (s *NamedStore) Flush() error {
+	if !s.Dirty() {
+		return nil
+	}
+	if s.dir != "" {
+		if err := writeFileSync(s.dir, namedFile, encodeNamed(s.nextMin, s.next)); err != nil {
+			return fmt.Errorf("persisting the terms of %d named elections: %w", len(s.next), err)
+		}
+		s.Writes++
+	}
+	s.floor, s.durable = s.nextMin, make(map[string]Persisted, len(s.next))
+	for k, v := range s.next {
+		s.durable[k] = v
+	}
+	return nil
+}
+
+// Durable is what the disk holds for name.
+func (s *NamedStore) Durable(name string) Persisted {
+	p := s.durable[name]
+	p.Term = max(p.Term, s.floor)
+	return p
+}
+
+func encodeNamed(floor election.Term, m map[string]Persisted) []byte {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\nfloor %d\n", namedHeader, uint64(floor))
+	for _, k := range names {
+		fmt.Fprintf(&b, "e %s %d %d\n", k, uint64(m[k].Term), uint64(m[k].LeaderTerm))
+	}
+	fmt.Fprintf(&b, "crc32 %08x\n", crc32.ChecksumIEEE(b.Bytes()))
+	return b.Bytes()
+}
+
+func decodeNamed(b []byte) (election.Term, map[string]Persisted, error) {
+	i := bytes.LastIndex(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+	if i < 0 {
+		return 0, nil, errors.New("no checksum line")
+	}
+	body, sum := b[:i+1], strings.TrimSpace(string(b[i+1:]))
+	if sum != fmt.Sprintf("crc32 %08x", crc32.ChecksumIEEE(body)) {
+		return 0, nil, fmt.Errorf("checksum %q does not match the contents", shorten(sum))
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	if !sc.Scan() || sc.Text() != namedHeader {
+		return 0, nil, errors.New("not an electord-elections v1 file")
+	}
+	var floor election.Term
+	m := map[string]Persisted{}
+	for line := 2; sc.Scan(); line++ {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "floor" && line == 2:
+			v, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0, nil, fmt.Errorf("line %d: floor: %w", line, err)
+			}
+			floor = election.Term(v)
+		case len(f) == 4 && f[0] == "e":
+			if err := named.CheckName(f[1]); err != nil {
+				return 0, nil, fmt.Errorf("line %d: %w", line, err)
+			}
+			t, err1 := strconv.ParseUint(f[2], 10, 64)
+			l, err2 := strconv.ParseUint(f[3], 10, 64)
+			if err := errors.Join(err1, err2); err != nil || l > t {
+				return 0, nil, fmt.Errorf("line %d: bad terms %q %q", line, f[2], f[3])
+			}
+			m[f[1]] = Persisted{Term: election.Term(t), LeaderTerm: election.Term(l)}
+		default:
+			return 0, nil, fmt.Errorf("line %d: unexpected %q", line, shorten(sc.Text()))
+		}
+	}
+	return floor, m, nil
+}
