@@ -81,6 +81,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			n.cause = cause{kind: "membership", ev: ev}
 			n.membershipEvent(ev)
+			n.moreEvents()
 		case c := <-n.cmds:
 			n.cause = cause{kind: "command"}
 			c()
@@ -98,6 +99,35 @@ func (n *Node) Run(ctx context.Context) error {
 			n.announce()
 		}
 		n.clock.arm()
+	}
+}
+
+// maxEventBatch bounds the membership events moreEvents takes at once.
+const maxEventBatch = 64
+
+// moreEvents takes the membership events already waiting, up to
+// maxEventBatch, as long as none has given the machine anything to do (a
+// Ready): a cluster forming, or a partition healing, brings one Join per
+// member, and publishing the member list after each was O(members) work and
+// garbage per event (at 128 processes on 2 cores, 5% of all CPU while the
+// cluster formed). The event that gives the machine work ends the batch, so
+// process sees it as the cause, as it would alone.
+func (n *Node) moreEvents() {
+	for range maxEventBatch {
+		if n.events == nil || n.sm.HasReady() {
+			return
+		}
+		select {
+		case ev, ok := <-n.events:
+			if !ok {
+				n.events = nil
+				return
+			}
+			n.cause = cause{kind: "membership", ev: ev}
+			n.membershipEvent(ev)
+		default:
+			return
+		}
 	}
 }
 
