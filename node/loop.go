@@ -75,12 +75,9 @@ func (n *Node) Run(ctx context.Context) error {
 			n.cause = cause{kind: "peer down", msg: m}
 			n.peerGone(m)
 		case ev, ok := <-n.events:
-			if !ok {
-				n.events = nil
+			if !n.takeEvent(ev, ok) {
 				continue
 			}
-			n.cause = cause{kind: "membership", ev: ev}
-			n.membershipEvent(ev)
 			n.moreEvents()
 		case c := <-n.cmds:
 			n.cause = cause{kind: "command"}
@@ -119,16 +116,25 @@ func (n *Node) moreEvents() {
 		}
 		select {
 		case ev, ok := <-n.events:
-			if !ok {
-				n.events = nil
+			if !n.takeEvent(ev, ok) {
 				return
 			}
-			n.cause = cause{kind: "membership", ev: ev}
-			n.membershipEvent(ev)
 		default:
 			return
 		}
 	}
+}
+
+// takeEvent handles one receive from the membership's events (ok false:
+// the channel closed) and reports whether it was an event.
+func (n *Node) takeEvent(ev MemberEvent, ok bool) bool {
+	if !ok {
+		n.events = nil
+		return false
+	}
+	n.cause = cause{kind: "membership", ev: ev}
+	n.membershipEvent(ev)
+	return true
 }
 
 // process drains Ready: persist the term, then answer a pending heartbeat
