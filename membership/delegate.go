@@ -76,7 +76,7 @@ func (d delegate) NotifyUpdate(n *memberlist.Node) {
 	wasValid, oldClaim := mb.valid, mb.claim()
 	mb.addr = n.Address()
 	m.noteAliveLocked(n.Name, mb.addr)
-	w, err := decodeMeta(n)
+	w, err := m.metas.decode(n)
 	if err != nil {
 		if mb.valid && !mb.badNoted {
 			mb.badNoted = true
@@ -157,7 +157,7 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	}
 
 	who := Meta{ID: nameID(other.Name)}
-	if w, err := decodeMeta(other); err == nil {
+	if w, err := m.metas.decode(other); err == nil {
 		who = w.Meta
 	}
 	var detail string
@@ -167,7 +167,7 @@ func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	case existing.Name == m.name:
 		detail = fmt.Sprintf("duplicate node id %s: claimed by this node at %s and by another node at %s; gossip ignores the other one, but both run with this id",
 			existing.Name, ea, oa)
-		w, err := decodeMeta(other)
+		w, err := m.metas.decode(other)
 		if err != nil {
 			break
 		}
@@ -203,7 +203,7 @@ func (m *Membership) joinLocked(n *memberlist.Node) []Event {
 	mb := &member{name: n.Name, addr: n.Address()}
 	m.members[n.Name] = mb
 	m.noteAliveLocked(n.Name, mb.addr)
-	w, err := decodeMeta(n)
+	w, err := m.metas.decode(n)
 	if err != nil {
 		return []Event{m.conflict(Meta{ID: nameID(n.Name)}, slog.LevelError, fmt.Sprintf(
 			"node %q at %s gossiped metadata that cannot be used (%v); it is ignored and never elected", n.Name, mb.addr, err))}

@@ -35,6 +35,9 @@ type Membership struct {
 	meta    Meta
 	leaving bool
 
+	// metas decodes the other nodes' metadata (see metaCache).
+	metas metaCache
+
 	// mu guards the view of the other nodes. memberlist calls the delegate
 	// with its own node lock held, so nothing under mu calls memberlist.
 	mu        sync.Mutex

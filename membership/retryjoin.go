@@ -31,7 +31,8 @@ const (
 	// of a node that has joined but sees fewer live members than
 	// Config.BootstrapExpect (see RetryJoin): the first comes
 	// ShortSyncFirst after the join, each next one twice as late, up to
-	// ShortSyncMax.
+	// ShortSyncMax; a sync after which the view has grown is followed by
+	// the next ShortSyncFirst later again.
 	ShortSyncFirst = 1 * time.Second
 	ShortSyncMax   = 8 * time.Second
 )
@@ -50,7 +51,10 @@ const (
 // A node that has joined but sees fewer live members than
 // Config.BootstrapExpect (a cluster forming) syncs state with a random live
 // member (the seeds while it knows none) after ShortSyncFirst, then twice as
-// late each time up to ShortSyncMax, until it has seen that many once. A
+// late each time up to ShortSyncMax, until it has seen that many once; while
+// its view keeps growing (the others are still starting) the period stays
+// at ShortSyncFirst: a node that joined early learns of the later ones from
+// a member a second after they joined, not 4 or 8 seconds later. A
 // state sync (memberlist's push/pull) brings every member the other side
 // knows; memberlist's own push/pull comes every 30 s and more (it stretches
 // the period above 32 members), and a node that missed the join broadcast
@@ -193,6 +197,7 @@ type joiner interface {
 	joinAddr(addr string) error
 	short() bool
 	anyMember() string
+	admittedCount() int
 }
 
 // retryJoin is the policy of RetryJoin, with its periods as parameters.
@@ -229,16 +234,14 @@ func (r retryJoin) start(stop <-chan struct{}) {
 		state := map[string]*backoff{}
 		results := make(chan joinResult, r.perRound)
 		inFlight := 0
-		shortWait := r.shortFirst
+		syncs := shortSchedule{first: r.shortFirst, max: r.shortMax}
 		// next is the wait after a successful join or sync: the next sync
 		// while short of the expected members, else the next rejoin round.
 		next := func() time.Duration {
 			if !r.m.short() {
 				return r.jitter(r.rejoin)
 			}
-			w := shortWait
-			shortWait = min(2*shortWait, r.shortMax)
-			return r.jitter(w)
+			return r.jitter(syncs.next(r.m.admittedCount()))
 		}
 		timer := time.NewTimer(r.retry)
 		if joined {
@@ -286,6 +289,29 @@ func (r retryJoin) start(stop <-chan struct{}) {
 			timer.Reset(r.jitter(r.rejoin))
 		}
 	}()
+}
+
+// shortSchedule is the back-off of the state syncs of a node short of
+// Config.BootstrapExpect: first, then twice as long each time up to max,
+// and first again whenever the view has grown since the last plan. A view
+// that grows means the cluster is still starting: the members started
+// since the last sync are known to the others already, and waiting 4 or 8
+// seconds to hear of them delays the first election as long.
+type shortSchedule struct {
+	first, max time.Duration
+	wait       time.Duration // the next wait unless the view grows; 0: first
+	seen       int           // live members when the last wait was planned
+}
+
+// next is the wait before the next sync, for a view of live members.
+func (s *shortSchedule) next(live int) time.Duration {
+	if s.wait == 0 || live > s.seen {
+		s.wait = s.first
+	}
+	s.seen = max(s.seen, live)
+	w := s.wait
+	s.wait = min(2*s.wait, s.max)
+	return w
 }
 
 // round starts joins (at most room) of the missing addresses whose back-off

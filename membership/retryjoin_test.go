@@ -70,8 +70,9 @@ func (f *fakeJoiner) joinAddr(addr string) error {
 	return nil
 }
 
-func (f *fakeJoiner) short() bool       { return false }
-func (f *fakeJoiner) anyMember() string { return "" }
+func (f *fakeJoiner) short() bool        { return false }
+func (f *fakeJoiner) anyMember() string  { return "" }
+func (f *fakeJoiner) admittedCount() int { return 0 }
 
 func (f *fakeJoiner) setTargets(addrs ...string) {
 	f.mu.Lock()
@@ -232,5 +233,34 @@ func TestRetryJoinStopsAtShutdown(t *testing.T) {
 	case <-b.stopRetry:
 	default:
 		t.Fatal("Shutdown did not stop the retries")
+	}
+}
+
+// The syncs of a node short of bootstrap-expect back off from the first
+// period while its view stands still, and come at the first period again
+// once it has grown: a cluster still starting is learnt a second after its
+// members join, not after a back-off of 4 or 8 seconds.
+func TestShortSyncsStayFrequentWhileTheViewGrows(t *testing.T) {
+	s := shortSchedule{first: time.Second, max: 8 * time.Second}
+	steps := []struct {
+		live int
+		want time.Duration
+	}{
+		{0, time.Second},     // no member yet
+		{0, 2 * time.Second}, // nothing new: back off
+		{3, time.Second},     // grew
+		{10, time.Second},    // grew
+		{10, 2 * time.Second},
+		{10, 4 * time.Second},
+		{10, 8 * time.Second},
+		{10, 8 * time.Second}, // capped
+		{9, 8 * time.Second},  // a member lost is no growth
+		{10, 8 * time.Second}, // nor is its return
+		{11, time.Second},
+	}
+	for i, st := range steps {
+		if got := s.next(st.live); got != st.want {
+			t.Fatalf("step %d (%d live): wait %v, want %v", i, st.live, got, st.want)
+		}
 	}
 }

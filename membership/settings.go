@@ -41,7 +41,7 @@ func (s Settings) diff(theirs Settings) string {
 // left to the callers that read it (NotifyJoin, NotifyUpdate), which report
 // it; a node that gossips no settings at all differs.
 func (m *Membership) checkSettings(n *memberlist.Node) error {
-	w, err := decodeMeta(n)
+	w, err := m.metas.decode(n)
 	if err != nil {
 		return nil
 	}

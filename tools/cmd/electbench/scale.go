@@ -330,7 +330,7 @@ func scale(args []string) error {
 		config += " + `--bootstrap-expect <nodes>`"
 	}
 	pr("- electord `%s` (%s), %s\n", path, describe(path), config)
-	pr("- first agreement: from starting the first process (all are started one after another, each joining node 1) until every node's watch reports the same leader; idle: after it and %v more, utime+stime over %v; crash: SIGKILL of the leader until every survivor agrees on a new leader with a higher term (10 s limit), then the node is restarted and all agree again\n\n", *settle, *window)
+	pr("- first agreement: from starting the first process (node 1 first, then the others, 8 at a time, each joining node 1; ports and API clients are set up before) until every node's watch reports the same leader; idle: after it and %v more, utime+stime over %v; crash: SIGKILL of the leader until every survivor agrees on a new leader with a higher term (10 s limit), then the node is restarted and all agree again\n\n", *settle, *window)
 	pr("| nodes | algorithm | start all, s | first agreement, s | leader CPU %% | node CPU %% median (max) | RSS MiB median (max) | changes in the window | crash p50 / p99 ms (kills) | crashes failed | load average after |\n")
 	pr("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	var notes []string // gossip convergence, printed after the table
@@ -366,13 +366,13 @@ func scale(args []string) error {
 // after the algorithm (a failure fills in what it reached).
 func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settle, window, firstTimeout, partition time.Duration) (row, note string, err error) {
 	logf("%d nodes, %s: starting", n, algo)
-	t0 := time.Now()
 	c, err := startCluster(path, algo, n, extra, logf)
 	if err != nil {
 		return "start failed", "", err
 	}
 	defer c.stop()
-	started := time.Since(t0)
+	t0 := c.firstStart // the clock starts with the first process
+	started := c.allStarted.Sub(t0)
 	_, at, err := c.waitAgreed(firstTimeout, anyLeader)
 	if err != nil {
 		logf("%d nodes, %s: %v", n, algo, err) // every node's view
