@@ -97,6 +97,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.announceDue = false
 			n.announce()
 		}
+		n.keepWarm(time.Now())
 		n.clock.arm()
 	}
 }

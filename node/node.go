@@ -52,6 +52,8 @@ type Node struct {
 	// published is what the last publish read from the state machine.
 	published statusKey
 	since     time.Time
+	// warmNext is when keepWarm next checks the warm links (warm.go).
+	warmNext time.Time
 
 	// Published for other goroutines.
 	mu       sync.RWMutex

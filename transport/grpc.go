@@ -314,9 +314,12 @@ func (l *grpcLink) holds(conn *grpc.ClientConn) bool {
 }
 
 // connect dials and leaves the connection's idle state, so it connects in
-// the background (and the watcher follows it) before the first send.
+// the background (and the watcher follows it) before the first send. A
+// connection that is up, or connecting, or backing off after a failed
+// attempt (gRPC retries it on its own) is left as it is: a node keeping its
+// links warm calls this every second for each of them.
 func (l *grpcLink) connect() {
-	if conn, _, err := l.dial(); err == nil {
+	if conn, _, err := l.dial(); err == nil && conn.GetState() == connectivity.Idle {
 		conn.Connect()
 	}
 }

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// Once a leadership is settled, the heir (the highest-ranked member after
+// the leader) keeps a connection open to every other member, and every
+// other follower keeps one open to the heir: a leader's crash then needs no
+// new connection for the heir's announcements, nor for the followers'
+// heartbeats to it (warm.go).
+func TestHeirAndFollowersKeepWarmLinks(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			recs := map[election.NodeID]connectRecorder{}
+			c := newClusterWith(t, algo, 4, func(id election.NodeID, tr transport.Transport) transport.Transport {
+				r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 64)}
+				recs[id] = r
+				return r
+			})
+			li := c.agree(5*time.Second, 4)
+			// Node 3 is the heir: it connects to 1 and 2; they connect to 3.
+			want := map[election.NodeID][]election.NodeID{3: {1, 2}, 1: {3}, 2: {3}}
+			for id, targets := range want {
+				seen := map[election.NodeID]bool{}
+				deadline := time.After(10 * time.Second)
+				for _, to := range targets {
+					for !seen[to] {
+						select {
+						case got := <-recs[id].connected:
+							seen[got] = true
+						case <-deadline:
+							t.Fatalf("node %d (leader %d) connected to %v, not to %d, within 10 s", id, li.ID, seen, to)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// A node connects to no member beyond its leader while it leads, and the
+// heir is the highest-ranked live member other than the leader: priority
+// first, then id; a member gossip declared gone is not one.
+func TestWarmTargets(t *testing.T) {
+	n := &Node{cfg: Config{Self: Meta{ID: 2}}, members: map[election.NodeID]*memberRec{
+		1: {Meta: Meta{ID: 1}, alive: true},
+		3: {Meta: Meta{ID: 3}, alive: true},
+		4: {Meta: Meta{ID: 4, Priority: -1}, alive: true},
+		5: {Meta: Meta{ID: 5}, alive: false},
+	}}
+	for _, tc := range []struct {
+		role   election.Role
+		leader election.NodeID
+		want   []election.NodeID
+	}{
+		{election.RoleFollower, 3, []election.NodeID{1, 3, 4}}, // the heir: every live member
+		{election.RoleFollower, 1, []election.NodeID{3}},       // 3 outranks this node
+		{election.RoleFollower, 4, []election.NodeID{3}},
+		{election.RoleLeader, 2, nil},
+		{election.RoleNoLeader, 0, nil},
+	} {
+		n.sm = statusOnly{st: election.Status{Role: tc.role, Leader: tc.leader}}
+		got := n.warmTargets()
+		if !sameIDs(got, tc.want) {
+			t.Errorf("role %v, leader %d: warm links to %v, want %v", tc.role, tc.leader, got, tc.want)
+		}
+	}
+}
+
+// statusOnly is a state machine that only answers Status.
+type statusOnly struct {
+	election.StateMachine
+	st election.Status
+}
+
+func (s statusOnly) Status() election.Status { return s.st }
+
+func sameIDs(a, b []election.NodeID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := map[election.NodeID]bool{}
+	for _, id := range a {
+		in[id] = true
+	}
+	for _, id := range b {
+		if !in[id] {
+			return false
+		}
+	}
+	return true
+}
