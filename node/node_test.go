@@ -437,18 +437,24 @@ func (r connectRecorder) Connect(id election.NodeID) {
 	}
 }
 
+// newConnectCluster starts n nodes whose transports record Connect calls.
+func newConnectCluster(t *testing.T, algo string, n int) (*cluster, map[election.NodeID]connectRecorder) {
+	recs := map[election.NodeID]connectRecorder{}
+	c := newClusterWith(t, algo, n, func(id election.NodeID, tr transport.Transport) transport.Transport {
+		r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 64)}
+		recs[id] = r
+		return r
+	})
+	return c, recs
+}
+
 // A follower opens its connection to a new leader as it takes it up, so the
 // leader's crash is seen as a dropped connection (transport.Connector), not
 // a heartbeat interval later (issue 10).
 func TestFollowerConnectsToItsNewLeader(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		t.Run(algo, func(t *testing.T) {
-			recs := map[election.NodeID]connectRecorder{}
-			c := newClusterWith(t, algo, 3, func(id election.NodeID, tr transport.Transport) transport.Transport {
-				r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 16)}
-				recs[id] = r
-				return r
-			})
+			c, recs := newConnectCluster(t, algo, 3)
 			li := c.agree(5*time.Second, 0)
 			for id, r := range recs {
 				if id == li.ID {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/transport"
 )
 
 // Once a leadership is settled, the heir (the highest-ranked member after
@@ -16,12 +15,7 @@ import (
 func TestHeirAndFollowersKeepWarmLinks(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		t.Run(algo, func(t *testing.T) {
-			recs := map[election.NodeID]connectRecorder{}
-			c := newClusterWith(t, algo, 4, func(id election.NodeID, tr transport.Transport) transport.Transport {
-				r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 64)}
-				recs[id] = r
-				return r
-			})
+			c, recs := newConnectCluster(t, algo, 4)
 			li := c.agree(5*time.Second, 4)
 			// Node 3 is the heir: it connects to 1 and 2; they connect to 3.
 			want := map[election.NodeID][]election.NodeID{3: {1, 2}, 1: {3}, 2: {3}}
