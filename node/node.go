@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,11 @@ type Node struct {
 	// published is what the last publish read from the state machine.
 	published statusKey
 	since     time.Time
-	// warmNext is when keepWarm next checks the warm links (warm.go).
-	warmNext time.Time
+	// warmNext is when keepWarm next checks the warm links; warmDelay is
+	// this node's wait, after a leadership settled, before it opens them
+	// (warm.go).
+	warmNext  time.Time
+	warmDelay time.Duration
 
 	// Published for other goroutines.
 	mu       sync.RWMutex
@@ -106,6 +110,7 @@ func New(cfg Config) (*Node, error) {
 		stopped:      make(chan struct{}),
 		handoverLost: make(chan struct{}, 1),
 		clock:        newTickClock(cfg.Tick),
+		warmDelay:    rand.N(warmSpread),
 	}
 	if cfg.Quorum > 0 {
 		n.clock.catchAll = n.leading.Load

@@ -430,11 +430,12 @@ type connectRecorder struct {
 	connected chan election.NodeID
 }
 
-func (r connectRecorder) Connect(id election.NodeID) {
+func (r connectRecorder) Connect(id election.NodeID) bool {
 	select {
 	case r.connected <- id:
 	default: // never block the node's loop
 	}
+	return true
 }
 
 // newConnectCluster starts n nodes whose transports record Connect calls.

@@ -37,22 +37,39 @@ import (
 // each link; a link the peer's server closed is opened at the next check.
 const warmEvery = time.Second
 
-// keepWarm opens the warm links that are not open, at most once every
-// warmEvery and only when the leadership this node follows (or leads) has
-// been settled for a heartbeat timeout: during a failover or an election
-// the connections it needs are opened by its own messages, and a new heir
-// that dialed every member at once would add to the failover's load.
+// warmBatch is how many warm links one check opens at most: a new heir
+// opens its links to 127 members over four seconds, not in one burst.
+const warmBatch = 32
+
+// warmSpread is the range of each node's random delay before it opens its
+// warm links after a leadership change (see keepWarm).
+const warmSpread = 2 * time.Second
+
+// keepWarm opens up to warmBatch warm links that are not open, at most once
+// every warmEvery, and only once the leadership this node follows has been
+// settled for a heartbeat timeout and this node's own delay (warmDelay, up
+// to warmSpread). During a failover or an election the connections it needs
+// are opened by its own messages; links opened then would add to its load,
+// and every follower of a new leader would dial the new heir in the same
+// moment (at 128 processes, 126 handshakes at one process right after a
+// leadership settled).
 func (n *Node) keepWarm(now time.Time) {
 	c, ok := n.cfg.Transport.(transport.Connector)
 	if !ok || n.halted() || now.Before(n.warmNext) {
 		return
 	}
 	n.warmNext = now.Add(warmEvery)
-	if now.Sub(n.since) < n.cfg.HeartbeatTimeout {
+	if now.Sub(n.since) < n.cfg.HeartbeatTimeout+n.warmDelay {
 		return
 	}
+	opened := 0
 	for _, id := range n.warmTargets() {
-		c.Connect(id)
+		if opened == warmBatch {
+			return
+		}
+		if c.Connect(id) {
+			opened++
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
 )
 
 // Once a leadership is settled, the heir (the highest-ranked member after
@@ -88,4 +89,44 @@ func sameIDs(a, b []election.NodeID) bool {
 		}
 	}
 	return true
+}
+
+// countingConnector is a transport whose Connect opens each link once.
+type countingConnector struct {
+	transport.Transport
+	open map[election.NodeID]bool
+}
+
+func (c countingConnector) Connect(id election.NodeID) bool {
+	if c.open[id] {
+		return false
+	}
+	c.open[id] = true
+	return true
+}
+
+// The heir opens its links warmBatch at a time, one batch a check, and none
+// before its leadership has been settled for a heartbeat timeout and its
+// own delay.
+func TestWarmLinksOpenInBatches(t *testing.T) {
+	conn := countingConnector{open: map[election.NodeID]bool{}}
+	n := &Node{cfg: Config{Self: Meta{ID: 100}, Transport: conn, HeartbeatTimeout: time.Second},
+		members: map[election.NodeID]*memberRec{}, warmDelay: time.Second}
+	for id := election.NodeID(1); id < 100; id++ {
+		n.members[id] = &memberRec{Meta: Meta{ID: id}, alive: true}
+	}
+	n.members[101] = &memberRec{Meta: Meta{ID: 101}, alive: true}
+	n.sm = statusOnly{st: election.Status{Role: election.RoleFollower, Leader: 101}}
+	now := time.Now()
+	n.since = now
+	n.keepWarm(now.Add(1900 * time.Millisecond))
+	if len(conn.open) != 0 {
+		t.Fatalf("opened %d links 1.9 s after the leadership settled, before its timeout and delay (2 s)", len(conn.open))
+	}
+	for i, want := range []int{warmBatch, 2 * warmBatch, 3 * warmBatch, 100} {
+		n.keepWarm(now.Add(2*time.Second + time.Duration(i+1)*warmEvery))
+		if len(conn.open) != want {
+			t.Fatalf("check %d: %d links open, want %d", i+1, len(conn.open), want)
+		}
+	}
 }

@@ -64,7 +64,8 @@ type Connector interface {
 	// transport reports as ErrPeerDown within a re-dial, instead of the
 	// next heartbeat finding the port refused up to a heartbeat interval
 	// later. The node also keeps its warm links open with it (node/warm.go).
-	Connect(id election.NodeID)
+	// It reports whether it started opening a connection.
+	Connect(id election.NodeID) bool
 }
 
 // Errors a Receiver returns; the server maps them to gRPC codes.
