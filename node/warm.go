@@ -21,7 +21,7 @@ import (
 // 128 processes on two cores the heir's announcements, made over new
 // connections, all ran out their 500 ms deadline together.
 //
-// So, while a leadership is settled:
+// So, once a leadership has been settled for a while (see keepWarm):
 //   - the heir keeps a connection open to every live member;
 //   - every other follower keeps one open to the heir, as to its leader.
 //
@@ -41,25 +41,31 @@ const warmEvery = time.Second
 // opens its links to 127 members over four seconds, not in one burst.
 const warmBatch = 32
 
-// warmSpread is the range of each node's random delay before it opens its
-// warm links after a leadership change (see keepWarm).
-const warmSpread = 2 * time.Second
+// warmSettle is how many heartbeat timeouts a leadership must have lasted
+// before a node opens its warm links (6 s at the defaults), and warmSpread
+// the range of each node's random delay on top of it (see keepWarm).
+const (
+	warmSettle = 10
+	warmSpread = 2 * time.Second
+)
 
 // keepWarm opens up to warmBatch warm links that are not open, at most once
 // every warmEvery, and only once the leadership this node follows has been
-// settled for a heartbeat timeout and this node's own delay (warmDelay, up
-// to warmSpread). During a failover or an election the connections it needs
-// are opened by its own messages; links opened then would add to its load,
-// and every follower of a new leader would dial the new heir in the same
-// moment (at 128 processes, 126 handshakes at one process right after a
-// leadership settled).
+// settled for warmSettle heartbeat timeouts and this node's own delay
+// (warmDelay, up to warmSpread). Right after an election or a failover the
+// cluster is at its busiest: a new leader answers the first heartbeats of
+// every follower over their new connections, and links opened then would
+// add to that load (at 128 processes, every follower dialing the new heir
+// while the heir dialed every member). Opened later, they cost the idle
+// cluster a few handshakes spread over seconds; a crash within the first
+// seconds of a leadership finds them as before this rule, not yet open.
 func (n *Node) keepWarm(now time.Time) {
 	c, ok := n.cfg.Transport.(transport.Connector)
 	if !ok || n.halted() || now.Before(n.warmNext) {
 		return
 	}
 	n.warmNext = now.Add(warmEvery)
-	if now.Sub(n.since) < n.cfg.HeartbeatTimeout+n.warmDelay {
+	if now.Sub(n.since) < warmSettle*n.cfg.HeartbeatTimeout+n.warmDelay {
 		return
 	}
 	opened := 0

@@ -106,11 +106,11 @@ func (c countingConnector) Connect(id election.NodeID) bool {
 }
 
 // The heir opens its links warmBatch at a time, one batch a check, and none
-// before its leadership has been settled for a heartbeat timeout and its
-// own delay.
+// before its leadership has been settled for warmSettle heartbeat timeouts
+// and its own delay.
 func TestWarmLinksOpenInBatches(t *testing.T) {
 	conn := countingConnector{open: map[election.NodeID]bool{}}
-	n := &Node{cfg: Config{Self: Meta{ID: 100}, Transport: conn, HeartbeatTimeout: time.Second},
+	n := &Node{cfg: Config{Self: Meta{ID: 100}, Transport: conn, HeartbeatTimeout: 100 * time.Millisecond},
 		members: map[election.NodeID]*memberRec{}, warmDelay: time.Second}
 	for id := election.NodeID(1); id < 100; id++ {
 		n.members[id] = &memberRec{Meta: Meta{ID: id}, alive: true}
@@ -121,7 +121,7 @@ func TestWarmLinksOpenInBatches(t *testing.T) {
 	n.since = now
 	n.keepWarm(now.Add(1900 * time.Millisecond))
 	if len(conn.open) != 0 {
-		t.Fatalf("opened %d links 1.9 s after the leadership settled, before its timeout and delay (2 s)", len(conn.open))
+		t.Fatalf("opened %d links 1.9 s after the leadership settled, before ten timeouts and its delay (2 s)", len(conn.open))
 	}
 	for i, want := range []int{warmBatch, 2 * warmBatch, 3 * warmBatch, 100} {
 		n.keepWarm(now.Add(2*time.Second + time.Duration(i+1)*warmEvery))
