@@ -97,7 +97,6 @@ func (n *Node) Run(ctx context.Context) error {
 			n.announceDue = false
 			n.announce()
 		}
-		n.keepWarm(time.Now())
 		n.clock.arm()
 	}
 }

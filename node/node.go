@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,11 +52,6 @@ type Node struct {
 	// published is what the last publish read from the state machine.
 	published statusKey
 	since     time.Time
-	// warmNext is when keepWarm next checks the warm links; warmDelay is
-	// this node's wait, after a leadership settled, before it opens them
-	// (warm.go).
-	warmNext  time.Time
-	warmDelay time.Duration
 
 	// Published for other goroutines.
 	mu       sync.RWMutex
@@ -110,7 +104,6 @@ func New(cfg Config) (*Node, error) {
 		stopped:      make(chan struct{}),
 		handoverLost: make(chan struct{}, 1),
 		clock:        newTickClock(cfg.Tick),
-		warmDelay:    rand.N(warmSpread),
 	}
 	if cfg.Quorum > 0 {
 		n.clock.catchAll = n.leading.Load

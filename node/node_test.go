@@ -430,23 +430,11 @@ type connectRecorder struct {
 	connected chan election.NodeID
 }
 
-func (r connectRecorder) Connect(id election.NodeID) bool {
+func (r connectRecorder) Connect(id election.NodeID) {
 	select {
 	case r.connected <- id:
 	default: // never block the node's loop
 	}
-	return true
-}
-
-// newConnectCluster starts n nodes whose transports record Connect calls.
-func newConnectCluster(t *testing.T, algo string, n int) (*cluster, map[election.NodeID]connectRecorder) {
-	recs := map[election.NodeID]connectRecorder{}
-	c := newClusterWith(t, algo, n, func(id election.NodeID, tr transport.Transport) transport.Transport {
-		r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 64)}
-		recs[id] = r
-		return r
-	})
-	return c, recs
 }
 
 // A follower opens its connection to a new leader as it takes it up, so the
@@ -455,7 +443,12 @@ func newConnectCluster(t *testing.T, algo string, n int) (*cluster, map[election
 func TestFollowerConnectsToItsNewLeader(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		t.Run(algo, func(t *testing.T) {
-			c, recs := newConnectCluster(t, algo, 3)
+			recs := map[election.NodeID]connectRecorder{}
+			c := newClusterWith(t, algo, 3, func(id election.NodeID, tr transport.Transport) transport.Transport {
+				r := connectRecorder{Transport: tr, connected: make(chan election.NodeID, 16)}
+				recs[id] = r
+				return r
+			})
 			li := c.agree(5*time.Second, 0)
 			for id, r := range recs {
 				if id == li.ID {

@@ -227,11 +227,10 @@ func (t *GRPC) SetPeer(id election.NodeID, addr string) { t.q.setPeer(id, addr) 
 func (t *GRPC) RemovePeer(id election.NodeID) { t.q.removePeer(id) }
 
 // Connect implements Connector.
-func (t *GRPC) Connect(id election.NodeID) bool {
+func (t *GRPC) Connect(id election.NodeID) {
 	if l, ok := t.q.linkOf(id).(*grpcLink); ok {
-		return l.connect()
+		l.connect()
 	}
-	return false
 }
 
 // Close stops every peer goroutine, closes every connection and waits for
@@ -315,18 +314,11 @@ func (l *grpcLink) holds(conn *grpc.ClientConn) bool {
 }
 
 // connect dials and leaves the connection's idle state, so it connects in
-// the background (and the watcher follows it) before the first send. A
-// connection that is up, or connecting, or backing off after a failed
-// attempt (gRPC retries it on its own) is left as it is: a node keeping its
-// links warm calls this every second for each of them. It reports whether
-// it started a connection.
-func (l *grpcLink) connect() bool {
-	conn, _, err := l.dial()
-	if err != nil || conn.GetState() != connectivity.Idle {
-		return false
+// the background (and the watcher follows it) before the first send.
+func (l *grpcLink) connect() {
+	if conn, _, err := l.dial(); err == nil {
+		conn.Connect()
 	}
-	conn.Connect()
-	return true
 }
 
 // dial returns the peer's connection and its client, dialing (lazily,

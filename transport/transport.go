@@ -58,14 +58,12 @@ type Transport interface {
 // Connector is a Transport that can open a peer's connection before it has
 // anything to send (GRPC does).
 type Connector interface {
-	// Connect opens the connection to id now, in the background, unless
-	// it is open or being opened. A follower connects to a new leader at
-	// once: the leader's crash then drops a live connection, which the
-	// transport reports as ErrPeerDown within a re-dial, instead of the
-	// next heartbeat finding the port refused up to a heartbeat interval
-	// later. The node also keeps its warm links open with it (node/warm.go).
-	// It reports whether it started opening a connection.
-	Connect(id election.NodeID) bool
+	// Connect opens the connection to id now, in the background. A
+	// follower connects to a new leader at once: the leader's crash then
+	// drops a live connection, which the transport reports as ErrPeerDown
+	// within a re-dial, instead of the next heartbeat finding the port
+	// refused up to a heartbeat interval later.
+	Connect(id election.NodeID)
 }
 
 // Errors a Receiver returns; the server maps them to gRPC codes.
