@@ -294,10 +294,11 @@ func observe(p *proc, names []string, leaders map[string]*pb.LeaderInfo, lid uin
 // waitNamed polls every running node until they all report the same leader
 // (node, term, value) in every election, and returns it.
 func waitNamed(c *cluster, names []string, timeout time.Duration) (map[string]*pb.LeaderInfo, error) {
-	end := time.Now().Add(timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var why string
-	for time.Now().Before(end) {
-		leaders, reason := agreedNamed(c, names)
+	for ctx.Err() == nil {
+		leaders, reason := agreedNamed(ctx, c, names)
 		if leaders != nil {
 			return leaders, nil
 		}
@@ -307,7 +308,7 @@ func waitNamed(c *cluster, names []string, timeout time.Duration) (map[string]*p
 	return nil, fmt.Errorf("no agreement on the elections' leaders within %v: %s", timeout, why)
 }
 
-func agreedNamed(c *cluster, names []string) (map[string]*pb.LeaderInfo, string) {
+func agreedNamed(ctx context.Context, c *cluster, names []string) (map[string]*pb.LeaderInfo, string) {
 	leaders := map[string]*pb.LeaderInfo{}
 	for _, p := range c.procs {
 		p.mu.Lock()
@@ -317,9 +318,7 @@ func agreedNamed(c *cluster, names []string) (map[string]*pb.LeaderInfo, string)
 			continue
 		}
 		for _, name := range names {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			li, err := p.client.GetLeader(ctx, &pb.GetLeaderRequest{Election: name})
-			cancel()
 			if err != nil {
 				return nil, fmt.Sprintf("node %d, %s: %v", p.id, name, err)
 			}
