@@ -335,6 +335,9 @@ func waitNamed(c *cluster, names []string, timeout time.Duration) (map[string]*p
 		if leaders != nil {
 			return leaders, nil
 		}
+		if reason != why {
+			logf("waiting for agreement: %s", reason)
+		}
 		why = reason
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -351,7 +354,9 @@ func agreedNamed(ctx context.Context, c *cluster, names []string) (map[string]*p
 			continue
 		}
 		for _, name := range names {
-			li, err := p.client.GetLeader(ctx, &pb.GetLeaderRequest{Election: name})
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			li, err := p.client.GetLeader(cctx, &pb.GetLeaderRequest{Election: name})
+			cancel()
 			if err != nil {
 				return nil, fmt.Sprintf("node %d, %s: %v", p.id, name, err)
 			}
