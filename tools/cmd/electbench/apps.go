@@ -347,10 +347,7 @@ func waitNamed(c *cluster, names []string, timeout time.Duration) (map[string]*p
 func agreedNamed(ctx context.Context, c *cluster, names []string) (map[string]*pb.LeaderInfo, string) {
 	leaders := map[string]*pb.LeaderInfo{}
 	for _, p := range c.procs {
-		p.mu.Lock()
-		running := p.running
-		p.mu.Unlock()
-		if !running {
+		if !p.isRunning() {
 			continue
 		}
 		for _, name := range names {
