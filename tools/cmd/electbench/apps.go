@@ -34,6 +34,7 @@ type appsResult struct {
 	each, all samples
 	failed    int // elections whose observer saw no new leader in time
 	led       []int
+	stopped   string // why the run ended before its last kill, if it did
 }
 
 func appsCmd(args []string) error {
@@ -82,8 +83,14 @@ func appsCmd(args []string) error {
 		}
 		r, err := measureApps(c, names, *kills, *kill == "node", *settle)
 		c.stop()
-		if err != nil {
+		if r == nil {
 			return fmt.Errorf("%s: %w", algo, err)
+		}
+		// A run that stopped part way still reports the kills it measured,
+		// and why it stopped; the next algorithm runs on a new cluster.
+		if err != nil {
+			r.stopped = err.Error()
+			logf("%s: stopped after %d kills: %v", algo, len(r.led), err)
 		}
 		res[algo] = r
 	}
@@ -103,6 +110,11 @@ func appsCmd(args []string) error {
 		pr("\nElections the killed node led, kill by kill:\n\n")
 		for _, algo := range sb.algos {
 			pr("- %s: %v\n", algo, res[algo].led)
+		}
+	}
+	for _, algo := range sb.algos {
+		if r := res[algo]; r.stopped != "" {
+			pr("\n**%s stopped after %d kills**: %s\n", algo, len(r.led), r.stopped)
 		}
 	}
 	pr("\nload average at the end %s\n", loadavg())
@@ -170,18 +182,18 @@ func measureApps(c *cluster, names []string, kills int, killNode bool, settle ti
 	for i := range kills {
 		leaders, err := waitNamed(c, names, 30*time.Second)
 		if err != nil {
-			return nil, fmt.Errorf("before kill %d: %w", i+1, err)
+			return r, fmt.Errorf("before kill %d: %w", i+1, err)
 		}
 		time.Sleep(settle) // let the candidacies settle after a restart
 		if leaders, err = waitNamed(c, names, 30*time.Second); err != nil {
-			return nil, fmt.Errorf("before kill %d: %w", i+1, err)
+			return r, fmt.Errorf("before kill %d: %w", i+1, err)
 		}
 		lid, led := mostLed(leaders)
 		r.led = append(r.led, led)
 		observer := c.procs[int(lid)%len(c.procs)] // the next node: its app does not lead
 		ws, stop, err := observe(c, observer, names, leaders, lid)
 		if err != nil {
-			return nil, fmt.Errorf("kill %d: %w", i+1, err)
+			return r, fmt.Errorf("kill %d: %w", i+1, err)
 		}
 		victim := c.proc(lid)
 		t0 := time.Now() // before the signal: the kill returns once the process is reaped
@@ -219,18 +231,18 @@ func measureApps(c *cluster, names []string, kills int, killNode bool, settle ti
 			i+1, lid, map[bool]string{true: "node", false: "app"}[killNode], led, len(names), observer.id, ms(last), failed)
 		if killNode {
 			if err := c.start(victim); err != nil {
-				return nil, err
+				return r, err
 			}
 			// The restarted node must show some default leader (it has
 			// joined) before its app campaigns; the benchmark does not wait
 			// for the whole cluster to agree on the default election, which
 			// it does not measure (waitNamed checks the named ones).
 			if err := waitJoined(victim, 30*time.Second); err != nil {
-				return nil, fmt.Errorf("after restarting node %d: %w", lid, err)
+				return r, fmt.Errorf("after restarting node %d: %w", lid, err)
 			}
 		}
 		if err := startNodeApp(victim); err != nil {
-			return nil, err
+			return r, err
 		}
 	}
 	return r, nil
