@@ -230,6 +230,7 @@ func measureApps(c *cluster, names []string, kills int, killNode bool, settle ti
 		logf("kill %d: node %d's %s (leading %d of %d), observer node %d: every election had a new leader after %s ms, %d failed",
 			i+1, lid, map[bool]string{true: "node", false: "app"}[killNode], led, len(names), observer.id, ms(last), failed)
 		if killNode {
+			rejoinVia(c, victim)
 			if err := c.start(victim); err != nil {
 				return r, err
 			}
@@ -396,4 +397,34 @@ func waitJoined(p *proc, timeout time.Duration) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return fmt.Errorf("node %d shows no leader within %v", p.id, timeout)
+}
+
+// rejoinVia gives p, if it is the node the cluster was seeded from (it has
+// no --join), another node's gossip address to join when it restarts. A
+// seed restarted without one starts alone and learns the members only from
+// those that probe it, which left it refusing a live member's Coordinator
+// for 30 s and more (docs/bench/apps-kill-issue26.md); every real node is
+// given a join list.
+func rejoinVia(c *cluster, p *proc) {
+	if argValue(p.args, "--join") != "" {
+		return
+	}
+	for _, o := range c.procs {
+		if o != p {
+			if g := argValue(o.args, "--gossip-addr"); g != "" {
+				p.args = append(p.args, "--join", g)
+				return
+			}
+		}
+	}
+}
+
+// argValue returns the value that follows flag in args ("" if none).
+func argValue(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }

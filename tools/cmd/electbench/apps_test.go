@@ -63,3 +63,12 @@ func TestPercentiles(t *testing.T) {
 		}
 	}
 }
+
+func TestArgValue(t *testing.T) {
+	args := []string{"--id", "1", "--join", "127.0.0.1:20002", "--verbose"}
+	for flag, want := range map[string]string{"--id": "1", "--join": "127.0.0.1:20002", "--verbose": "", "--gossip-addr": ""} {
+		if got := argValue(args, flag); got != want {
+			t.Errorf("argValue(%s) = %q, want %q", flag, got, want)
+		}
+	}
+}
