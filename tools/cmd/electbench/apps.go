@@ -400,11 +400,10 @@ func waitJoined(p *proc, timeout time.Duration) error {
 }
 
 // rejoinVia gives p, if it is the node the cluster was seeded from (it has
-// no --join), another node's gossip address to join when it restarts. A
-// seed restarted without one starts alone and learns the members only from
-// those that probe it, which left it refusing a live member's Coordinator
-// for 30 s and more (docs/bench/apps-kill-issue26.md); every real node is
-// given a join list.
+// no --join), another node's gossip address to join when it restarts, as
+// every real node is given a join list. A seed restarted without one starts
+// alone and learns the members only from those that reach it; in this
+// benchmark it then refused a live member's Coordinator for 30 s and more.
 func rejoinVia(c *cluster, p *proc) {
 	if argValue(p.args, "--join") != "" {
 		return
