@@ -368,6 +368,13 @@ func (c *cluster) waitAgreed(timeout time.Duration, ok func(*pb.LeaderInfo) bool
 
 func (c *cluster) proc(id uint64) *proc { return c.procs[id-1] }
 
+// isRunning says whether p was started and not killed since.
+func (p *proc) isRunning() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
 func anyLeader(*pb.LeaderInfo) bool { return true }
 
 func tail(s string, n int) string {

@@ -5,6 +5,7 @@
 //	electbench stability [--duration 10m] [--hogs 2]
 //	electbench rolling   [--terms 20] [--rolls 3] (graceful stops: rolling.go)
 //	electbench chaos     [--duration 10m] [--seed S] [--algorithm bully,ring] [--quorum 0,5]  (root; see chaos.go, docs/CHAOS.md)
+//	electbench apps      [--kills 20] [--elections 1] [--kill app|node]  (candidate apps in named elections: apps.go)
 //
 // failover starts the electord processes with the default configuration,
 // SIGKILLs the leader again and again, and for each kill measures the time
@@ -65,6 +66,10 @@ func main() {
 		err = chaosCmd(os.Args[2:])
 	case "crash": // crashnet.go
 		err = crashNet(os.Args[2:])
+	case "apps": // apps.go
+		err = appsCmd(os.Args[2:])
+	case "app": // app.go: one candidate app, started by apps
+		err = appMain(os.Args[2:])
 	case "hog":
 		hog()
 	default:
@@ -77,7 +82,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale|chaos|crash [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale|chaos|crash|apps [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

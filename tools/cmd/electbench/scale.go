@@ -101,10 +101,7 @@ func sample(clusters []*cluster, window time.Duration) [][]procUsage {
 	start := time.Now()
 	for i, c := range clusters {
 		for _, p := range c.procs {
-			p.mu.Lock()
-			running := p.running
-			p.mu.Unlock()
-			if !running {
+			if !p.isRunning() {
 				continue
 			}
 			pid := p.cmd.Process.Pid
