@@ -259,3 +259,57 @@ func TestNamedElectionProclaim(t *testing.T) {
 		t.Fatalf("proclaim on a node that does not stand: %v", err)
 	}
 }
+
+// A node restarted faster than gossip declares it dead is never seen to
+// leave or join. Its app campaigns again: the node must hear the others'
+// candidacies and follow the election's leader, not stand alone in it and
+// lead it with a token of its own while the others follow another app.
+func TestNamedElectionAfterAQuietRestart(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			c.agree(10*time.Second, 0)
+			ctx := context.Background()
+			lead, err := c.nodes[3].Campaign(ctx, "jobs", "app-3", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lead.Close()
+			won := nextEvent(t, lead, 10*time.Second, isEvent(EventLeader))
+			other, err := c.nodes[1].Campaign(ctx, "jobs", "app-1", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nextEvent(t, other, 10*time.Second, isEvent(EventFollower))
+
+			// Node 1 and its app restart; nobody was told.
+			other.Close()
+			n1 := c.quietRestart(1)
+			again, err := n1.Campaign(ctx, "jobs", "app-1", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close()
+			// It may lead alone for a moment, before the others' candidacies
+			// reach it (as a node that starts alone would); then every node
+			// names one leader at one term. (Which one is not promised: the
+			// restarted node's fresh leadership, at a higher term, can win.)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var views []LeaderInfo
+				for _, id := range []election.NodeID{1, 2, 3} {
+					li, _ := c.nodes[id].ElectionLeader("jobs")
+					views = append(views, li)
+				}
+				if views[0].ID != 0 && views[0].ID == views[1].ID && views[1].ID == views[2].ID &&
+					views[0].Term == views[1].Term && views[1].Term == views[2].Term && views[0].Term >= won.Leader.Term {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("10 s after node 1's quiet restart the nodes name %+v, %+v and %+v in jobs", views[0], views[1], views[2])
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -21,6 +21,8 @@ import (
 type gossipHub struct {
 	mu      sync.Mutex
 	members map[election.NodeID]*fakeGossip
+	// unseen: ids whose next join the others are not told of (quietRestart).
+	unseen map[election.NodeID]bool
 }
 
 type fakeGossip struct {
@@ -28,14 +30,20 @@ type fakeGossip struct {
 	self   Meta
 	events chan MemberEvent
 	left   bool
+	// quiet: Shutdown tells the others nothing (quietRestart).
+	quiet bool
 }
 
 func (h *gossipHub) join(self Meta) *fakeGossip {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	g := &fakeGossip{hub: h, self: self, events: make(chan MemberEvent, 1024)}
+	unseen := h.unseen[self.ID]
+	delete(h.unseen, self.ID)
 	for _, o := range h.members {
-		o.events <- MemberEvent{Type: MemberJoin, Member: self}
+		if !unseen {
+			o.events <- MemberEvent{Type: MemberJoin, Member: self}
+		}
 		g.events <- MemberEvent{Type: MemberJoin, Member: o.self}
 	}
 	h.members[self.ID] = g
@@ -48,6 +56,9 @@ func (g *fakeGossip) Shutdown() error {
 	g.hub.mu.Lock()
 	defer g.hub.mu.Unlock()
 	delete(g.hub.members, g.self.ID)
+	if g.quiet {
+		return nil
+	}
 	typ := MemberDead
 	if g.left {
 		typ = MemberLeave
@@ -125,6 +136,22 @@ func (c *cluster) start(id election.NodeID) *Node {
 	go nd.Run(ctx)
 	c.nodes[id], c.cancel[id] = nd, cancel
 	return nd
+}
+
+// quietRestart stops node id and starts it again without the others being
+// told by gossip, as when a process is killed and restarted faster than
+// memberlist declares it dead: they see no Dead, Leave or Join of it.
+func (c *cluster) quietRestart(id election.NodeID) *Node {
+	c.t.Helper()
+	c.hub.mu.Lock()
+	c.hub.members[id].quiet = true
+	if c.hub.unseen == nil {
+		c.hub.unseen = map[election.NodeID]bool{}
+	}
+	c.hub.unseen[id] = true
+	c.hub.mu.Unlock()
+	c.stop(id)
+	return c.start(id)
 }
 
 func (c *cluster) stop(id election.NodeID) {
