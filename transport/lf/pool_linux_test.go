@@ -684,7 +684,13 @@ func TestStaleEventAfterFDReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	eventually(t, 10*time.Second, "second connection registered", func() bool { return connHandle() != nil })
+	// Registered, and no worker holds it any more (its registration and
+	// the server's first frames are done): what the stale event finds is
+	// an armed connection nobody owns.
+	eventually(t, 10*time.Second, "second connection registered and idle", func() bool {
+		h := connHandle()
+		return h != nil && owners(h) == 0 && h.state.Load() == stArmed
+	})
 	h := connHandle()
 	if h.gen == oldGen {
 		t.Fatalf("second connection has the first one's generation %d", oldGen)
