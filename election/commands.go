@@ -4,8 +4,8 @@ import "fmt"
 
 // Campaign implements StateMachine.
 func (c *core) Campaign() {
-	if c.role == RoleLeader && !c.excluded() {
-		return
+	if (c.role == RoleLeader && !c.excluded()) || c.withdrawn {
+		return // a node that does not stand leaves elections to the others
 	}
 	c.algo.Campaign(c.host())
 }

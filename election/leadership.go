@@ -50,6 +50,10 @@ func (c *core) win(t Term) {
 	if !c.usable(t) {
 		return
 	}
+	if c.withdrawn {
+		c.noLeader(0) // an attempt begun before it withdrew (Stand)
+		return
+	}
 	c.observeTerm(t)
 	if c.q != nil {
 		c.propose(t) // lead once a majority acknowledged
@@ -86,7 +90,7 @@ func (c *core) follow(leader NodeID, t Term) {
 
 // becomeLeader makes this node lead at term t, which it must own.
 func (c *core) becomeLeader(t Term) {
-	if !c.usable(t) {
+	if !c.usable(t) || c.withdrawn {
 		return
 	}
 	if !t.OwnedBy(c.cfg.ID) {

@@ -9,7 +9,7 @@ package election
 // t; it leads once a majority did. A node that still keeps a promise to
 // another leader does not stand until the promise ends.
 func (c *core) propose(t Term) {
-	if !c.usable(t) {
+	if !c.usable(t) || c.withdrawn {
 		return
 	}
 	if c.q.promised(c.now) && c.q.promisedTo != c.cfg.ID {

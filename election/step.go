@@ -312,6 +312,10 @@ func (c *core) stepTimeoutNow(m Message) {
 	} else {
 		c.carry(c.claimed(m)) // and its support with it (plain_mode.go)
 	}
+	if c.withdrawn {
+		c.passOn(m.From)
+		return
+	}
 	if m.Elect {
 		// The sender resigned: it will not answer, so leave it out.
 		c.excludeEnd, c.resigned = 0, m.From

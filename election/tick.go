@@ -130,7 +130,8 @@ func (c *core) TicksUntilDue() int {
 			at(c.q.proposalDue(c.cfg.ElectionTimeoutTicks))
 		}
 	case RoleNoLeader:
-		if !c.bootstrapping || len(c.ringView()) >= c.cfg.BootstrapExpect {
+		// A node that does not stand has nothing to campaign for.
+		if !c.withdrawn && (!c.bootstrapping || len(c.ringView()) >= c.cfg.BootstrapExpect) {
 			k := c.idleWait - c.idle
 			if c.excludeEnd != 0 {
 				k = max(k, int(min(c.excludeEnd-min(c.excludeEnd, c.now), 1<<30)))

@@ -294,6 +294,9 @@ type Status struct {
 	Term       Term
 	Members    int
 	Excluded   bool
+	// Withdrawn: this node does not stand (StateMachine.Stand): it follows
+	// but never leads.
+	Withdrawn bool
 	// Bootstrapping: a first start still waiting to see BootstrapExpect
 	// members before it campaigns on its own.
 	Bootstrapping bool
@@ -334,6 +337,11 @@ type StateMachine interface {
 	Resign() error
 	// Transfer hands leadership to a live member with one message.
 	Transfer(to NodeID) error
+	// Stand says whether this node is a candidate (true at start). A node
+	// that does not stand hands its leadership over as Resign does (or,
+	// alone, just stops leading), never campaigns or wins, and passes on a
+	// leadership handed to it; it still follows the leader.
+	Stand(on bool)
 	// HasReady reports whether Ready would return anything.
 	HasReady() bool
 	// Ready returns and clears the pending effects.
