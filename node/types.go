@@ -72,6 +72,11 @@ type StatusInfo struct {
 	// Fault says why the node takes no part in elections, "" when it does
 	// (a term it cannot persist).
 	Fault string `json:"fault,omitempty"`
+	// Standing: this node is a candidate in the default election (false
+	// while its candidate probe fails); CandidateProbe is that probe's
+	// verdict (nil without one).
+	Standing       bool                `json:"standing"`
+	CandidateProbe *CandidateProbeInfo `json:"candidate_probe,omitempty"`
 }
 
 // Errors callers act on.
