@@ -301,7 +301,8 @@ type Status struct {
 	// members before it campaigns on its own.
 	Bootstrapping bool
 	// RefusesElections: this node refuses Elections now (see
-	// ElectionRefuser); its node answers them with a refusal.
+	// ElectionRefuser, and Stand); its node answers them with a refusal,
+	// except those of a round this node started (a ring lap come back).
 	RefusesElections bool
 	Rejected         uint64
 	// RefusedTerms counts messages refused for a term beyond MaxEpoch (also
