@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -140,7 +141,7 @@ func probeCmd(args []string) error {
 	pr("`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %s/%s, %d CPUs, GOMAXPROCS=%d, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), loadavg())
 	pr("- %d electord processes, %s; each with a health app (`electbench healthapp`, one process each) and `--candidate-probe` on it, `--candidate-probe-timeout` half the period\n", *cf.nodes, sb.config)
-	pr("- %d SIGKILLs per algorithm and period of the leader's app; after each the app is restarted, its node stands again, every node agrees, then %v of settling\n", *kills, *settle)
+	pr("- %d SIGKILLs per algorithm and period of the leader's app; after each the app is restarted, its node stands again, every node agrees, then %v of settling and a random part of a probe period (so the kill falls anywhere in a period)\n", *kills, *settle)
 	pr("- measured: from just before the signal until a WatchLeader stream on an observer node (the next node after the leader) shows another leader\n")
 	pr("- electord: `%s` (%s)\n", bin.path, describe(bin.path))
 	pr("\n| algorithm | probe period | kills | p50 ms | p90 ms | p99 ms | max ms | failed |\n")
@@ -211,7 +212,11 @@ func measureProbe(bin, algo string, n int, extra []string, period time.Duration,
 		}); err != nil {
 			return s, failed, fmt.Errorf("before kill %d: not every node stands: %w", i+1, err)
 		}
-		time.Sleep(settle) // a young leadership hands over by election, not transfer
+		// A young leadership hands over by election, not transfer; and the
+		// kill must fall anywhere in a probe period: the node stood again
+		// just after a probe, so a fixed pause would kill just after one
+		// every time and measure the worst case only.
+		time.Sleep(settle + rand.N(period))
 		li, _, err := c.waitAgreed(30*time.Second, anyLeader)
 		if err != nil {
 			return s, failed, fmt.Errorf("before kill %d: %w", i+1, err)
