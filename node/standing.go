@@ -41,7 +41,7 @@ func (n *Node) CandidateProbed(ctx context.Context, p CandidateProbeInfo) error 
 		n.candidateProbe, n.dirty = &p, true
 		if now := n.standing(); now != was {
 			if now {
-				n.log.Info("candidate probe passes: standing in the election again", "probe", p.URL)
+				n.log.Info("candidate probe passes: standing in the election", "probe", p.URL)
 			} else {
 				n.log.Warn("candidate probe fails: not standing in the election (handing over if leading)", "probe", p.URL, "err", p.LastError)
 			}
