@@ -61,8 +61,8 @@ type Daemon struct {
 	// probeDone is closed when the candidate probe's goroutine ended
 	// (candidateprobe.go).
 	probeDone chan struct{}
-	runErr  chan error
-	stop    sync.Once
+	runErr    chan error
+	stop      sync.Once
 }
 
 // Options are what a caller may add to a config.
