@@ -211,10 +211,11 @@ func (s *service) Status(context.Context, *electordv1.StatusRequest) (*electordv
 		return nil, s.killed()
 	}
 	return &electordv1.StatusResponse{
-		SelfId:    uint64(st.Self),
-		Algorithm: st.Algorithm,
-		Members:   membersToProto(st.Members),
-		Leader:    LeaderToProto(st.Leader),
+		SelfId:      uint64(st.Self),
+		Algorithm:   st.Algorithm,
+		Members:     membersToProto(st.Members),
+		Leader:      LeaderToProto(st.Leader),
+		NotStanding: st.NotStanding(),
 	}, nil
 }
 

@@ -52,3 +52,14 @@ func (n *Node) CandidateProbed(ctx context.Context, p CandidateProbeInfo) error 
 		return nil
 	})
 }
+
+// NotStanding says why this node is no candidate in the default election,
+// "" while it is one: the status page, the API's Status and electctl show
+// it.
+// A node without a candidate probe always stands.
+func (s StatusInfo) NotStanding() string {
+	if p := s.CandidateProbe; p != nil && !p.OK {
+		return "the candidate probe " + p.URL + " fails (" + p.LastError + ")"
+	}
+	return ""
+}

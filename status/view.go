@@ -149,8 +149,8 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 	li := st.Leader
 	v := View{Self: st.Self, Algorithm: st.Algorithm, Killed: st.Killed, Fault: st.Fault, HighestTerm: termView(st.Term),
 		Leader: LeaderView{Known: li.HasLeader(), ID: li.ID, Name: li.Name, Term: termView(li.Term), Since: li.Since, State: li.State}}
-	if p := st.CandidateProbe; p != nil && !st.Standing {
-		v.NotStanding = "not standing: the candidate probe " + p.URL + " fails (" + p.LastError + ")"
+	if why := st.NotStanding(); why != "" {
+		v.NotStanding = "not standing: " + why
 	}
 
 	var me node.MemberInfo

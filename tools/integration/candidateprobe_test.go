@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -151,6 +152,14 @@ func TestCandidateProbeAppKilled(t *testing.T) {
 		if s, ok := metric("electord_standing"), metric("electord_candidate_probe_ok"); s != 0 || ok != 0 {
 			t.Fatalf("node 3 with its app dead: electord_standing %v, electord_candidate_probe_ok %v; want 0 and 0", s, ok)
 		}
+		st, err := newClient(t, ps[2].api).Status(ctxTimeout(t, 5*time.Second))
+		if err != nil || !strings.Contains(st.NotStanding, "candidate probe http://"+appAddr+"/healthz fails") ||
+			!strings.Contains(st.NotStanding, "connection refused") {
+			t.Fatalf("node 3's status with its app dead: not_standing %q, %v; want the probe's URL and its refused connection", st.NotStanding, err)
+		}
+		if r := electctl(t, "--endpoints", ps[2].api, "status"); r.code != exitOK || !strings.Contains(r.stdout, "node 3 does not stand: the candidate probe") {
+			t.Fatalf("electctl status on node 3 with its app dead: %v", r)
+		}
 
 		// The new leader dies too: the last node that stands leads, not node 3.
 		var other *proc
@@ -171,6 +180,9 @@ func TestCandidateProbeAppKilled(t *testing.T) {
 			s := metric("electord_standing")
 			return s == 1, fmt.Sprintf("electord_standing %v", s)
 		})
+		if st, err := newClient(t, ps[2].api).Status(ctxTimeout(t, 5*time.Second)); err != nil || st.NotStanding != "" {
+			t.Fatalf("node 3's status with its app back: not_standing %q, %v", st.NotStanding, err)
+		}
 		select {
 		case li := <-claims:
 			t.Fatalf("node 3 claimed leadership while its app was dead: %+v", li)
