@@ -17,14 +17,6 @@ func (c Config) validateCandidateProbe(bad func(key, format string, a ...any)) {
 		case u.Host == "":
 			bad("candidate-probe", "must name a host (http://127.0.0.1:8080/healthz), got %q", c.CandidateProbe)
 		}
-		if c.Preempt {
-			// The other nodes do not know that this one stands down: a
-			// preempting leader would hand its leadership to it (the
-			// highest-ranked live member) again and again, and each time
-			// it would pass the leadership on.
-			bad("candidate-probe", "cannot be used with preempt yet: a preempting leader would keep handing its leadership "+
-				"to this node while its probe fails")
-		}
 	}
 	if c.CandidateProbePeriod < MinCandidateProbePeriod {
 		bad("candidate-probe-period", "must be at least %v, got %v", MinCandidateProbePeriod, c.CandidateProbePeriod)

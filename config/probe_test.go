@@ -36,7 +36,6 @@ func TestCandidateProbeKeys(t *testing.T) {
 		{func(c *Config) { c.CandidateProbe = "tcp://127.0.0.1:8080" }, "candidate-probe: must be an http:// or https:// URL"},
 		{func(c *Config) { c.CandidateProbe = "http:///healthz" }, "candidate-probe: must name a host"},
 		{func(c *Config) { c.CandidateProbe = "http://[::1" }, "candidate-probe: must be an http:// or https:// URL: parse"},
-		{func(c *Config) { c.CandidateProbe, c.Preempt = "http://127.0.0.1:1/", true }, "candidate-probe: cannot be used with preempt"},
 		{func(c *Config) { c.CandidateProbePeriod = time.Millisecond }, "candidate-probe-period: must be at least 10ms, got 1ms"},
 		{func(c *Config) { c.CandidateProbeTimeout = 0 }, "candidate-probe-timeout: must be positive"},
 		{func(c *Config) { c.CandidateProbeTimeout = 2 * time.Second }, "candidate-probe-timeout: must be positive and at most candidate-probe-period (1s)"},

@@ -50,6 +50,9 @@ func (c *core) Transfer(to NodeID) error {
 	if _, ok := c.members[to]; !ok {
 		return fmt.Errorf("%w: %d is not a live member", ErrUnknownNode, to)
 	}
+	if c.notStanding[to] {
+		return fmt.Errorf("%w: node %d said it does not stand (its candidate probe fails)", ErrNotStanding, to)
+	}
 	t := c.leaderTerm
 	if c.q == nil {
 		c.carry(c.support()) // its successor's (plain_mode.go)

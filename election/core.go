@@ -32,6 +32,9 @@ type core struct {
 	// withdrawn: this node does not stand (Stand); it is excluded from
 	// every election until it stands again.
 	withdrawn bool
+	// notStanding: the members that last said they do not stand (a
+	// Heartbeat or a TimeoutNow with NotStanding); preemptTarget skips them.
+	notStanding map[NodeID]bool
 
 	lastHeard map[NodeID]uint64 // leader: when each follower was last heard
 	leaseFrom uint64            // leader: when it started leading
@@ -92,6 +95,7 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 		savedLeader: cfg.LeaderTerm,
 		members:     make(map[NodeID]Member, len(cfg.Peers)),
 		lastHeard:   map[NodeID]uint64{},
+		notStanding: map[NodeID]bool{},
 		q:           newQuorum(cfg),
 	}
 	for _, p := range cfg.Peers {

@@ -8,6 +8,9 @@ func (c *core) send(m Message) {
 	}
 	m.From = c.cfg.ID
 	c.stampSupport(&m)
+	if c.withdrawn && (m.Type == MsgHeartbeat || m.Type == MsgTimeoutNow) {
+		m.NotStanding = true // so that a preempting leader does not hand over to it (stand.go)
+	}
 	if c.q != nil && m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader {
 		// In quorum mode the leader's own announcement asks for a promise,
 		// like its heartbeat answers, so a new leadership renews its lease

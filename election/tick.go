@@ -119,7 +119,7 @@ func (c *core) TicksUntilDue() int {
 		at(int(lt - (c.now-c.leaseFrom)%lt)) // the re-announcement round
 		if c.q != nil {
 			at(c.leaseDue())
-		} else if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID {
+		} else if c.cfg.Preempt && c.preemptTarget() != c.cfg.ID {
 			at(1) // a handover to a higher-ranked member (tickPreempt)
 		}
 	case RoleFollower:

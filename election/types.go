@@ -222,6 +222,11 @@ type Message struct {
 	// the leadership handed over, which the successor claims for a leader
 	// timeout. 0: not given (an older peer), read as 1. See plain_mode.go.
 	Support uint32
+	// NotStanding: the sender does not stand (StateMachine.Stand(false)).
+	// On a follower's Heartbeat, and on the TimeoutNow with which such a
+	// node passes on a leadership handed to it; a preempting leader does
+	// not hand over to a member that said so.
+	NotStanding bool
 	// Election: the named election the message belongs to; "" is the
 	// node's default election. The state machines never read it: the node
 	// routes each message to the machine of its election.
@@ -353,8 +358,11 @@ type StateMachine interface {
 
 // Sentinel errors callers act on.
 var (
-	ErrNotLeader      = errors.New("election: not the leader")
-	ErrUnknownNode    = errors.New("election: unknown node")
-	ErrNoCandidate    = errors.New("election: no other live member to lead")
+	ErrNotLeader   = errors.New("election: not the leader")
+	ErrUnknownNode = errors.New("election: unknown node")
+	ErrNoCandidate = errors.New("election: no other live member to lead")
+	// ErrNotStanding refuses a Transfer to a member that said it does not
+	// stand (Message.NotStanding): it would pass the leadership back.
+	ErrNotStanding    = errors.New("election: the node does not stand")
 	ErrInvalidMessage = errors.New("election: invalid message")
 )

@@ -101,3 +101,21 @@ func TestNodeWithProbeStartsNotStanding(t *testing.T) {
 	}
 	c.agree(5*time.Second, 1)
 }
+
+// A leader stopping (SIGTERM's handover) hands over to the best-ranked
+// member that stands, not to a higher one whose probe fails.
+func TestHandoverSkipsANodeThatDoesNotStand(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(5*time.Second, 3)
+	ctx := context.Background()
+	if err := c.nodes[3].CandidateProbed(ctx, CandidateProbeInfo{URL: "http://app", LastError: "status 500"}); err != nil {
+		t.Fatal(err)
+	}
+	c.agree(5*time.Second, 2)
+	// Node 2 hears node 3 say it does not stand in its next heartbeats.
+	time.Sleep(3 * c.nodes[2].cfg.HeartbeatInterval)
+	to, err := c.nodes[2].Handover(ctx, 5*time.Second)
+	if err != nil || to != 1 {
+		t.Fatalf("handover: to %d, %v; want node 1", to, err)
+	}
+}

@@ -83,8 +83,11 @@ type StatusInfo struct {
 var (
 	ErrUnknownNode = election.ErrUnknownNode
 	ErrNotLeader   = election.ErrNotLeader
-	ErrKilled      = errors.New("node: killed (revive it first)")
-	ErrStopped     = errors.New("node: stopped")
+	// ErrProbeFailing refuses a Transfer to a member whose candidate probe
+	// fails (it said it does not stand).
+	ErrProbeFailing = election.ErrNotStanding
+	ErrKilled       = errors.New("node: killed (revive it first)")
+	ErrStopped      = errors.New("node: stopped")
 	// ErrNotAlive refuses a Transfer to a member that is not alive.
 	ErrNotAlive = errors.New("node: not alive")
 	// ErrPreempted refuses a Resign or Transfer that preemption would undo

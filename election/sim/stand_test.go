@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -55,14 +56,12 @@ func TestWithdrawnNodeHandsOverAndNeverLeads(t *testing.T) {
 				}
 				neverLeads(t, s, 5, 300)
 
-				// A transfer to it is passed on.
+				// The leader heard it say so in its heartbeats: a transfer to
+				// it is refused. (One it had not heard yet is passed back:
+				// TestWithdrawnWithPreempt.)
 				l, _, _ := s.Agreed()
-				if err := s.Do(l, func(sm election.StateMachine) error { return sm.Transfer(5) }); err != nil {
-					t.Fatal(err)
-				}
-				neverLeads(t, s, 5, 300)
-				if _, _, ok := s.Agreed(); !ok {
-					t.Fatalf("no agreed leader after a transfer to the withdrawn node: %s", s.Describe())
+				if err := s.Do(l, func(sm election.StateMachine) error { return sm.Transfer(5) }); !errors.Is(err, election.ErrNotStanding) {
+					t.Fatalf("a transfer to the withdrawn node: %v, want ErrNotStanding", err)
 				}
 
 				// Standing again: sticky, the sitting leader stays.
@@ -126,5 +125,53 @@ func TestWithdrawnFollowerDoesNotCampaign(t *testing.T) {
 				t.Fatalf("node 4 does not follow node 3: %+v", st)
 			}
 		})
+	}
+}
+
+// TestWithdrawnWithPreempt: with Preempt, a leader does not hand over to a
+// higher-ranked member that said it does not stand (its heartbeats, or the
+// TimeoutNow with which it passed a leadership on), so the leadership
+// settles instead of bouncing between the leader and that member; once
+// the member stands again, its next heartbeat says so and the leader hands
+// over to it.
+func TestWithdrawnWithPreempt(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		for _, quorum := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/quorum=%v", algo, quorum), func(t *testing.T) {
+				s, err := New(Options{N: 5, Algorithm: algo, Quorum: quorum, Preempt: true, Seed: 5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := s.RunUntil(1000, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
+					t.Fatalf("node 5 does not lead: %v %s", err, s.Describe())
+				}
+				if err := s.Do(5, withdraw); err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := s.RunUntil(200, func() bool { l, _, ok := s.Agreed(); return ok && l != 5 }); !ok || err != nil {
+					t.Fatalf("no other leader after node 5 withdrew: %v %s", err, s.Describe())
+				}
+				// Settled: at most one more change (a leader that had not
+				// heard from node 5 yet hands over to it once), then none.
+				if err := s.Run(100); err != nil {
+					t.Fatal(err)
+				}
+				l, term, ok := s.Agreed()
+				if !ok {
+					t.Fatalf("no agreed leader: %s", s.Describe())
+				}
+				neverLeads(t, s, 5, 500)
+				if l2, term2, ok := s.Agreed(); !ok || l2 != l || term2 != term {
+					t.Fatalf("the leadership moved while node 5 did not stand (preempt): %d@%v -> %d@%v %s", l, term, l2, term2, s.Describe())
+				}
+				// Standing again: preempt hands it the leadership.
+				if err := s.Do(5, stand); err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := s.RunUntil(200, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
+					t.Fatalf("node 5 does not lead again after standing, with preempt: %v %s", err, s.Describe())
+				}
+			})
+		}
 	}
 }

@@ -200,3 +200,37 @@ func TestCandidateProbeAppKilled(t *testing.T) {
 		waitProcAgreement(t, ps[2:], 10*time.Second, "node 3 leads once the others are gone", func(li client.LeaderInfo) bool { return li.ID == 3 })
 	})
 }
+
+// TestCandidateProbeWithPreempt: with --preempt on every node, node 3 (the
+// highest) leads; its app killed, node 2 takes over and keeps the
+// leadership (no node hands it back to node 3 while its probe fails); the
+// app back, preemption gives node 3 the leadership again.
+func TestCandidateProbeWithPreempt(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, alg string) {
+		dir := t.TempDir()
+		appAddr := loopback(freePort(t))
+		app := startHealthApp(t, appAddr)
+		var ps []*proc
+		for i := 1; i <= 3; i++ {
+			p := newProc(t, dir, i, alg)
+			p.extra = []string{"--preempt"}
+			ps = append(ps, p)
+		}
+		ps[2].extra = append(ps[2].extra, "--candidate-probe", "http://"+appAddr+"/healthz", "--candidate-probe-period", candidateProbePeriod.String(),
+			"--candidate-probe-timeout", (candidateProbePeriod / 2).String())
+		cleanupProcs(t, ps)
+		startJoined(ps)
+		waitProcAgreement(t, ps, 20*time.Second, "node 3 leads", func(li client.LeaderInfo) bool { return li.ID == 3 })
+		killHealthApp(app)
+		l1 := waitProcAgreement(t, ps, candidateProbePeriod+handoverDeadline, "node 2 leads",
+			func(li client.LeaderInfo) bool { return li.ID == 2 })
+		// Settled: a heartbeat timeout and more (the defaults: 600ms), and
+		// the same leadership.
+		time.Sleep(2 * time.Second)
+		if l2 := waitProcAgreement(t, ps, 5*time.Second, "the same leader", nil); l2.ID != 2 || l2.Term < l1.Term || l2.Term.Epoch() > l1.Term.Epoch()+1 {
+			t.Fatalf("with node 3's app dead the leadership moved on: %d@%v -> %d@%v", l1.ID, l1.Term, l2.ID, l2.Term)
+		}
+		startHealthApp(t, appAddr)
+		waitProcAgreement(t, ps, 10*time.Second, "node 3 leads again (preempt)", func(li client.LeaderInfo) bool { return li.ID == 3 })
+	})
+}
