@@ -67,10 +67,6 @@ type Mends struct {
 	// listing all its standings, the receiver dropping the ones not
 	// listed).
 	ResendEvery int
-	// AnswerWithdrawn: a node that gets a message of an election it runs
-	// no machine for answers with its Candidacy there (withdrawn), so a
-	// sender that missed the withdrawal stops counting it as a candidate.
-	AnswerWithdrawn bool
 }
 
 // appID names one app's candidacy: the node it stands through and its id

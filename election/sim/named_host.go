@@ -286,9 +286,6 @@ func (h *namedHost) Step(m election.Message) error {
 	nm := h.machines[m.Election]
 	if nm == nil {
 		h.ns.Dropped++ // the node drops (and counts) a message of an election it does not stand in
-		if h.ns.Mends.AnswerWithdrawn {
-			h.sendCandidacy(m.Election, m.From)
-		}
 		return nil
 	}
 	err := nm.sm.Step(m)

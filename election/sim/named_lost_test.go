@@ -17,11 +17,7 @@ import (
 func TestNamedLostCandidacy(t *testing.T) {
 	for _, algo := range allAlgorithms {
 		for _, mends := range []Mends{{}, {ResendEvery: 20}} {
-			ns, err := NewNamed(Options{N: 3, Algorithm: algo, Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns.Mends = mends
+			ns := newNamedWith(t, algo, mends)
 			lost := false
 			ns.Hook = func(m election.Message) bool {
 				if m.Type == election.MsgCandidacy && m.To == 3 && m.Term != 0 && !lost {
@@ -62,11 +58,7 @@ func TestNamedLostCandidacy(t *testing.T) {
 func TestNamedQuickRestart(t *testing.T) {
 	for _, algo := range allAlgorithms {
 		for _, mends := range []Mends{{}, {ResendEvery: 20}} {
-			ns, err := NewNamed(Options{N: 3, Algorithm: algo, Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns.Mends = mends
+			ns := newNamedWith(t, algo, mends)
 			for id := election.NodeID(1); id <= 2; id++ {
 				if _, err := ns.Stand(id, "jobs", "", 0); err != nil {
 					t.Fatal(err)
@@ -98,4 +90,15 @@ func TestNamedQuickRestart(t *testing.T) {
 			t.Logf("%s %+v: agreed=%v after %d ticks: %s", algo, mends, ok, ns.Now()-start, ns.DescribeNamed("jobs"))
 		}
 	}
+}
+
+// newNamedWith is a cluster of three nodes with mends.
+func newNamedWith(t *testing.T, algo string, mends Mends) *Named {
+	t.Helper()
+	ns, err := NewNamed(Options{N: 3, Algorithm: algo, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Mends = mends
+	return ns
 }

@@ -100,11 +100,8 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 		}
 	}
 	sc.faults = faults.count
-	ns.Heal()
-	for i := 1; i <= sc.n; i++ {
-		if err := ns.Restart(election.NodeID(i)); err != nil {
-			return sc, err
-		}
+	if err := ns.Recover(); err != nil {
+		return sc, err
 	}
 	bound := NamedBound(sc.n)
 	disagree := func() string {
@@ -160,7 +157,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 // propertyMends are the Mends the property test runs with: as built, a
 // Candidacy lost to a fault is never sent again, so no bound holds after a
 // heal (TestNamedLostCandidacy shows one such run).
-var propertyMends = Mends{ResendEvery: 20, AnswerWithdrawn: true}
+var propertyMends = Mends{ResendEvery: 20}
 
 // TestPropertyNamedElections: many seeds of random candidacy churn in
 // several elections under random faults; every step checks S1/S2/S3 and

@@ -87,11 +87,8 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 	}
 	sc.faults = faults.count
 	// Faults stop: every link heals and every node runs again.
-	s.Heal()
-	for i := 1; i <= sc.n; i++ {
-		if err := s.Restart(election.NodeID(i)); err != nil {
-			return sc, err
-		}
+	if err := s.Recover(); err != nil {
+		return sc, err
 	}
 	start := s.Now()
 	bound := l1Bound(sc.n, sc.quorum)
