@@ -49,6 +49,11 @@ type Named struct {
 	// does not hold yet (the sender's next app stands at another
 	// priority; its Candidacy is late or lost).
 	StaleRanks int
+	// Redial: a crash ends the apps' streams, and they campaign again
+	// when their node is back (new candidacies), as after a process
+	// restart; without it their candidacies outlive the crash, as after
+	// the node's kill and revive.
+	Redial bool
 	// Mends, when set, model what the node does not do (yet); the zero
 	// value is the node as built.
 	Mends Mends

@@ -52,7 +52,19 @@ type namedNode struct {
 	host  *namedHost // the running host; replaced at restart
 	// told: every election this node ever stood in (Mends.ResendEvery
 	// resends its standing in each, withdrawn or not).
-	told map[string]bool
+	told    map[string]bool
+	started bool // it ran before: a start now is a restart
+}
+
+// redial: the apps' streams ended with the crash and each app campaigns
+// again, in the order they had queued in, as a new candidacy.
+func (nn *namedNode) redial() {
+	for _, name := range nn.apps.Elections() {
+		for _, c := range slices.Clone(nn.apps.Queue(name)) {
+			nn.apps.Remove(c.ID)
+			nn.apps.Add(c.Election, c.Value, c.Priority)
+		}
+	}
 }
 
 // namedStore is node.NamedStore without its reserve and files: each
@@ -97,6 +109,10 @@ func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error
 	h := &namedHost{ns: ns, id: cfg.ID, nn: nn, cfg: cfg, machines: map[string]*namedMachine{},
 		rand: rand.New(rand.NewPCG(uint64(cfg.Rand(1<<62)), uint64(cfg.ID)))}
 	nn.host = h
+	if ns.Redial && nn.started {
+		nn.redial()
+	}
+	nn.started = true
 	for _, name := range nn.apps.Elections() {
 		head, _ := nn.apps.Head(name)
 		if err := h.newMachine(name, head, false); err != nil {
@@ -121,6 +137,7 @@ func (h *namedHost) newMachine(name string, head named.Candidacy, eager bool) er
 	if err != nil {
 		return err
 	}
+	h.ns.tracef("t=%d node %d: %s: stands for app %d from term %v, leadership %v", h.ns.Now(), h.id, name, head.ID, saved.Term, saved.LeaderTerm)
 	h.machines[name] = &namedMachine{sm: sm, app: head.ID, from: saved.Term}
 	if h.nn.told == nil {
 		h.nn.told = map[string]bool{}

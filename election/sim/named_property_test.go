@@ -23,6 +23,7 @@ var (
 type namedSchedule struct {
 	n, elections int
 	preempt      bool
+	redial       bool // a crash ends the apps' streams (Named.Redial)
 	faults       int
 	stands       int
 	withdrawals  int
@@ -33,8 +34,8 @@ type namedSchedule struct {
 }
 
 func (sc namedSchedule) String() string {
-	return fmt.Sprintf("n=%d elections=%d preempt=%v faults=%d stands=%d withdrawals=%d",
-		sc.n, sc.elections, sc.preempt, sc.faults, sc.stands, sc.withdrawals)
+	return fmt.Sprintf("n=%d elections=%d preempt=%v redial=%v faults=%d stands=%d withdrawals=%d",
+		sc.n, sc.elections, sc.preempt, sc.redial, sc.faults, sc.stands, sc.withdrawals)
 }
 
 // NamedBound is the number of ticks within which every named election of
@@ -51,7 +52,7 @@ func NamedBound(n int) int { return L1Bound(n) + 2*10 + 2*2 }
 // bound.
 func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trace func(string, ...any)) (namedSchedule, error) {
 	r := rand.New(rand.NewPCG(seed, 0x4a3ed))
-	sc := namedSchedule{n: 3 + r.IntN(3), elections: elections, preempt: r.IntN(4) == 0}
+	sc := namedSchedule{n: 3 + r.IntN(3), elections: elections, preempt: r.IntN(4) == 0, redial: r.IntN(2) == 0}
 	if sc.elections == 0 {
 		sc.elections = 3 + r.IntN(6)
 	}
@@ -61,6 +62,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 	}
 	ns.Trace = trace
 	ns.Mends = mends
+	ns.Redial = sc.redial
 	names := make([]string, sc.elections)
 	for i := range names {
 		names[i] = fmt.Sprintf("e%d", i)
