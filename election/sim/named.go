@@ -236,8 +236,8 @@ func (ns *Named) DescribeNamed(name string) string {
 	return b.String()
 }
 
-// check is name's Checker.
-func (ns *Named) check(name string) *Checker {
+// checker is name's Checker.
+func (ns *Named) checker(name string) *Checker {
 	c := ns.checks[name]
 	if c == nil {
 		c = newChecker(ns.Sim)
@@ -252,12 +252,12 @@ func (ns *Named) stood(name string, node election.NodeID) {
 		ns.ever[name] = map[election.NodeID]bool{}
 	}
 	ns.ever[name][node] = true
-	ns.check(name)
+	ns.checker(name)
 }
 
-// dropped records that node stands in name no more: its next machine
+// stoodDown records that node stands in name no more: its next machine
 // there starts knowing no leadership (S3 starts again; S2 does not).
-func (ns *Named) dropped(name string, node election.NodeID) { delete(ns.check(name).shown, node) }
+func (ns *Named) stoodDown(name string, node election.NodeID) { delete(ns.checker(name).shown, node) }
 
 func (ns *Named) change(name string, node election.NodeID, app named.ID, ch election.Leadership) {
 	ns.Leaderships = append(ns.Leaderships, NamedChange{Tick: ns.now, Node: node, Election: name, App: app, Leadership: ch})
@@ -274,7 +274,7 @@ func (ns *Named) tracef(format string, a ...any) {
 // first violation, with its election.
 func (ns *Named) checkNamed() error {
 	for _, name := range ns.Elections() {
-		c := ns.check(name)
+		c := ns.checker(name)
 		for i, nn := range ns.nodes {
 			id := election.NodeID(i + 1)
 			if !ns.Up(id) {

@@ -44,8 +44,9 @@ type namedMachine struct {
 }
 
 // namedNode is what a node keeps across crashes: its apps' queued
-// candidacies (they campaign again when it comes back, as after a revive)
-// and its named term store.
+// candidacies (the node stands for them again when it comes back, as after
+// a revive; with Named.Redial they campaign again as new candidacies) and
+// its named term store.
 type namedNode struct {
 	apps  named.Queues
 	store namedStore
@@ -54,17 +55,6 @@ type namedNode struct {
 	// resends its standing in each, withdrawn or not).
 	told    map[string]bool
 	started bool // it ran before: a start now is a restart
-}
-
-// redial: the apps' streams ended with the crash and each app campaigns
-// again, in the order they had queued in, as a new candidacy.
-func (nn *namedNode) redial() {
-	for _, name := range nn.apps.Elections() {
-		for _, c := range slices.Clone(nn.apps.Queue(name)) {
-			nn.apps.Remove(c.ID)
-			nn.apps.Add(c.Election, c.Value, c.Priority)
-		}
-	}
 }
 
 // namedStore is node.NamedStore without its reserve and files: each
@@ -109,10 +99,27 @@ func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error
 	h := &namedHost{ns: ns, id: cfg.ID, nn: nn, cfg: cfg, machines: map[string]*namedMachine{},
 		rand: rand.New(rand.NewPCG(uint64(cfg.Rand(1<<62)), uint64(cfg.ID)))}
 	nn.host = h
-	if ns.Redial && nn.started {
-		nn.redial()
-	}
+	restart := nn.started
 	nn.started = true
+	if restart && ns.Redial {
+		// A process restart: the apps' streams ended with it, and each app
+		// campaigns again, in the order they had queued in, as a new
+		// candidacy (stand: at once if it knows no other candidate, and
+		// telling every member).
+		var again []named.Candidacy
+		for _, name := range nn.apps.Elections() {
+			again = append(again, slices.Clone(nn.apps.Queue(name))...)
+		}
+		for _, c := range again {
+			nn.apps.Remove(c.ID)
+		}
+		for _, c := range again {
+			if _, err := h.stand(c.Election, c.Value, c.Priority); err != nil {
+				return nil, err
+			}
+		}
+		return h, nil
+	}
 	for _, name := range nn.apps.Elections() {
 		head, _ := nn.apps.Head(name)
 		if err := h.newMachine(name, head, false); err != nil {
@@ -200,7 +207,7 @@ func (h *namedHost) withdraw(id named.ID) error {
 		}
 	} else {
 		h.nn.store.drop(name)
-		h.ns.dropped(name, h.id)
+		h.ns.stoodDown(name, h.id)
 	}
 	h.sendCandidacy(name, 0)
 	return nil
@@ -263,7 +270,7 @@ func (h *namedHost) drain(name string, nm *namedMachine) {
 	rd := nm.sm.Ready()
 	if rd.Term != 0 {
 		h.nn.store.save(name, rd.Term, 0)
-		h.ns.check(name).Term(h.id, rd.Term)
+		h.ns.checker(name).Term(h.id, rd.Term)
 	}
 	for _, m := range rd.Messages {
 		m.Election = name
