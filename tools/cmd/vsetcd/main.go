@@ -1,10 +1,11 @@
 // Command vsetcd runs electord and etcd's election side by side on this
-// machine and measures their failover (issue 10; see bench/README.md):
+// machine and measures their failover (see tools/README.md):
 //
-//	cd bench && go run ./cmd/vsetcd [--candidates 5] [--events 25] [--out file]
+//	go -C tools run ./cmd/vsetcd [--candidates 5] [--events 25] [--out file]
+//	go -C tools run ./cmd/vsetcd apps [--kills 20] [--algorithms bully,ring] [--systems electord,etcd]
 //
-// In one run it starts a single-member etcd server with --candidates
-// etcdcandidate processes (go.etcd.io/etcd/client/v3/concurrency, at the
+// In one run it starts an etcd cluster (--etcd-members, one by default) with
+// --candidates etcdcandidate processes (go.etcd.io/etcd/client/v3/concurrency, at the
 // smallest lease TTL the server grants) and a cluster of as many electord
 // processes (built from a clean export of --rev of the repository). Both run
 // for the whole measurement. Then, --events times, it SIGKILLs the leader of
@@ -13,6 +14,12 @@
 // every surviving candidate reports the same new leader, and until the new
 // leader itself knows that it leads. The killed process is restarted and the
 // system must agree again, unchanged for --settle, before the next event.
+//
+// apps (apps.go) measures the candidate application's crash instead: electord
+// through `electbench apps` (candidate apps campaigning in a named election
+// through five nodes), then etcd with as many members as candidates, each
+// candidate through its own member, an Election.Observe observer through
+// another; the leading app is SIGKILLed --kills times per system.
 //
 // It prints a Markdown report: p50/p90/p99/max per system, event kind and
 // measure, then every sample. Everything it starts runs in a process group
