@@ -54,7 +54,7 @@ func runApps(c config, dir, commit, bin, etcdPath, candBin string, pr func(strin
 		if err != nil {
 			return err
 		}
-		pr("## electord (`electbench apps`), commit %s\n\n", commit)
+		pr("## electord (`electbench apps`), electord %s\n\n", commit)
 		// Its title goes: this report has its own.
 		if l, rest, ok := strings.Cut(report, "\n"); ok && strings.HasPrefix(l, "# ") {
 			report = strings.TrimLeft(rest, "\n")
