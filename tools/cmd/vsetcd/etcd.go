@@ -80,8 +80,12 @@ func startEtcd(etcdBin, candBin, dir string, n, members int, ttl int64, args []s
 	if e.ttl == 0 {
 		e.ttl = e.minTTL
 	}
-	e.sys = &system{name: "etcd", note: fmt.Sprintf("etcd %s, %d member(s)%s; %d candidates, concurrency.NewSession(WithTTL(%d)), candidate i through member i",
-		e.version, members, argsNote(args), n, e.ttl)}
+	through := "candidate i through member i"
+	if members == 1 {
+		through = "every candidate through it"
+	}
+	e.sys = &system{name: "etcd", note: fmt.Sprintf("etcd %s, %d member(s)%s; %d candidates, concurrency.NewSession(WithTTL(%d)), %s",
+		e.version, members, argsNote(args), n, e.ttl, through)}
 	e.sys.start = func(m *member) error { return e.startCandidate(candBin, dir, m) }
 	for i := 1; i <= n; i++ {
 		m := &member{name: "c" + strconv.Itoa(i), sys: e.sys}
