@@ -225,6 +225,7 @@ func (s *Server) handshake(c *handle, remote net.Addr) {
 		}
 		s.handshakeMu.Unlock()
 		if err == nil {
+			s.probe.handshaking()
 			_ = t.hs.SetDeadline(s.start.Add(time.Duration(c.since) + s.cfg.HandshakeTimeout))
 			t.tc = tls.Server(t, s.cfg.TLS)
 			// No context: Stop, GracefulStop and a failing pool end the
@@ -262,6 +263,7 @@ func (s *Server) abortHandshakes() {
 	for t := range s.handshakes {
 		_ = t.hs.SetDeadline(time.Unix(1, 0))
 	}
+	s.probe.aborted()
 }
 
 // readTLS reads and decrypts up to the read budget and feeds the Session.
