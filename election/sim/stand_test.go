@@ -27,6 +27,21 @@ func neverLeads(t *testing.T, s *Sim, id election.NodeID, ticks int) {
 	}
 }
 
+// fiveLedBy5 starts a 5-node simulation with opts and runs it until node 5
+// (the highest) leads.
+func fiveLedBy5(t *testing.T, opts Options) *Sim {
+	t.Helper()
+	opts.N = 5
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.RunUntil(1000, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
+		t.Fatalf("node 5 does not lead: %v %s", err, s.Describe())
+	}
+	return s
+}
+
 // TestWithdrawnNodeHandsOverAndNeverLeads: a leader that stops standing
 // hands its leadership to another node within a few hops (the resign
 // path), and never leads again while it does not stand: not when the new
@@ -36,13 +51,7 @@ func TestWithdrawnNodeHandsOverAndNeverLeads(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		for _, quorum := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/quorum=%v", algo, quorum), func(t *testing.T) {
-				s, err := New(Options{N: 5, Algorithm: algo, Quorum: quorum, Seed: 7})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok, err := s.RunUntil(1000, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
-					t.Fatalf("node 5 does not lead: %v %s", err, s.Describe())
-				}
+				s := fiveLedBy5(t, Options{Algorithm: algo, Quorum: quorum, Seed: 7})
 				if err := s.Do(5, withdraw); err != nil {
 					t.Fatal(err)
 				}
@@ -106,13 +115,7 @@ func TestWithdrawnNodeHandsOverAndNeverLeads(t *testing.T) {
 func TestWithdrawnFollowerDoesNotCampaign(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		t.Run(algo, func(t *testing.T) {
-			s, err := New(Options{N: 5, Algorithm: algo, Seed: 11})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok, err := s.RunUntil(1000, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
-				t.Fatalf("node 5 does not lead: %v %s", err, s.Describe())
-			}
+			s := fiveLedBy5(t, Options{Algorithm: algo, Seed: 11})
 			if err := s.Do(4, withdraw); err != nil {
 				t.Fatal(err)
 			}
@@ -138,13 +141,7 @@ func TestWithdrawnWithPreempt(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
 		for _, quorum := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/quorum=%v", algo, quorum), func(t *testing.T) {
-				s, err := New(Options{N: 5, Algorithm: algo, Quorum: quorum, Preempt: true, Seed: 5})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok, err := s.RunUntil(1000, func() bool { l, _, ok := s.Agreed(); return ok && l == 5 }); !ok || err != nil {
-					t.Fatalf("node 5 does not lead: %v %s", err, s.Describe())
-				}
+				s := fiveLedBy5(t, Options{Algorithm: algo, Quorum: quorum, Preempt: true, Seed: 5})
 				if err := s.Do(5, withdraw); err != nil {
 					t.Fatal(err)
 				}
