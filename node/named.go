@@ -39,6 +39,17 @@ type namedState struct {
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
+	// incarnation is this node's, as its candidacies say: drawn at start
+	// and at each revive (newIncarnation).
+	incarnation uint64
+}
+
+// newIncarnation is the incarnation of a node that starts, or is revived,
+// after one that was was: the wall clock in nanoseconds, so that it grows
+// across restarts without being written anywhere, and above was in any
+// case.
+func newIncarnation(was uint64) uint64 {
+	return max(uint64(time.Now().UnixNano()), was+1)
 }
 
 // machineSet ticks every named machine together: a tick that is not due
@@ -75,7 +86,7 @@ func (n *Node) initNamed() error {
 		return err
 	}
 	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
-		dirty: map[string]bool{}, seen: map[string]election.Term{}}
+		dirty: map[string]bool{}, seen: map[string]election.Term{}, incarnation: newIncarnation(0)}
 	return nil
 }
 
@@ -177,6 +188,13 @@ func (n *Node) stepNamed(in transport.Inbound) {
 		if in.Reply != nil {
 			close(in.Reply)
 		}
+		if nm == nil && !n.halted() {
+			// The sender counts this node as a candidate, which it is not
+			// (any more): it holds a candidacy of this node's earlier
+			// process, or missed its withdrawal. Tell it again; its next
+			// message of the election then goes to a node that stands.
+			n.sendToMembers(n.withdrawal(m.Election), m.From)
+		}
 		return
 	}
 	n.catchUpNamed()
@@ -191,7 +209,33 @@ func (n *Node) stepNamed(in transport.Inbound) {
 // is taken from any sender: the transport has bound the sender's identity,
 // and gossip may not have shown this node the sender yet (its Join, when it
 // comes, makes this node send its own candidacies back).
+//
+// A candidacy from a later incarnation of the sender voids what this node
+// holds of its earlier one, in every election: that process is gone (so is
+// any leadership it held), and the new one knows none of this node's
+// candidacies. Gossip does not say so when the process restarted before it
+// was declared dead: the node is alive throughout, no Leave, no Join. So
+// this node answers a new incarnation as it answers a Join: with all of its
+// candidacies.
 func (n *Node) candidacyFrom(m election.Message) {
+	renewal, voided := n.named.table.Renew(m.From, m.Incarnation)
+	if renewal == named.Stale {
+		n.log.Debug("named election: ignored a candidacy from a peer's earlier process", "peer", uint64(m.From), "election", m.Election)
+		return
+	}
+	for _, name := range voided {
+		if nm := n.named.machines[name]; nm != nil && !n.halted() {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventDead, Member: election.Member{ID: m.From}})
+		}
+		n.named.dirty[name] = true
+	}
+	if renewal == named.Restarted && !n.halted() {
+		n.log.Info("named elections: a peer restarted; its earlier candidacies are void", "peer", uint64(m.From), "elections", len(voided))
+		for _, name := range n.named.queues.Elections() {
+			n.sendCandidacy(name, m.From)
+		}
+	}
 	name := m.Election
 	nm := n.named.machines[name]
 	if m.Confirmed {
@@ -200,7 +244,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
 		}
-		if joined && nm != nil {
+		if joined && nm != nil && renewal != named.Restarted {
 			// A candidate new to this node may not know this node stands
 			// either (its copy was lost, or sent before it served again):
 			// tell it. The answer is not new to it, so this ends there.
@@ -266,7 +310,7 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 // sendCandidacy tells peer (every live member when 0) this node's standing
 // in name.
 func (n *Node) sendCandidacy(name string, peer election.NodeID) {
-	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
+	m := n.withdrawal(name)
 	if head, ok := n.named.queues.Head(name); ok {
 		m.Confirmed, m.Value = true, head.Value
 		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
@@ -274,6 +318,17 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 			m.Term = nm.reported.Term
 		}
 	}
+	n.sendToMembers(m, peer)
+}
+
+// withdrawal is the Candidacy by which this node says it does not stand in
+// name.
+func (n *Node) withdrawal(name string) election.Message {
+	return election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name, Incarnation: n.named.incarnation}
+}
+
+// sendToMembers sends m to peer, or to every live member when peer is 0.
+func (n *Node) sendToMembers(m election.Message, peer election.NodeID) {
 	for id, rec := range n.members {
 		if (peer == 0 || id == peer) && rec.alive {
 			m.To = id
@@ -292,9 +347,14 @@ func (n *Node) stand(c *Candidacy) error {
 	n.named.subs[cand.ID] = c
 	if n.named.machines[c.Election] == nil {
 		// The first app here, or the machine stopped (a term it could not
-		// persist): stand for the head of the queue.
+		// persist): stand for the head of the queue. A record of the
+		// election in the store means this node stood in it when its
+		// process ended (the last app's withdrawal drops the record): it is
+		// a restart, the other candidates may hold a leader, and the table
+		// is empty until they answer this node's candidacy. So the machine
+		// waits for them as a revived one does, rather than lead alone.
 		h, _ := n.named.queues.Head(c.Election)
-		if err := n.newMachine(c.Election, h, true); err != nil {
+		if err := n.newMachine(c.Election, h, !n.named.store.Holds(c.Election)); err != nil {
 			n.named.queues.Remove(cand.ID)
 			delete(n.named.subs, cand.ID)
 			return err
@@ -485,6 +545,9 @@ func (n *Node) stopNamed() {
 // restartNamed stands again, after a revive, for the head of every local
 // queue, from the persisted terms.
 func (n *Node) restartNamed() {
+	// A revived node is a new incarnation to its peers: what they hold of
+	// its candidacies from before the kill is void, and they tell it theirs.
+	n.named.incarnation = newIncarnation(n.named.incarnation)
 	for _, name := range n.named.queues.Elections() {
 		head, _ := n.named.queues.Head(name)
 		if err := n.newMachine(name, head, false); err != nil {

@@ -77,8 +77,14 @@ func testNamedQuickRestart(t *testing.T, alg string, killLeader bool) {
 	after := waitNamedAgreement(t, ps, namedRestartAgreement, fmt.Sprintf("after node %d's quick restart, the nodes agree on the leader of jobs", victim.id))
 	t.Logf("jobs: node %d leads at term %d, agreed %v after the restarted app campaigned", after.id, after.term,
 		time.Since(campaigned).Round(time.Millisecond))
-	if after.term < before.term {
-		t.Errorf("jobs' term went back: %d after %d", after.term, before.term)
+	switch {
+	case killLeader && (after.term <= before.term):
+		t.Errorf("after its leader's restart jobs is led at term %d, not above %d", after.term, before.term)
+	case !killLeader && after != before:
+		// A follower's restart must not depose the leader (sticky, as
+		// the default election): it waits for the others' word.
+		t.Errorf("a follower's restart moved jobs from node %d at term %d to node %d at term %d",
+			before.id, before.term, after.id, after.term)
 	}
 	// And it holds: the restarted node is not left leading on its own once
 	// gossip and the peer connections settle.
