@@ -74,7 +74,24 @@ func testNamedQuickRestart(t *testing.T, alg string, killLeader bool) {
 	apps[i].await(10*time.Second, "its first event after the restart", func(appEvent) bool { return true })
 	campaigned := time.Now()
 
-	after := waitNamedAgreement(t, ps, namedRestartAgreement, fmt.Sprintf("after node %d's quick restart, the nodes agree on the leader of jobs", victim.id))
+	// Until they agree, no two nodes may say they lead at once: the
+	// restarted node does not lead alone before it has heard the others.
+	var twoLeaders []string
+	after := waitNamedAgreementWatching(t, ps, namedRestartAgreement, fmt.Sprintf("after node %d's quick restart, the nodes agree on the leader of jobs", victim.id),
+		func(views []namedView, desc string) {
+			selves := 0
+			for _, v := range views {
+				if v.self {
+					selves++
+				}
+			}
+			if selves > 1 {
+				twoLeaders = append(twoLeaders, desc)
+			}
+		})
+	if len(twoLeaders) > 0 {
+		t.Errorf("after node %d's quick restart, two nodes said they lead jobs at once: %v", victim.id, twoLeaders)
+	}
 	t.Logf("jobs: node %d leads at term %d, agreed %v after the restarted app campaigned", after.id, after.term,
 		time.Since(campaigned).Round(time.Millisecond))
 	switch {
@@ -161,9 +178,19 @@ func namedAgreement(views []namedView) (namedView, bool) {
 // "jobs", and returns it (self false).
 func waitNamedAgreement(t *testing.T, ps []*proc, timeout time.Duration, what string) namedView {
 	t.Helper()
+	return waitNamedAgreementWatching(t, ps, timeout, what, nil)
+}
+
+// waitNamedAgreementWatching is waitNamedAgreement that shows watch (if
+// not nil) every set of views it polls.
+func waitNamedAgreementWatching(t *testing.T, ps []*proc, timeout time.Duration, what string, watch func([]namedView, string)) namedView {
+	t.Helper()
 	var agreed namedView
 	eventually(t, timeout, what, func() (bool, string) {
 		views, desc := namedViews(ps)
+		if watch != nil {
+			watch(views, desc)
+		}
 		v, ok := namedAgreement(views)
 		agreed = v
 		return ok, desc
