@@ -39,17 +39,18 @@ type namedState struct {
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
-	// incarnation is this node's, as its candidacies say: drawn at start
-	// and at each revive (newIncarnation).
+	// incarnation is this node's, as its candidacies say: new at start
+	// and at each revive (renewIncarnation).
 	incarnation uint64
 }
 
-// newIncarnation is the incarnation of a node that starts, or is revived,
-// after one that was was: the wall clock in nanoseconds, so that it grows
-// across restarts without being written anywhere, and above was in any
-// case.
-func newIncarnation(was uint64) uint64 {
-	return max(uint64(time.Now().UnixNano()), was+1)
+// renewIncarnation takes this node's next incarnation (incarnation.go).
+func (n *Node) renewIncarnation() {
+	inc, err := nextIncarnation(n.cfg.Store.dir, n.named.incarnation)
+	if err != nil {
+		n.log.Warn("named elections: cannot keep this node's incarnation in the data dir; using the clock's", "err", err)
+	}
+	n.named.incarnation = inc
 }
 
 // machineSet ticks every named machine together: a tick that is not due
@@ -86,7 +87,8 @@ func (n *Node) initNamed() error {
 		return err
 	}
 	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
-		dirty: map[string]bool{}, seen: map[string]election.Term{}, incarnation: newIncarnation(0)}
+		dirty: map[string]bool{}, seen: map[string]election.Term{}}
+	n.renewIncarnation()
 	return nil
 }
 
@@ -547,7 +549,7 @@ func (n *Node) stopNamed() {
 func (n *Node) restartNamed() {
 	// A revived node is a new incarnation to its peers: what they hold of
 	// its candidacies from before the kill is void, and they tell it theirs.
-	n.named.incarnation = newIncarnation(n.named.incarnation)
+	n.renewIncarnation()
 	for _, name := range n.named.queues.Elections() {
 		head, _ := n.named.queues.Head(name)
 		if err := n.newMachine(name, head, false); err != nil {
