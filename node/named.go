@@ -239,6 +239,9 @@ func (n *Node) candidacyFrom(m election.Message) {
 		}
 	}
 	name := m.Election
+	if name == "" {
+		return // only the sender's incarnation (announceIncarnation)
+	}
 	nm := n.named.machines[name]
 	if m.Confirmed {
 		joined, reranked := n.named.table.Set(name, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
@@ -260,11 +263,12 @@ func (n *Node) candidacyFrom(m election.Message) {
 }
 
 // namedMemberEvent follows gossip: a member that joins hears of this node's
-// candidacies; one that leaves or dies loses its own.
+// incarnation and candidacies; one that leaves or dies loses its own.
 func (n *Node) namedMemberEvent(ev MemberEvent) {
 	id := ev.Member.ID
 	switch ev.Type {
 	case MemberJoin:
+		n.announceIncarnation(id)
 		for _, name := range n.named.queues.Elections() {
 			n.sendCandidacy(name, id)
 		}
@@ -321,6 +325,18 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 		}
 	}
 	n.sendToMembers(m, peer)
+}
+
+// announceIncarnation tells peer (every live member when 0) this node's
+// incarnation, in a Candidacy of no election. A node meets every member at
+// its start (gossip's Join), so a node restarted faster than gossip noticed
+// is known as new by everyone at once, before any app of it stands, even
+// when it stands in nothing: each that knew its earlier process answers
+// with all of its candidacies (candidacyFrom).
+func (n *Node) announceIncarnation(peer election.NodeID) {
+	if !n.halted() {
+		n.sendToMembers(n.withdrawal(""), peer)
+	}
 }
 
 // withdrawal is the Candidacy by which this node says it does not stand in
@@ -548,7 +564,8 @@ func (n *Node) stopNamed() {
 // queue, from the persisted terms.
 func (n *Node) restartNamed() {
 	// A revived node is a new incarnation to its peers: what they hold of
-	// its candidacies from before the kill is void, and they tell it theirs.
+	// its candidacies from before the kill is void, and they tell it theirs
+	// (it announces the incarnation to each member gossip shows it again).
 	n.renewIncarnation()
 	for _, name := range n.named.queues.Elections() {
 		head, _ := n.named.queues.Head(name)

@@ -327,6 +327,26 @@ func TestNamedElectionQuietRestartWithoutTheApp(t *testing.T) {
 	}
 }
 
+// An observer (node 2 stands in nothing) restarted faster than gossip
+// notices learns the leader of jobs anyway: it announces its incarnation to
+// every member it meets, and those that knew its earlier process answer
+// with their candidacies.
+func TestNamedElectionObserverQuietRestart(t *testing.T) {
+	c, won, _ := namedPairBeforeRestart(t, "bully")
+	n2 := c.quietRestart(2)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		li, _ := n2.ElectionLeader("jobs")
+		if li.ID == 3 && li.Term == won.Leader.Term {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after its quiet restart, observer node 2 shows %+v in jobs, want node 3 at %v", li, won.Leader.Term)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
 // namedPairBeforeRestart starts three nodes: app-3 leads jobs through
 // node 3 (won is its event), app-1 (other) follows through node 1.
 func namedPairBeforeRestart(t *testing.T, algo string) (*cluster, CandidacyEvent, *Candidacy) {

@@ -32,6 +32,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Term: election.NextTerm(0, 1), Election: "jobs", Confirmed: true,
 			FromRank: election.Rank{Priority: 7, ID: 1}, Value: "app-1", Incarnation: 1<<62 + 3},
 		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs", FromRank: election.Rank{ID: 1}, Incarnation: 9},
+		// A candidacy in no election: only the sender's incarnation.
+		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, FromRank: election.Rank{ID: 1}, Incarnation: 9},
 	)
 	for _, m := range msgs {
 		x, err := Encode(m)
