@@ -195,7 +195,7 @@ func (n *Node) stepNamed(in transport.Inbound) {
 			// (any more): it holds a candidacy of this node's earlier
 			// process, or missed its withdrawal. Tell it again; its next
 			// message of the election then goes to a node that stands.
-			n.sendToMembers(n.withdrawal(m.Election), m.From)
+			n.sendToMembers(n.notStanding(m.Election), m.From)
 		}
 		return
 	}
@@ -316,7 +316,7 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 // sendCandidacy tells peer (every live member when 0) this node's standing
 // in name.
 func (n *Node) sendCandidacy(name string, peer election.NodeID) {
-	m := n.withdrawal(name)
+	m := n.notStanding(name)
 	if head, ok := n.named.queues.Head(name); ok {
 		m.Confirmed, m.Value = true, head.Value
 		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
@@ -335,13 +335,13 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 // with all of its candidacies (candidacyFrom).
 func (n *Node) announceIncarnation(peer election.NodeID) {
 	if !n.halted() {
-		n.sendToMembers(n.withdrawal(""), peer)
+		n.sendToMembers(n.notStanding(""), peer)
 	}
 }
 
-// withdrawal is the Candidacy by which this node says it does not stand in
-// name.
-func (n *Node) withdrawal(name string) election.Message {
+// notStanding is the Candidacy by which this node says it does not stand
+// in name: a withdrawal; in no election (name ""), only its incarnation.
+func (n *Node) notStanding(name string) election.Message {
 	return election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name, Incarnation: n.named.incarnation}
 }
 
@@ -368,9 +368,10 @@ func (n *Node) stand(c *Candidacy) error {
 		// persist): stand for the head of the queue. A record of the
 		// election in the store means this node stood in it when its
 		// process ended (the last app's withdrawal drops the record): it is
-		// a restart, the other candidates may hold a leader, and the table
-		// is empty until they answer this node's candidacy. So the machine
-		// waits for them as a revived one does, rather than lead alone.
+		// a restart, the other candidates may hold a leader, and their
+		// answers to this node's announcement may not have come yet. So the
+		// machine waits for them as a revived one does, rather than lead
+		// alone.
 		h, _ := n.named.queues.Head(c.Election)
 		if err := n.newMachine(c.Election, h, !n.named.store.Holds(c.Election)); err != nil {
 			n.named.queues.Remove(cand.ID)

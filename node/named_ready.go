@@ -122,7 +122,7 @@ func (n *Node) namedStoreFailed(name string, err error) {
 	n.counters.PersistErrors.Add(1)
 	n.log.Error("named election: cannot persist its term; not standing in it", "election", name, "err", err)
 	n.forgetMachine(name)
-	n.sendToMembers(n.withdrawal(name), 0)
+	n.sendToMembers(n.notStanding(name), 0)
 }
 
 // afterNamed runs after each loop iteration: it drains the machines that

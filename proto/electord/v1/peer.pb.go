@@ -819,7 +819,9 @@ type Candidacy struct {
 	To uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
 	// The term the sender leads the election at; 0 when it does not lead.
 	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
-	// The named election (never empty).
+	// The named election. Empty only in a candidacy that says nothing but
+	// the sender's incarnation (not standing, no term, no value), which a node
+	// sends to every member it meets.
 	Election string `protobuf:"bytes,4,opt,name=election,proto3" json:"election,omitempty"`
 	// False: the sender withdrew from the election.
 	Standing bool `protobuf:"varint,5,opt,name=standing,proto3" json:"standing,omitempty"`
