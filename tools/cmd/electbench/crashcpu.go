@@ -126,15 +126,35 @@ func (u crashCPU) String() string {
 
 // perfDirEnv names a directory: when set, scale records each failover's
 // survivors with perf (call graphs, 999 Hz) into DIR/kill-N.data, from
-// before the kill until every node agrees. perf's own cost slows the
+// before the kill until every node agrees, and the idle second before it
+// into DIR/idle-N.data. perf's own cost slows the
 // failover it records, so a run with it gives where the CPU goes, not
 // figures of record.
 const perfDirEnv = "ELECTBENCH_PERF_DIR"
 
-// perfRecord starts perf on the processes of s (kill i), or returns nil
-// when perfDirEnv is not set or perf did not start. stop ends it and waits
-// for its file.
-func perfRecord(s cpuSnap, i int) (stop func()) {
+// idleBaseline is how long idleCPU measures the survivors before a kill.
+const idleBaseline = time.Second
+
+// idleCPU measures what the processes of c other than except spend in
+// idleBaseline with no failover (heartbeats, gossip, a node restarted just
+// before still starting up): the part of a failover's CPU that is not the
+// failover's. With perfDirEnv it records that second too (idle-N.data).
+func (c *cluster) idleCPU(except *proc, i int) crashCPU {
+	s := c.snapCPU(except)
+	stop := perfRecord(s, fmt.Sprintf("idle-%d", i))
+	s = c.snapCPU(except)
+	time.Sleep(idleBaseline)
+	u := s.since()
+	if stop != nil {
+		stop()
+	}
+	return u
+}
+
+// perfRecord starts perf on the processes of s, recording into
+// DIR/name.data, or returns nil when perfDirEnv is not set or perf did not
+// start. stop ends it and waits for its file.
+func perfRecord(s cpuSnap, name string) (stop func()) {
 	dir := os.Getenv(perfDirEnv)
 	if dir == "" || len(s.pids) == 0 {
 		return nil
@@ -143,7 +163,7 @@ func perfRecord(s cpuSnap, i int) (stop func()) {
 	for j, pid := range s.pids {
 		pids[j] = strconv.Itoa(pid)
 	}
-	out := filepath.Join(dir, fmt.Sprintf("kill-%d.data", i))
+	out := filepath.Join(dir, name+".data")
 	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-o", out, "-p", strings.Join(pids, ","))
 	if err := cmd.Start(); err != nil {
 		logf("perf: %v", err)

@@ -393,8 +393,9 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 			break
 		}
 		leader := c.proc(old.Id)
+		idle := c.idleCPU(leader, i+1)
 		cpu0 := c.snapCPU(leader)
-		stopPerf := perfRecord(cpu0, i+1)
+		stopPerf := perfRecord(cpu0, fmt.Sprintf("kill-%d", i+1))
 		if stopPerf != nil {
 			cpu0 = c.snapCPU(leader) // after perf attached
 		}
@@ -411,7 +412,7 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 		if ok {
 			crash = append(crash, d)
 			crashCPUs = append(crashCPUs, u.nanos)
-			logf("kill %d: %s", i+1, u)
+			logf("kill %d: %s; idle before it: %s", i+1, u, idle)
 		} else {
 			failed++
 		}
