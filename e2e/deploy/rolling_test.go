@@ -380,12 +380,16 @@ func (s *sim) appLeaderless(pods []*simPod, start, end time.Time) (time.Duration
 // README says to send commands to the leader's pod: the outcome is logged.
 // The named election the apps campaign in is not touched by it.
 func (s *sim) resignThroughFollower(mustWork bool) {
+	// The apps' election settles first (named elections do not wait for
+	// bootstrap-expect): wait for the nodes' own to have a leader too.
 	var leader, follower *simPod
-	for ord := range replicas {
-		if p := s.pod(ord); s.leadsDefault(p) {
-			leader = p
-		} else {
-			follower = p
+	for deadline := time.Now().Add(time.Minute); leader == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for ord := range replicas {
+			if p := s.pod(ord); s.leadsDefault(p) {
+				leader = p
+			} else {
+				follower = p
+			}
 		}
 	}
 	if leader == nil || follower == nil {
