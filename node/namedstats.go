@@ -1,9 +1,6 @@
 package node
 
-import (
-	"slices"
-	"strings"
-)
+import "slices"
 
 // What readers outside the loop (the status page, metrics) learn of the
 // named elections: counts and a page of them by name, read from what the
@@ -42,19 +39,24 @@ func (n *Node) NamedCounts() NamedCounts {
 
 // NamedElectionsPage lists at most limit named elections whose names sort
 // after after ("" from the first), by name, and how many elections this
-// node knows in all. Only the names are sorted; the page's rows are copied.
+// node knows in all. It keeps only the page's names sorted as it goes, so
+// a page of 100 of 10,000 elections does not sort the 10,000.
 func (n *Node) NamedElectionsPage(after string, limit int) (page []ElectionInfo, total int) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	total = len(n.elections)
-	names := make([]string, 0, min(total, 1024))
+	limit = max(limit, 0)
+	names := make([]string, 0, min(total, limit))
 	for name := range n.elections {
-		if name > after {
-			names = append(names, name)
+		if name <= after || (len(names) == limit && (limit == 0 || name >= names[limit-1])) {
+			continue
 		}
+		i, _ := slices.BinarySearch(names, name)
+		if len(names) == limit {
+			names = names[:limit-1] // the last falls off the page
+		}
+		names = slices.Insert(names, i, name)
 	}
-	slices.SortFunc(names, strings.Compare)
-	names = names[:min(len(names), max(limit, 0))]
 	page = make([]ElectionInfo, len(names))
 	for i, name := range names {
 		page[i] = n.elections[name]
