@@ -57,17 +57,17 @@ type NamedRow struct {
 
 // namedView reads at most limit elections whose names sort after after.
 func namedView(n *node.Node, after string, limit int) NamedView {
-	page, total := n.NamedElectionsPage(after, limit)
-	v := NamedView{Total: total, Elections: make([]NamedRow, len(page))}
+	page, total := n.NamedElectionsPage(after, limit+1) // one more: does a next page start?
+	v := NamedView{Total: total}
+	if len(page) > limit {
+		page = page[:limit]
+		v.Next = page[limit-1].Election
+	}
+	v.Elections = make([]NamedRow, len(page))
 	for i, e := range page {
 		li := e.Leader
 		v.Elections[i] = NamedRow{Election: e.Election, Leader: li.ID, LeaderName: li.Name, Value: li.Value, Term: termView(li.Term),
 			Since: li.Since, Self: li.Self, State: li.State, Candidates: e.Candidates, Local: e.Local}
-	}
-	if len(page) == limit && len(page) > 0 {
-		if more, _ := n.NamedElectionsPage(page[len(page)-1].Election, 1); len(more) > 0 {
-			v.Next = page[len(page)-1].Election
-		}
 	}
 	return v
 }
