@@ -226,10 +226,10 @@ func (c *core) stepCoordinatorPlain(m Message) {
 		accepted = false
 	case m.Leader == c.cfg.ID:
 		// A ring announcement that names this node. Only a newer term makes
-		// it lead: a late copy of a term it already led and gave up (resign or
-		// transfer) must not bring it back. A round started by a leader that
-		// resigned hands its support on (see plain_mode.go).
-		if m.Term > c.leaderTerm && !c.excluded() {
+		// it lead (selfTermIsNew): a late copy of a term it already led and
+		// gave up (resign or transfer) must not bring it back. A round started
+		// by a leader that resigned hands its support on (see plain_mode.go).
+		if c.selfTermIsNew(m.Term) && !c.excluded() {
 			if s := c.claimed(m); s > 1 {
 				c.carry(s)
 			}

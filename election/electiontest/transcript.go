@@ -39,6 +39,21 @@ type Factory func(election.Config) (election.StateMachine, error)
 // mk, each file in a subtest of its own.
 func Run(t *testing.T, dir string, mk Factory) {
 	t.Helper()
+	RunScripts(t, dir, func() Script { return &driver{mk: mk} })
+}
+
+// Script runs one transcript's commands in order: Do returns what one
+// command produced, as the transcript's expected output is written. Run's
+// scripts drive one state machine; other drivers (the simulator's named
+// elections) drive more with the same files and -rewrite.
+type Script interface {
+	Do(cmd string) string
+}
+
+// RunScripts runs every *.txt transcript in dir, each against a new Script
+// and in a subtest of its own.
+func RunScripts(t *testing.T, dir string, newScript func() Script) {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +62,7 @@ func Run(t *testing.T, dir string, mk Factory) {
 		t.Fatalf("no transcripts in %s", dir)
 	}
 	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) { runFile(t, path, mk) })
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) { runFile(t, path, newScript()) })
 	}
 }
 
@@ -100,15 +115,14 @@ func parse(path string) ([]block, error) {
 	return blocks, sc.Err()
 }
 
-func runFile(t *testing.T, path string, mk Factory) {
+func runFile(t *testing.T, path string, d Script) {
 	blocks, err := parse(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &driver{mk: mk}
 	var out strings.Builder
 	for i, b := range blocks {
-		got := d.do(b.cmd)
+		got := d.Do(b.cmd)
 		if *rewrite {
 			blocks[i].want = got
 		} else if got != b.want {
@@ -137,7 +151,7 @@ type driver struct {
 
 func (d *driver) printf(format string, a ...any) { fmt.Fprintf(&d.out, format+"\n", a...) }
 
-func (d *driver) do(cmd string) string {
+func (d *driver) Do(cmd string) string {
 	d.out.Reset()
 	if err := d.exec(cmd); err != nil {
 		d.printf("error: %v", err)
@@ -148,13 +162,14 @@ func (d *driver) do(cmd string) string {
 	return d.out.String()
 }
 
-func (d *driver) exec(cmd string) error {
+// Fields splits a command into its verb, its key=value arguments and its
+// other words, in order.
+func Fields(cmd string) (verb string, args map[string]string, pos []string) {
 	f := strings.Fields(cmd)
 	if len(f) == 0 {
-		return fmt.Errorf("empty command")
+		return "", nil, nil
 	}
-	args := map[string]string{}
-	var pos []string
+	args = map[string]string{}
 	for _, a := range f[1:] {
 		if k, v, ok := strings.Cut(a, "="); ok {
 			args[k] = v
@@ -162,10 +177,18 @@ func (d *driver) exec(cmd string) error {
 			pos = append(pos, a)
 		}
 	}
-	if f[0] != "new" && d.sm == nil {
+	return f[0], args, pos
+}
+
+func (d *driver) exec(cmd string) error {
+	verb, args, pos := Fields(cmd)
+	if verb == "" {
+		return fmt.Errorf("empty command")
+	}
+	if verb != "new" && d.sm == nil {
 		return fmt.Errorf("no state machine: start with new")
 	}
-	switch f[0] {
+	switch verb {
 	case "new":
 		return d.newMachine(args, pos)
 	case "tick":
@@ -198,21 +221,21 @@ func (d *driver) exec(cmd string) error {
 		if err != nil {
 			return err
 		}
-		typ := map[string]election.EventType{"join": election.EventJoin, "leave": election.EventLeave, "dead": election.EventDead}[f[0]]
+		typ := map[string]election.EventType{"join": election.EventJoin, "leave": election.EventLeave, "dead": election.EventDead}[verb]
 		d.sm.Observe(election.Event{Type: typ, Member: m})
 	case "suspect":
 		d.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
 	case "fail", "refused", "busy":
 		if len(pos) < 1 {
-			return fmt.Errorf("%s TYPE to=N key=value...", f[0])
+			return fmt.Errorf("%s TYPE to=N key=value...", verb)
 		}
 		m, err := d.message(pos[0], args, pos[1:])
 		if err != nil {
 			return err
 		}
 		m.From = d.id
-		typ := map[string]election.EventType{"fail": election.EventSendFailed, "refused": election.EventSendFailed, "busy": election.EventPeerBusy}[f[0]]
-		d.sm.Observe(election.Event{Type: typ, Msg: m, Refused: f[0] == "refused"})
+		typ := map[string]election.EventType{"fail": election.EventSendFailed, "refused": election.EventSendFailed, "busy": election.EventPeerBusy}[verb]
+		d.sm.Observe(election.Event{Type: typ, Msg: m, Refused: verb == "refused"})
 	case "campaign":
 		d.sm.Campaign()
 	case "resign":
@@ -236,7 +259,7 @@ func (d *driver) exec(cmd string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q", f[0])
+		return fmt.Errorf("unknown command %q", verb)
 	}
 	d.drain("")
 	return nil

@@ -106,23 +106,8 @@ func (c *Checker) check() error {
 		if !n.up {
 			continue
 		}
-		c.Checks++
-		st := n.sm.Status()
-		c.Term(n.id, st.Term)
-		c.shownTerm(n.id, st.LeaderTerm)
-		switch st.Role {
-		case election.RoleLeader:
-			if !st.LeaderTerm.OwnedBy(n.id) {
-				c.fail("S1 violated: node %d leads term %v, which it does not own", n.id, st.LeaderTerm)
-			}
-			c.Claim(n.id, n.id, st.LeaderTerm)
+		if c.status(n.id, n.sm.Status()) {
 			claiming = append(claiming, n.id)
-			c.claimed[st.LeaderTerm] = true
-		case election.RoleFollower:
-			c.Claim(n.id, st.Leader, st.LeaderTerm)
-		}
-		if st.LeaderTerm > st.Term {
-			c.fail("node %d believes in term %v above the highest it has seen, %v", n.id, st.LeaderTerm, st.Term)
 		}
 	}
 	if c.s.opts.Quorum {
@@ -143,6 +128,29 @@ func (c *Checker) check() error {
 		c.checkMinority()
 	}
 	return c.err
+}
+
+// status checks S1, S2 and S3 on one node's state and says whether the
+// node claims leadership.
+func (c *Checker) status(id election.NodeID, st election.Status) (leads bool) {
+	c.Checks++
+	c.Term(id, st.Term)
+	c.shownTerm(id, st.LeaderTerm)
+	switch st.Role {
+	case election.RoleLeader:
+		if !st.LeaderTerm.OwnedBy(id) {
+			c.fail("S1 violated: node %d leads term %v, which it does not own", id, st.LeaderTerm)
+		}
+		c.Claim(id, id, st.LeaderTerm)
+		c.claimed[st.LeaderTerm] = true
+		leads = true
+	case election.RoleFollower:
+		c.Claim(id, st.Leader, st.LeaderTerm)
+	}
+	if st.LeaderTerm > st.Term {
+		c.fail("node %d believes in term %v above the highest it has seen, %v", id, st.LeaderTerm, st.Term)
+	}
+	return leads
 }
 
 // MinorityGrace is Q2's grace in ticks: a node cut off from the majority

@@ -113,6 +113,18 @@ func (s *Sim) Heal() {
 	}
 }
 
+// Recover ends every fault: the network heals (Heal) and every crashed
+// node starts again from its persisted term.
+func (s *Sim) Recover() error {
+	s.Heal()
+	for _, n := range s.nodes {
+		if err := s.Restart(n.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Sim) linked(a, b election.NodeID) bool { return !s.cut[[2]election.NodeID{a, b}] }
 
 // visible is what gossip would say: o runs and the link works both ways.

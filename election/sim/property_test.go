@@ -75,98 +75,20 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 		return sc, err
 	}
 	s.Trace = trace
-	ids := func(pred func(election.NodeID) bool) []election.NodeID {
-		var out []election.NodeID
-		for i := 1; i <= sc.n; i++ {
-			if pred(election.NodeID(i)) {
-				out = append(out, election.NodeID(i))
-			}
-		}
-		return out
-	}
-	pick := func(from []election.NodeID) (election.NodeID, bool) {
-		if len(from) == 0 {
-			return 0, false
-		}
-		return from[r.IntN(len(from))], true
-	}
-	split := func() ([]election.NodeID, []election.NodeID) {
-		all := ids(func(election.NodeID) bool { return true })
-		r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-		k := r.IntN(len(all) + 1)
-		return all[:k], all[k:]
-	}
-	restartAt := map[election.NodeID]uint64{}
+	faults := &faultPicker{s: s, r: r, restartAt: map[election.NodeID]uint64{}}
 	faultTicks := 100 + r.IntN(200)
 	for range faultTicks {
-		if r.IntN(8) == 0 {
-			sc.faults++
-			switch r.IntN(10) {
-			case 0: // crash
-				if id, ok := pick(ids(s.Up)); ok {
-					s.Crash(id)
-				}
-			case 1: // restart, keeping the persisted term
-				if id, ok := pick(ids(func(id election.NodeID) bool { return !s.Up(id) })); ok {
-					if err := s.Restart(id); err != nil {
-						return sc, err
-					}
-				}
-			case 2: // symmetric partition
-				a, b := split()
-				s.Partition(a, b)
-			case 3: // one-way cut
-				a, _ := pick(ids(func(election.NodeID) bool { return true }))
-				b, _ := pick(ids(func(election.NodeID) bool { return true }))
-				if a != b {
-					s.Cut(a, b)
-				}
-			case 4: // a bridge sees both halves
-				a, b := split()
-				if len(a) > 1 {
-					s.Bridge(a[0], a[1:], b)
-				}
-			case 5: // links heal
-				s.cut, s.changed = map[[2]election.NodeID]bool{}, true
-			case 6: // lossy links
-				s.DropRate = float64(r.IntN(4)) / 10
-			case 7: // delays and reordering
-				s.MaxDelay = r.IntN(4)
-			case 8: // a flapping node: down and up again quickly, several times
-				if id, ok := pick(ids(s.Up)); ok {
-					s.Crash(id)
-					restartAt[id] = s.Now() + uint64(1+r.IntN(4))
-				}
-			case 9: // isolate one node
-				if id, ok := pick(ids(s.Up)); ok {
-					s.Isolate(id)
-				}
-			}
-		}
-		// In id order: map order would make a seed's schedule differ from
-		// run to run (each restart draws from the random sources).
-		for _, id := range slices.Sorted(maps.Keys(restartAt)) {
-			if at := restartAt[id]; s.Now() >= at {
-				delete(restartAt, id)
-				if err := s.Restart(id); err != nil {
-					return sc, err
-				}
-				if r.IntN(2) == 0 { // flap again
-					s.Crash(id)
-					restartAt[id] = s.Now() + uint64(1+r.IntN(4))
-				}
-			}
+		if err := faults.tick(); err != nil {
+			return sc, err
 		}
 		if err := s.Step(); err != nil {
 			return sc, err
 		}
 	}
+	sc.faults = faults.count
 	// Faults stop: every link heals and every node runs again.
-	s.Heal()
-	for i := 1; i <= sc.n; i++ {
-		if err := s.Restart(election.NodeID(i)); err != nil {
-			return sc, err
-		}
+	if err := s.Recover(); err != nil {
+		return sc, err
 	}
 	start := s.Now()
 	bound := l1Bound(sc.n, sc.quorum)
@@ -205,7 +127,7 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 		// (issue 10, item 4; the chaos checker's follower-fault rule): the
 		// majority's leader keeps its lease, and the follower's campaigns
 		// of its own, at terms of its own, are refused when it returns.
-		f, _ := pick(ids(func(id election.NodeID) bool { return id != leader }))
+		f, _ := faults.pick(faults.ids(func(id election.NodeID) bool { return id != leader }))
 		crash := r.IntN(3) == 0
 		sc.followerFault = "isolate"
 		if crash {
@@ -337,6 +259,105 @@ func blipPhase(s *Sim, r *rand.Rand, sc *schedule, leader election.NodeID, term 
 	if l, t, ok := s.Agreed(); !ok || l != leader || t < term {
 		return fmt.Errorf("stability violated: after the %s for %d ticks, leader %d term %v changed to %d %v (agreed=%v): %s",
 			sc.followerFault, sc.followerFaultTicks, leader, term, l, t, ok, s.Describe())
+	}
+	return nil
+}
+
+// faultPicker draws a property schedule's random faults, one call a tick:
+// crashes, restarts, partitions, one-way cuts, bridges, heals, loss,
+// delays, flapping nodes and isolation.
+type faultPicker struct {
+	s         *Sim
+	r         *rand.Rand
+	restartAt map[election.NodeID]uint64 // a flapping node's next restart
+	count     int
+}
+
+func (f *faultPicker) ids(pred func(election.NodeID) bool) []election.NodeID {
+	var out []election.NodeID
+	for i := 1; i <= f.s.N(); i++ {
+		if pred(election.NodeID(i)) {
+			out = append(out, election.NodeID(i))
+		}
+	}
+	return out
+}
+
+func (f *faultPicker) pick(from []election.NodeID) (election.NodeID, bool) {
+	if len(from) == 0 {
+		return 0, false
+	}
+	return from[f.r.IntN(len(from))], true
+}
+
+func (f *faultPicker) split() ([]election.NodeID, []election.NodeID) {
+	all := f.ids(func(election.NodeID) bool { return true })
+	f.r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	k := f.r.IntN(len(all) + 1)
+	return all[:k], all[k:]
+}
+
+// tick injects a fault one time in eight, then restarts the flapping nodes
+// that are due.
+func (f *faultPicker) tick() error {
+	s, r := f.s, f.r
+	if r.IntN(8) == 0 {
+		f.count++
+		switch r.IntN(10) {
+		case 0: // crash
+			if id, ok := f.pick(f.ids(s.Up)); ok {
+				s.Crash(id)
+			}
+		case 1: // restart, keeping the persisted term
+			if id, ok := f.pick(f.ids(func(id election.NodeID) bool { return !s.Up(id) })); ok {
+				if err := s.Restart(id); err != nil {
+					return err
+				}
+			}
+		case 2: // symmetric partition
+			a, b := f.split()
+			s.Partition(a, b)
+		case 3: // one-way cut
+			a, _ := f.pick(f.ids(func(election.NodeID) bool { return true }))
+			b, _ := f.pick(f.ids(func(election.NodeID) bool { return true }))
+			if a != b {
+				s.Cut(a, b)
+			}
+		case 4: // a bridge sees both halves
+			a, b := f.split()
+			if len(a) > 1 {
+				s.Bridge(a[0], a[1:], b)
+			}
+		case 5: // links heal
+			s.cut, s.changed = map[[2]election.NodeID]bool{}, true
+		case 6: // lossy links
+			s.DropRate = float64(r.IntN(4)) / 10
+		case 7: // delays and reordering
+			s.MaxDelay = r.IntN(4)
+		case 8: // a flapping node: down and up again quickly, several times
+			if id, ok := f.pick(f.ids(s.Up)); ok {
+				s.Crash(id)
+				f.restartAt[id] = s.Now() + uint64(1+r.IntN(4))
+			}
+		case 9: // isolate one node
+			if id, ok := f.pick(f.ids(s.Up)); ok {
+				s.Isolate(id)
+			}
+		}
+	}
+	// In id order: map order would make a seed's schedule differ from
+	// run to run (each restart draws from the random sources).
+	for _, id := range slices.Sorted(maps.Keys(f.restartAt)) {
+		if at := f.restartAt[id]; s.Now() >= at {
+			delete(f.restartAt, id)
+			if err := s.Restart(id); err != nil {
+				return err
+			}
+			if r.IntN(2) == 0 { // flap again
+				s.Crash(id)
+				f.restartAt[id] = s.Now() + uint64(1+r.IntN(4))
+			}
+		}
 	}
 	return nil
 }

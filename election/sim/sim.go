@@ -56,6 +56,10 @@ type Options struct {
 	// together learn each other from gossip over a while, and one that
 	// missed a join broadcast learns that member only at a state sync.
 	Forming func(at, of election.NodeID) int
+	// Machine, if set, builds what runs on a node from the config the
+	// simulator made for it (instead of algorithms.New): the named
+	// elections' host (NewNamed) is one.
+	Machine func(cfg election.Config) (election.StateMachine, error)
 }
 
 // RejoinPolicy says whom a node joins again, every RejoinEvery ticks.
@@ -126,6 +130,9 @@ type Sim struct {
 	// Leadership changes seen, in order.
 	Changes []Change
 	Trace   func(format string, a ...any)
+	// after, if set, runs after the checker at every step: more checks
+	// (Named's, per election).
+	after func() error
 }
 
 // Change is one leadership change of one node.
@@ -215,7 +222,11 @@ func (s *Sim) start(n *node) error {
 	if s.opts.Tune != nil {
 		s.opts.Tune(&cfg)
 	}
-	sm, err := algorithms.New(s.opts.Algorithm, cfg)
+	build := func(cfg election.Config) (election.StateMachine, error) { return algorithms.New(s.opts.Algorithm, cfg) }
+	if s.opts.Machine != nil {
+		build = s.opts.Machine
+	}
+	sm, err := build(cfg)
 	if err != nil {
 		return err
 	}
@@ -288,7 +299,10 @@ func (s *Sim) Step() error {
 		s.rejoin()
 	}
 	s.drain()
-	return s.Check.check()
+	if err := s.Check.check(); err != nil || s.after == nil {
+		return err
+	}
+	return s.after()
 }
 
 // Run steps up to ticks times and stops at the first violation.
@@ -347,7 +361,11 @@ func (s *Sim) deliver() {
 			// A sender or leader the receiver's membership view does not
 			// hold (yet, or any more), or a stale TimeoutNow, is refused by
 			// design; anything else from a correct node is a bug.
-			s.Check.fail("node %d rejected a well-formed message: %v", n.id, err)
+			in := ""
+			if e.msg.Election != "" {
+				in = " of election " + e.msg.Election
+			}
+			s.Check.fail("node %d rejected a well-formed message%s: %v", n.id, in, err)
 		}
 	}
 }
@@ -395,6 +413,9 @@ func (s *Sim) send(m election.Message) {
 		support := "" // plain mode's; empty in quorum mode, whose traces it leaves as they were
 		if m.Support != 0 {
 			support = fmt.Sprintf(" support=%d", m.Support)
+		}
+		if m.Election != "" { // a named election's (the default election's traces stay as they were)
+			support += fmt.Sprintf(" e=%s from=%d:%d", m.Election, m.FromRank.ID, m.FromRank.Priority)
 		}
 		s.Trace("t=%d %v %d->%d term=%v leader=%d cands=%d stamp=%d rel=%v conf=%v%s", s.now, m.Type, m.From, m.To, m.Term, m.Leader, len(m.Candidates), m.Stamp, m.Release, m.Confirmed, support)
 	}

@@ -1,0 +1,445 @@
+package sim
+
+import (
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/algorithms"
+	"github.com/electord/electord/election/named"
+)
+
+// namedHost is what runs on one simulated node of a Named cluster: the node
+// loop's share of named elections (node/named.go, node/named_ready.go), one
+// pure state machine per election this node stands in, built as the node
+// builds it, with the other nodes' candidacies learnt from Candidacy
+// messages. The Sim sees it as the node's one state machine: it steps each
+// peer message into the machine its Election names, and its Ready is every
+// machine's Ready (their terms persisted first) followed in order by the
+// Candidacy messages the node sends.
+//
+// It is rebuilt at every restart, as the node's loop is: the table of other
+// candidacies is forgotten, the local queues (namedNode.apps) and the term
+// store survive.
+type namedHost struct {
+	ns       *Named
+	id       election.NodeID
+	nn       *namedNode
+	cfg      election.Config // the Sim's config for this node: timings, Preempt, Tune
+	rand     *rand.Rand
+	table    named.Table
+	machines map[string]*namedMachine
+	out      []election.Message // ready to send, in order
+}
+
+// namedMachine is the state machine of one election the node stands in,
+// for one app: the head of its local queue when the machine started.
+type namedMachine struct {
+	sm       election.StateMachine
+	app      named.ID
+	from     election.Term       // the term it started from: it may only lead above it
+	reported election.Leadership // the leadership last announced to peers
+}
+
+// namedNode is what a node keeps across crashes: its apps' queued
+// candidacies (the node stands for them again when it comes back, as after
+// a revive; with Named.Redial they campaign again as new candidacies) and
+// its named term store.
+type namedNode struct {
+	apps  named.Queues
+	store namedStore
+	host  *namedHost // the running host; replaced at restart
+	// told: every election this node ever stood in (Mends.ResendEvery
+	// resends its standing in each, withdrawn or not).
+	told    map[string]bool
+	started bool // it ran before: a start now is a restart
+}
+
+// namedStore is node.NamedStore without its reserve and files: each
+// election's term and leadership term, and a floor that an election's term
+// is folded into when nobody here stands in it any more, so a name used
+// again starts from at least every term minted before.
+type namedStore struct {
+	rec   map[string]namedTerms
+	floor election.Term
+}
+
+// namedTerms is one election's stored terms.
+type namedTerms struct{ Term, LeaderTerm election.Term }
+
+func (s *namedStore) load(name string) namedTerms {
+	p := s.rec[name]
+	p.Term = max(p.Term, s.floor)
+	return p
+}
+
+func (s *namedStore) save(name string, term, leaderTerm election.Term) {
+	if s.rec == nil {
+		s.rec = map[string]namedTerms{}
+	}
+	p := s.load(name)
+	p.Term, p.LeaderTerm = max(p.Term, term), max(p.LeaderTerm, leaderTerm)
+	s.rec[name] = p
+}
+
+func (s *namedStore) drop(name string) {
+	if p, ok := s.rec[name]; ok {
+		s.floor = max(s.floor, p.Term)
+		delete(s.rec, name)
+	}
+}
+
+// newNamedHost starts node cfg.ID's named elections: as after a revive, it
+// stands again for the head of every local queue, from the persisted terms,
+// and waits to hear who else stands before it campaigns.
+func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error) {
+	nn := ns.nodes[cfg.ID-1]
+	h := &namedHost{ns: ns, id: cfg.ID, nn: nn, cfg: cfg, machines: map[string]*namedMachine{},
+		rand: rand.New(rand.NewPCG(uint64(cfg.Rand(1<<62)), uint64(cfg.ID)))}
+	nn.host = h
+	restart := nn.started
+	nn.started = true
+	if restart && ns.Redial {
+		// A process restart: the apps' streams ended with it, and each app
+		// campaigns again, in the order they had queued in, as a new
+		// candidacy (stand: at once if it knows no other candidate, and
+		// telling every member).
+		var again []named.Candidacy
+		for _, name := range nn.apps.Elections() {
+			again = append(again, slices.Clone(nn.apps.Queue(name))...)
+		}
+		for _, c := range again {
+			nn.apps.Remove(c.ID)
+		}
+		for _, c := range again {
+			if _, err := h.stand(c.Election, c.Value, c.Priority); err != nil {
+				return nil, err
+			}
+		}
+		return h, nil
+	}
+	for _, name := range nn.apps.Elections() {
+		head, _ := nn.apps.Head(name)
+		if err := h.newMachine(name, head, false); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// newMachine starts the machine of an election this node now stands in, for
+// the head of its queue (node.newMachine): the cluster's algorithm, timings
+// and Preempt, the candidacy's priority, the stored terms; the candidates
+// known join one by one; eager: the only candidate known campaigns at once.
+func (h *namedHost) newMachine(name string, head named.Candidacy, eager bool) error {
+	saved := h.nn.store.load(name)
+	cfg := h.cfg
+	cfg.Peers, cfg.Priority, cfg.Term, cfg.LeaderTerm = nil, head.Priority, saved.Term, saved.LeaderTerm
+	cfg.Quorum, cfg.BootstrapExpect, cfg.Volatile = 0, 0, false
+	r := rand.New(rand.NewPCG(h.rand.Uint64(), uint64(h.id)))
+	cfg.Rand = func(k int) int { return r.IntN(k) }
+	sm, err := algorithms.New(h.ns.opts.Algorithm, cfg)
+	if err != nil {
+		return err
+	}
+	h.ns.tracef("t=%d node %d: %s: stands for app %d from term %v, leadership %v", h.ns.Now(), h.id, name, head.ID, saved.Term, saved.LeaderTerm)
+	h.machines[name] = &namedMachine{sm: sm, app: head.ID, from: saved.Term}
+	if h.nn.told == nil {
+		h.nn.told = map[string]bool{}
+	}
+	h.nn.told[name] = true
+	h.ns.stood(name, h.id)
+	others := h.table.Members(name)
+	for _, m := range others {
+		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
+	}
+	if len(others) == 0 && eager {
+		sm.Campaign()
+	}
+	return nil
+}
+
+// alive: this node's membership holds o alive (the node's members[o].alive).
+func (h *namedHost) alive(o election.NodeID) bool { return h.ns.Sim.nodes[h.id-1].view[o] }
+
+// stand queues an app's candidacy (node.stand).
+func (h *namedHost) stand(name, value string, priority int64) (named.ID, error) {
+	c, _, err := h.nn.apps.Add(name, value, priority)
+	if err != nil {
+		return 0, err
+	}
+	if h.machines[name] == nil {
+		head, _ := h.nn.apps.Head(name)
+		if err := h.newMachine(name, head, true); err != nil {
+			h.nn.apps.Remove(c.ID)
+			return 0, err
+		}
+		h.sendCandidacy(name, 0)
+	}
+	return c.ID, nil
+}
+
+// withdraw ends an app's candidacy (node.withdrawCandidacy): the head's end
+// is a transfer to the best-ranked other candidate when this node leads;
+// an app queued next stands with a machine of its own (a new term).
+func (h *namedHost) withdraw(id named.ID) error {
+	gone, wasHead, next, more, err := h.nn.apps.Remove(id)
+	if err != nil || !wasHead {
+		return err
+	}
+	name := gone.Election
+	if nm := h.machines[name]; nm != nil {
+		if nm.sm.Status().Role == election.RoleLeader {
+			if to, ok := h.bestOther(name); ok {
+				if err := nm.sm.Transfer(to); err != nil {
+					h.ns.tracef("t=%d node %d: %s: handover on withdrawal to %d failed: %v", h.ns.Now(), h.id, name, to, err)
+				}
+			}
+		}
+		h.drain(name, nm)
+		delete(h.machines, name)
+	}
+	if more {
+		if err := h.newMachine(name, next, true); err != nil {
+			return err
+		}
+	} else {
+		h.nn.store.drop(name)
+		h.ns.stoodDown(name, h.id)
+	}
+	h.sendCandidacy(name, 0)
+	return nil
+}
+
+// bestOther is the best-ranked other node standing in name that this
+// node's membership holds alive.
+func (h *namedHost) bestOther(name string) (election.NodeID, bool) {
+	ms := h.table.Members(name)
+	for i := len(ms) - 1; i >= 0; i-- {
+		if h.alive(ms[i].ID) {
+			return ms[i].ID, true
+		}
+	}
+	return 0, false
+}
+
+// sendCandidacy tells peer (every live member when 0) this node's standing
+// in name (node.sendCandidacy).
+func (h *namedHost) sendCandidacy(name string, peer election.NodeID) {
+	m := election.Message{Type: election.MsgCandidacy, From: h.id, Election: name}
+	if head, ok := h.nn.apps.Head(name); ok {
+		m.Confirmed, m.Value = true, head.Value
+		m.FromRank = election.Rank{Priority: head.Priority, ID: h.id}
+		if nm := h.machines[name]; nm != nil && nm.reported.Role == election.RoleLeader {
+			m.Term = nm.reported.Term
+		}
+	}
+	for _, o := range h.ns.Sim.nodes {
+		if o.id != h.id && (peer == 0 || o.id == peer) && h.alive(o.id) {
+			m.To = o.id
+			h.out = append(h.out, m)
+		}
+	}
+}
+
+// candidacyFrom records a peer's standing (node.candidacyFrom).
+func (h *namedHost) candidacyFrom(m election.Message) {
+	nm := h.machines[m.Election]
+	if m.Confirmed {
+		joined, reranked := h.table.Set(m.Election, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
+		if nm != nil && (joined || reranked) {
+			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
+		}
+		if joined && nm != nil {
+			h.sendCandidacy(m.Election, m.From)
+		}
+	} else if h.table.Withdraw(m.Election, m.From) && nm != nil {
+		nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
+	}
+}
+
+// drain puts what name's machine has to say on the way out
+// (node.drainNamed): its term is durable before its messages leave, its
+// leadership term before its change is announced.
+func (h *namedHost) drain(name string, nm *namedMachine) {
+	if !nm.sm.HasReady() {
+		return
+	}
+	rd := nm.sm.Ready()
+	if rd.Term != 0 {
+		h.nn.store.save(name, rd.Term, 0)
+		h.ns.checker(name).Term(h.id, rd.Term)
+	}
+	for _, m := range rd.Messages {
+		m.Election = name
+		h.out = append(h.out, m)
+	}
+	if rd.LeaderTerm != 0 {
+		h.nn.store.save(name, 0, rd.LeaderTerm)
+	}
+	if ch := rd.Change; ch != nil {
+		h.ns.change(name, h.id, nm.app, *ch)
+		was := nm.reported.Role == election.RoleLeader
+		nm.reported = *ch
+		if was || ch.Role == election.RoleLeader {
+			h.sendCandidacy(name, 0) // observers learn who leads from the leader's word
+		}
+	}
+}
+
+// names are the elections this node runs a machine for, sorted, so that a
+// seed replays the same run.
+func (h *namedHost) names() []string {
+	names := make([]string, 0, len(h.machines))
+	for name := range h.machines {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ---- election.StateMachine, as the Sim drives it ----
+
+func (h *namedHost) Step(m election.Message) error {
+	if m.Type == election.MsgCandidacy {
+		h.candidacyFrom(m)
+		return nil
+	}
+	nm := h.machines[m.Election]
+	if nm == nil {
+		h.ns.Dropped++ // the node drops (and counts) a message of an election it does not stand in
+		return nil
+	}
+	err := nm.sm.Step(m)
+	if errors.Is(err, election.ErrInvalidMessage) && h.staleRanks(m) {
+		// The sender's priority changed (its next app stands) and its
+		// Candidacy saying so has not arrived: the node refuses the
+		// message and counts it, as for any message it finds invalid.
+		h.ns.StaleRanks++
+		return nil
+	}
+	return err
+}
+
+// staleRanks: m carries a rank of a node at another priority than the
+// one this node's table holds for it (for this node: than its head's, as
+// in a ring Election that went round while its app before stood).
+func (h *namedHost) staleRanks(m election.Message) bool {
+	ranks := append([]election.Rank{m.FromRank, m.InitiatorRank}, m.Candidates...)
+	head, _ := h.nn.apps.Head(m.Election)
+	for _, r := range ranks {
+		switch s, ok := h.table.Get(m.Election, r.ID); {
+		case r.ID == 0:
+		case r.ID == h.id && r.Priority != head.Priority:
+			return true
+		case r.ID != h.id && (!ok || s.Priority != r.Priority):
+			return true
+		}
+	}
+	return false
+}
+
+func (h *namedHost) Tick() {
+	for _, name := range h.names() {
+		h.machines[name].sm.Tick()
+	}
+	if h.resendIn() == 1 {
+		for _, name := range slices.Sorted(maps.Keys(h.nn.told)) {
+			h.sendCandidacy(name, 0)
+		}
+	}
+}
+
+// resendIn is how many ticks from now the next resend of this node's
+// standing in every election it ever stood in is due (Mends.ResendEvery; 0: never). Nodes resend at offsets of their
+// own, as their timers would fire.
+func (h *namedHost) resendIn() int {
+	k := h.ns.Mends.ResendEvery
+	if k <= 0 || len(h.nn.told) == 0 {
+		return 0
+	}
+	// Sim.Step advances the clock, then asks, then ticks: the next Tick
+	// runs at Now, and 1 says it is that one.
+	return 1 + int((uint64(k)-(h.ns.Now()+uint64(h.id))%uint64(k))%uint64(k))
+}
+
+// TicksUntilDue is the node's machineSet rule: the fewest ticks any machine
+// is due in (0: none is armed).
+func (h *namedHost) TicksUntilDue() int {
+	due := h.resendIn()
+	for _, nm := range h.machines {
+		k := 1
+		if d, ok := nm.sm.(interface{ TicksUntilDue() int }); ok {
+			k = d.TicksUntilDue()
+		}
+		if k > 0 && (due == 0 || k < due) {
+			due = k
+		}
+	}
+	return due
+}
+
+// Observe routes membership and transport events as the node's loop does
+// (namedMemberEvent, namedSendFailed, namedPeerGone).
+func (h *namedHost) Observe(ev election.Event) {
+	switch ev.Type {
+	case election.EventJoin:
+		for _, name := range h.nn.apps.Elections() {
+			h.sendCandidacy(name, ev.Member.ID)
+		}
+	case election.EventDead, election.EventLeave:
+		for _, name := range h.table.Forget(ev.Member.ID) {
+			if nm := h.machines[name]; nm != nil {
+				nm.sm.Observe(election.Event{Type: ev.Type, Member: election.Member{ID: ev.Member.ID}})
+			}
+		}
+	case election.EventSendFailed, election.EventPeerBusy:
+		if nm := h.machines[ev.Msg.Election]; nm != nil && ev.Msg.Type != election.MsgCandidacy {
+			nm.sm.Observe(ev)
+		}
+		if ev.Refused {
+			// The transport's peer-down signal: every election that
+			// follows that node campaigns now.
+			for _, name := range h.names() {
+				if nm := h.machines[name]; nm.sm.Status().Role == election.RoleFollower && nm.sm.Status().Leader == ev.Msg.To {
+					nm.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+				}
+			}
+		}
+	}
+}
+
+func (h *namedHost) HasReady() bool {
+	if len(h.out) > 0 {
+		return true
+	}
+	for _, nm := range h.machines {
+		if nm.sm.HasReady() {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *namedHost) Ready() election.Ready {
+	for _, name := range h.names() {
+		h.drain(name, h.machines[name])
+	}
+	rd := election.Ready{Messages: h.out}
+	h.out = nil
+	return rd
+}
+
+// Status: the host runs no default election; the Sim's own checker sees a
+// node that knows no leader.
+func (h *namedHost) Status() election.Status {
+	return election.Status{ID: h.id, Algorithm: h.ns.opts.Algorithm, Role: election.RoleNoLeader}
+}
+
+var errNoDefault = errors.New("sim: a named elections' host runs no default election")
+
+func (h *namedHost) Campaign()                      {}
+func (h *namedHost) Resign() error                  { return errNoDefault }
+func (h *namedHost) Transfer(election.NodeID) error { return errNoDefault }
