@@ -75,6 +75,12 @@ func startVariant(t *testing.T, cfg Config, v variant, hook func(s *Server)) *te
 // that Serve returned nil and every pool goroutine is gone.
 func (ts *testServer) stop(t *testing.T, hard bool) {
 	t.Helper()
+	ts.awaitStop(t, hard, ts.beginStop(hard))
+}
+
+// beginStop starts stopping the server (gracefully or not) on a goroutine
+// of its own; the channel closes when Stop or GracefulStop returned.
+func (ts *testServer) beginStop(hard bool) <-chan struct{} {
 	ts.stopped = true
 	done := make(chan struct{})
 	go func() {
@@ -85,6 +91,12 @@ func (ts *testServer) stop(t *testing.T, hard bool) {
 		}
 		close(done)
 	}()
+	return done
+}
+
+// awaitStop is the rest of stop once beginStop returned done.
+func (ts *testServer) awaitStop(t *testing.T, hard bool, done <-chan struct{}) {
+	t.Helper()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):

@@ -19,6 +19,8 @@ func (*serverProbe) released(*handle) {}
 func (*serverProbe) enterEpoll()      {}
 func (*serverProbe) leaveEpoll()      {}
 func (*serverProbe) feed([]byte)      {}
+func (*serverProbe) handshaking()     {}
+func (*serverProbe) aborted()         {}
 
 func (*serverProbe) accept4(fd, flags int) (int, unix.Sockaddr, error) {
 	return unix.Accept4(fd, flags)

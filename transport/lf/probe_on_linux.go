@@ -26,6 +26,12 @@ type serverProbe struct {
 	feedHook func(p []byte)
 	// accept4Hook, when set (before Serve), replaces unix.Accept4.
 	accept4Hook func(fd, flags int) (int, unix.Sockaddr, error)
+	// handshakeHook, when set (before Serve), runs on each TLS handshake
+	// goroutine once its handshake is registered (abortHandshakes can
+	// reach it), just before the handshake starts.
+	handshakeHook func()
+	// aborts counts the runs of abortHandshakes.
+	aborts atomic.Int32
 }
 
 type handleProbe struct {
@@ -56,6 +62,14 @@ func (p *serverProbe) feed(b []byte) {
 		p.feedHook(b)
 	}
 }
+
+func (p *serverProbe) handshaking() {
+	if p.handshakeHook != nil {
+		p.handshakeHook()
+	}
+}
+
+func (p *serverProbe) aborted() { p.aborts.Add(1) }
 
 func (p *serverProbe) accept4(fd, flags int) (int, unix.Sockaddr, error) {
 	if p.accept4Hook != nil {

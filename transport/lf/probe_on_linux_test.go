@@ -24,3 +24,10 @@ func setFeedHook(_ *testing.T, s *Server, f func([]byte)) { s.probe.feedHook = f
 func setAccept4(_ *testing.T, s *Server, f func(fd, flags int) (int, unix.Sockaddr, error)) {
 	s.probe.accept4Hook = f
 }
+
+// setHandshakeHook makes f run on each TLS handshake goroutine once the
+// handshake is registered, just before it starts.
+func setHandshakeHook(_ *testing.T, s *Server, f func()) { s.probe.handshakeHook = f }
+
+// handshakeAborts returns how many times abortHandshakes has run.
+func handshakeAborts(s *Server) int32 { return s.probe.aborts.Load() }

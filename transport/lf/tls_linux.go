@@ -217,15 +217,21 @@ func (s *Server) handshake(c *handle, remote net.Addr) {
 	defer s.handshakeWG.Done()
 	t, err := newTLSConn(c.fd, remote)
 	if err == nil {
+		// Registering and setting the deadline are one step under
+		// handshakeMu. A stop sets s.stopping before abortHandshakes takes
+		// the lock, so either it is seen here, or abortHandshakes finds t
+		// registered and its past deadline comes after this one: the
+		// handshake deadline never overwrites an abort.
 		s.handshakeMu.Lock()
 		if s.stopping.Load() {
 			err = errStopped
 		} else {
 			s.handshakes[t] = struct{}{}
+			_ = t.hs.SetDeadline(s.start.Add(time.Duration(c.since) + s.cfg.HandshakeTimeout))
 		}
 		s.handshakeMu.Unlock()
 		if err == nil {
-			_ = t.hs.SetDeadline(s.start.Add(time.Duration(c.since) + s.cfg.HandshakeTimeout))
+			s.probe.handshaking()
 			t.tc = tls.Server(t, s.cfg.TLS)
 			// No context: Stop, GracefulStop and a failing pool end the
 			// handshake through its deadline (abortHandshakes), so nothing
@@ -255,13 +261,16 @@ func (s *Server) handshake(c *handle, remote net.Addr) {
 }
 
 // abortHandshakes ends every handshake in progress (the server is
-// stopping; s.stopping is already set, so no new one registers).
+// stopping; s.stopping is already set, so no new one registers). It gives
+// each a deadline in the past; no later SetDeadline undoes that, because a
+// handshake sets its own deadline when it registers, under the same lock.
 func (s *Server) abortHandshakes() {
 	s.handshakeMu.Lock()
 	defer s.handshakeMu.Unlock()
 	for t := range s.handshakes {
 		_ = t.hs.SetDeadline(time.Unix(1, 0))
 	}
+	s.probe.aborted()
 }
 
 // readTLS reads and decrypts up to the read budget and feeds the Session.

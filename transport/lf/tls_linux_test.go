@@ -204,6 +204,48 @@ func TestTLSStopDuringHandshake(t *testing.T) {
 	}
 }
 
+// TestTLSStopAfterHandshakeRegistered: a stop that lands after a handshake
+// goroutine registered its handshake but before the handshake began still
+// ends the handshake at once. The probe's hook holds the goroutine at that
+// point until the stop has aborted the registered handshakes.
+func TestTLSStopAfterHandshakeRegistered(t *testing.T) {
+	for _, hard := range []bool{false, true} {
+		_, server, _ := tlsSetup(t)
+		registered, proceed := make(chan struct{}), make(chan struct{})
+		ts := startVariant(t, Config{Workers: 2, TLS: server, HandshakeTimeout: time.Minute}, variant{}, func(s *Server) {
+			setHandshakeHook(t, s, func() {
+				close(registered)
+				<-proceed
+			})
+		})
+		t.Cleanup(func() {
+			select {
+			case <-proceed:
+			default:
+				close(proceed)
+			}
+		})
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-registered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handshake was never registered")
+		}
+		start := time.Now()
+		done := ts.beginStop(hard)
+		eventually(t, 10*time.Second, "the stop aborted the handshakes", func() bool { return handshakeAborts(ts.Server) > 0 })
+		close(proceed)
+		ts.awaitStop(t, hard, done)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("hard=%v: stop took %v", hard, d)
+		}
+		c.Close()
+	}
+}
+
 // idleTLSConns opens n TLS connections to addr that complete the TLS and
 // HTTP/2 handshakes (preface and SETTINGS) and then stay silent. They use
 // no goroutine of their own.

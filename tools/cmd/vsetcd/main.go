@@ -1,10 +1,11 @@
 // Command vsetcd runs electord and etcd's election side by side on this
-// machine and measures their failover (issue 10; see bench/README.md):
+// machine and measures their failover (see tools/README.md):
 //
-//	cd bench && go run ./cmd/vsetcd [--candidates 5] [--events 25] [--out file]
+//	go -C tools run ./cmd/vsetcd [--candidates 5] [--events 25] [--out file]
+//	go -C tools run ./cmd/vsetcd apps [--kills 20] [--algorithms bully,ring] [--systems electord,etcd]
 //
-// In one run it starts a single-member etcd server with --candidates
-// etcdcandidate processes (go.etcd.io/etcd/client/v3/concurrency, at the
+// In one run it starts an etcd cluster (--etcd-members, one by default) with
+// --candidates etcdcandidate processes (go.etcd.io/etcd/client/v3/concurrency, at the
 // smallest lease TTL the server grants) and a cluster of as many electord
 // processes (built from a clean export of --rev of the repository). Both run
 // for the whole measurement. Then, --events times, it SIGKILLs the leader of
@@ -13,6 +14,12 @@
 // every surviving candidate reports the same new leader, and until the new
 // leader itself knows that it leads. The killed process is restarted and the
 // system must agree again, unchanged for --settle, before the next event.
+//
+// apps (apps.go) measures the candidate application's crash instead: electord
+// through `electbench apps` (candidate apps campaigning in a named election
+// through five nodes), then etcd with as many members as candidates, each
+// candidate through its own member, an Election.Observe observer through
+// another; the leading app is SIGKILLed --kills times per system.
 //
 // It prints a Markdown report: p50/p90/p99/max per system, event kind and
 // measure, then every sample. Everything it starts runs in a process group
@@ -29,6 +36,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,20 +68,51 @@ func cleanUp() {
 }
 
 func main() {
-	candidates := flag.Int("candidates", 5, "candidates per system: etcdcandidate processes and electord nodes")
-	events := flag.Int("events", 25, "events of each kind (SIGKILL, SIGTERM) per system")
-	repo := flag.String("repo", "..", "the electord repository (its root)")
-	rev := flag.String("rev", "HEAD", "the electord commit to build (a clean `git archive` of it, not the work tree)")
-	electordBin := flag.String("electord", "", "an electord binary to use instead of building --rev")
-	etcdBin := flag.String("etcd", "etcd", "the etcd server binary (Debian: apt-get install etcd-server)")
-	ttl := flag.Int64("ttl", 0, "etcd session TTL in seconds (0: the smallest the server grants)")
-	settle := flag.Duration("settle", 300*time.Millisecond, "how long a system must agree, unchanged, before the next event")
-	agreeTimeout := flag.Duration("agree-timeout", 15*time.Second, "how long an event may take before it counts as failed")
-	timeout := flag.Duration("timeout", 20*time.Minute, "give up (and kill everything) after this long")
-	extra := flag.String("electord-args", "", "extra electord flags, space-separated (default configuration when empty)")
-	out := flag.String("out", "", "also write the report to this file")
-	keep := flag.Bool("keep", false, "keep the temporary directory (logs) and print its path")
-	flag.Parse()
+	mode, args := "failover", os.Args[1:]
+	if len(args) > 0 && args[0] == "apps" {
+		mode, args = "apps", args[1:]
+	}
+	fs := flag.NewFlagSet("vsetcd "+mode, flag.ExitOnError)
+	candidates := fs.Int("candidates", 5, "candidates per system: etcdcandidate processes and electord nodes")
+	repo := fs.String("repo", "..", "the electord repository (its root)")
+	rev := fs.String("rev", "HEAD", "the electord commit to build (a clean `git archive` of it, not the work tree)")
+	electordBin := fs.String("electord", "", "an electord binary to use instead of building --rev")
+	etcdBin := fs.String("etcd", "etcd", "the etcd server binary (Debian: apt-get install etcd-server)")
+	etcdMembers := fs.Int("etcd-members", 0, "etcd cluster members (0: one for failover, --candidates for apps)")
+	etcdArgs := fs.String("etcd-args", "", "extra etcd server flags, space-separated (default timings when empty)")
+	ttl := fs.Int64("ttl", 0, "etcd session TTL in seconds (0: the smallest the server grants)")
+	settle := fs.Duration("settle", 300*time.Millisecond, "how long a system must agree, unchanged, before the next event")
+	agreeTimeout := fs.Duration("agree-timeout", 15*time.Second, "how long an event may take before it counts as failed")
+	timeout := fs.Duration("timeout", 20*time.Minute, "give up (and kill everything) after this long")
+	extra := fs.String("electord-args", "", "extra electord flags, space-separated (default configuration when empty)")
+	out := fs.String("out", "", "also write the report to this file")
+	keep := fs.Bool("keep", false, "keep the temporary directory (logs) and print its path")
+	var events, kills *int
+	var algos, systems *string
+	if mode == "apps" {
+		kills = fs.Int("kills", 20, "SIGKILLs of the leading candidate app per electord algorithm and for etcd")
+		algos = fs.String("algorithms", "bully,ring", "electord algorithms to measure")
+		systems = fs.String("systems", "electord,etcd", "systems to measure")
+	} else {
+		events = fs.Int("events", 25, "events of each kind (SIGKILL, SIGTERM) per system")
+	}
+	fs.Parse(args)
+	c := config{
+		mode: mode, candidates: *candidates, repo: *repo, rev: *rev, electordBin: *electordBin,
+		etcdBin: *etcdBin, etcdMembers: *etcdMembers, etcdArgs: strings.Fields(*etcdArgs), ttl: *ttl,
+		settle: *settle, agreeTimeout: *agreeTimeout, extra: strings.Fields(*extra), out: *out, keep: *keep,
+	}
+	if mode == "apps" {
+		c.kills, c.algos, c.systems = *kills, *algos, strings.Split(*systems, ",")
+		if c.etcdMembers == 0 {
+			c.etcdMembers = c.candidates
+		}
+	} else {
+		c.events = *events
+		if c.etcdMembers == 0 {
+			c.etcdMembers = 1
+		}
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -88,11 +127,7 @@ func main() {
 		cleanUp()
 		os.Exit(3)
 	})
-	err := run(config{
-		candidates: *candidates, events: *events, repo: *repo, rev: *rev, electordBin: *electordBin,
-		etcdBin: *etcdBin, ttl: *ttl, settle: *settle, agreeTimeout: *agreeTimeout,
-		extra: strings.Fields(*extra), out: *out, keep: *keep,
-	})
+	err := run(c)
 	if *keep {
 		cleanup.dir = ""
 	}
@@ -104,9 +139,15 @@ func main() {
 }
 
 type config struct {
+	mode                   string // failover or apps
 	candidates, events     int
+	kills                  int    // apps
+	algos                  string // apps: electord's, comma-separated
+	systems                []string
 	repo, rev, electordBin string
 	etcdBin                string
+	etcdMembers            int
+	etcdArgs               []string
 	ttl                    int64
 	settle, agreeTimeout   time.Duration
 	extra                  []string
@@ -127,9 +168,11 @@ func run(c config) error {
 	if err != nil {
 		return fmt.Errorf("etcd server not found (Debian: apt-get install etcd-server): %w", err)
 	}
-	commit, bin, err := buildElectord(c, dir)
-	if err != nil {
-		return err
+	var commit, bin string
+	if c.mode != "apps" || slices.Contains(c.systems, "electord") {
+		if commit, bin, err = buildElectord(c, dir); err != nil {
+			return err
+		}
 	}
 	candBin := filepath.Join(dir, "etcdcandidate")
 	if err := goBuild(".", candBin, "./cmd/etcdcandidate"); err != nil {
@@ -145,6 +188,9 @@ func run(c config) error {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	pr := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	if c.mode == "apps" {
+		return runApps(c, dir, commit, bin, etcdPath, candBin, pr)
+	}
 
 	for _, d := range []string{"electord", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -156,7 +202,7 @@ func run(c config) error {
 		return err
 	}
 	defer ed.stop()
-	et, err := startEtcd(etcdPath, candBin, filepath.Join(dir, "etcd"), c.candidates, c.ttl)
+	et, err := startEtcd(etcdPath, candBin, filepath.Join(dir, "etcd"), c.candidates, c.etcdMembers, c.ttl, c.etcdArgs)
 	if err != nil {
 		return err
 	}
@@ -202,7 +248,7 @@ func run(c config) error {
 	took := time.Since(start)
 
 	pr("# electord vs etcd election: failover side by side\n\n")
-	pr("`cd bench && go run ./cmd/vsetcd %s`\n\n", strings.Join(os.Args[1:], " "))
+	pr("`go -C tools run ./cmd/vsetcd %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %s/%s, %d CPUs, load average %s at the start of the events and %s at the end; the events took %.0f s\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), load0, loadavg(), took.Seconds())
 	pr("- electord: commit %s; %s\n", commit, ed.sys.note)
