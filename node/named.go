@@ -444,6 +444,7 @@ func (n *Node) bestOther(name string) (election.NodeID, bool) {
 func (n *Node) publishNamed(name string) {
 	info, known := n.namedInfo(name)
 	n.mu.Lock()
+	n.noteNamedLeader(n.elections[name].Leader, info.Leader)
 	if known {
 		if n.elections == nil {
 			n.elections = map[string]ElectionInfo{}
