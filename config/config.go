@@ -70,10 +70,14 @@ type Config struct {
 	// Kubernetes leader-only routing (package k8s/leaderslice): on when
 	// K8sLeaderService is set.
 	K8sLeaderService string `mapstructure:"k8s-leader-service"`
-	K8sNamespace     string `mapstructure:"k8s-namespace"`
-	K8sPodName       string `mapstructure:"k8s-pod-name"`
-	K8sPodIP         string `mapstructure:"k8s-pod-ip"`
-	Kubeconfig       string `mapstructure:"kubeconfig"`
+	// K8sLeaderElection: the election whose leader the Service follows,
+	// the pod whose app leads it ("": the default election, the node's
+	// own).
+	K8sLeaderElection string `mapstructure:"k8s-leader-election"`
+	K8sNamespace      string `mapstructure:"k8s-namespace"`
+	K8sPodName        string `mapstructure:"k8s-pod-name"`
+	K8sPodIP          string `mapstructure:"k8s-pod-ip"`
+	Kubeconfig        string `mapstructure:"kubeconfig"`
 
 	// Limits: each bounds what clients or peers can make a node hold. A 0
 	// typed in a file, the environment or a flag takes the default (Load);
@@ -187,6 +191,7 @@ func Register(fs *pflag.FlagSet) {
 	fs.Int("candidate-probe-failures", d.CandidateProbeFailures, "failed probes in a row before the node stops standing (a refused connection counts at once)")
 	fs.Int("candidate-probe-successes", d.CandidateProbeSuccesses, "passed probes in a row before the node stands again")
 	fs.String("k8s-leader-service", "", "Kubernetes: the selector-less Service whose EndpointSlice the leader writes with its own pod address (empty: off)")
+	fs.String("k8s-leader-election", d.K8sLeaderElection, "Kubernetes: the named election k8s-leader-service follows: its EndpointSlice names the pod whose app leads it (empty: the default election, the node's own leadership)")
 	fs.String("k8s-namespace", "", "Kubernetes: the namespace of k8s-leader-service (default: the pod's, from the service account)")
 	fs.String("k8s-pod-name", "", "Kubernetes: this pod's name (default: the hostname)")
 	fs.String("k8s-pod-ip", "", "Kubernetes: this pod's IP, written to the EndpointSlice (default: advertise-host)")

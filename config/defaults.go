@@ -41,6 +41,10 @@ func Default() Config {
 		CandidateProbeFailures:  DefaultCandidateProbeFailures,
 		CandidateProbeSuccesses: DefaultCandidateProbeSuccesses,
 
+		// The leader Service follows the node's own election unless told
+		// a named one: the behaviour from before named elections existed.
+		K8sLeaderElection: DefaultK8sLeaderElection,
+
 		MaxConns:             DefaultMaxConns,
 		MaxStreams:           DefaultMaxStreams,
 		PeerMaxStreams:       DefaultPeerMaxStreams,
@@ -66,6 +70,10 @@ func (c Config) PeerWorkerCount() int {
 
 // Defaults, each with the reason for its value.
 const (
+	// DefaultK8sLeaderElection is the default election (""): a Service
+	// configured before named elections existed keeps routing to the
+	// node that leads.
+	DefaultK8sLeaderElection = ""
 	// DefaultAlgorithm is Bully (Garcia-Molina): the live node of the
 	// highest rank leads. Ring (Chang-Roberts) is the other choice;
 	// docs/ALGORITHMS.md compares them. Validate checks the name against

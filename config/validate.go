@@ -10,6 +10,7 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/algorithms"
+	"github.com/electord/electord/election/named"
 	"github.com/electord/electord/membership"
 )
 
@@ -93,6 +94,19 @@ func (c Config) Validate() error {
 	}
 	if c.Quorum > 0 && c.HeartbeatTimeout < 3*c.HeartbeatInterval {
 		bad("heartbeat-timeout", "must be at least 3x heartbeat-interval in quorum mode, so the lease (three quarters of the timeout) outlasts a missed heartbeat")
+	}
+	if c.K8sLeaderElection != "" {
+		switch err := named.CheckName(c.K8sLeaderElection); {
+		case err != nil:
+			bad("k8s-leader-election", "%v", err)
+		case c.K8sLeaderService == "":
+			bad("k8s-leader-election", "needs k8s-leader-service (the Service that follows the election)")
+		case c.Quorum > 0:
+			// A campaign on a node in quorum mode is refused (named
+			// elections have no voter role yet), so the Service would
+			// never name anyone.
+			bad("k8s-leader-election", "named elections do not run in quorum mode yet: unset quorum, or follow the default election")
+		}
 	}
 	if _, err := membership.PresetNamed(c.GossipPreset); err != nil {
 		bad("gossip-preset", "%v", err)

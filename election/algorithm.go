@@ -30,7 +30,7 @@ type Algorithm interface {
 
 // CoordinatorObserver is an optional Algorithm feature: it is told of every
 // valid Coordinator after the core handled it; accepted says whether the
-// core took it. The ring passes announcements on around the ring.
+// core took it. The ring passes an older node's lap announcement on.
 type CoordinatorObserver interface {
 	Coordinated(h Host, m Message, accepted bool)
 }
@@ -151,6 +151,10 @@ type Host interface {
 
 	// Send queues a message; From is filled in.
 	Send(m Message)
+	// Broadcast sends m to every other live member, highest rank first
+	// (the order of the core's own announcements); To and From are filled
+	// in.
+	Broadcast(m Message)
 	// NewAttempt starts an election attempt at a term above any seen, which
 	// this node owns, and returns it. The node is electing from now on.
 	NewAttempt() Term

@@ -57,8 +57,11 @@ func CheckMessage(m Message, self NodeID) error {
 			return invalid(t, "leader", "zero")
 		}
 	case MsgCandidacy:
-		if m.Election == "" {
-			return invalid(t, "election", "empty (a candidacy is always in a named election)")
+		// A Candidacy in no election only says the sender's incarnation
+		// (a node that starts says it to every member it meets): it stands
+		// for nothing, leads nothing, carries no value.
+		if m.Election == "" && (m.Confirmed || m.Term != 0 || m.Value != "" || m.Incarnation == 0) {
+			return invalid(t, "election", "empty, in a candidacy that is not only an incarnation")
 		}
 		if m.Term != 0 && !m.Term.OwnedBy(m.From) {
 			return invalid(t, "term", "%v is not owned by the sender %d", m.Term, m.From)

@@ -177,3 +177,22 @@ func TestResignAndTransferErrors(t *testing.T) {
 		t.Fatalf("Transfer to an unknown node: %v", err)
 	}
 }
+
+// A Candidacy in no election is valid only as an incarnation's
+// announcement: standing, leading or a value there is refused.
+func TestCheckMessageCandidacyInNoElection(t *testing.T) {
+	hello := election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Incarnation: 7}
+	if err := election.CheckMessage(hello, 2); err != nil {
+		t.Fatalf("an incarnation's announcement: %v", err)
+	}
+	for _, m := range []election.Message{
+		{Type: election.MsgCandidacy, From: 1, To: 2},
+		{Type: election.MsgCandidacy, From: 1, To: 2, Incarnation: 7, Confirmed: true},
+		{Type: election.MsgCandidacy, From: 1, To: 2, Incarnation: 7, Term: election.NextTerm(0, 1)},
+		{Type: election.MsgCandidacy, From: 1, To: 2, Incarnation: 7, Value: "app"},
+	} {
+		if err := election.CheckMessage(m, 2); !errors.Is(err, election.ErrInvalidMessage) {
+			t.Errorf("%+v: %v, want invalid", m, err)
+		}
+	}
+}

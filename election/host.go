@@ -17,6 +17,7 @@ func (h *host) Successor(r Rank) Rank         { return h.core().successor(r) }
 func (h *host) RankOf(id NodeID) (Rank, bool) { return h.core().rankOf(id) }
 func (h *host) Bootstrapping() bool           { return h.core().bootstrap() }
 func (h *host) Send(m Message)                { h.core().send(m) }
+func (h *host) Broadcast(m Message)           { h.core().broadcast(m) }
 func (h *host) NewAttempt() Term              { return h.core().newAttempt() }
 func (h *host) Win(t Term)                    { h.core().win(t) }
 func (h *host) NoLeader()                     { h.core().giveUp() }

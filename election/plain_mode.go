@@ -102,10 +102,12 @@ func (c *core) stampSupport(m *Message) {
 		return
 	}
 	switch {
-	case (m.Type == MsgTimeoutNow || m.Type == MsgCoordinator && m.Initiator == c.cfg.ID) && c.now < c.carriedEnd:
-		// A handover, or a ring round started by a leader that resigned
-		// (which already follows the winner it names, Host.Adopt): the
-		// successor succeeds that leadership.
+	case (m.Type == MsgTimeoutNow || m.Type == MsgCoordinator && m.Leader == c.leader && c.role == RoleFollower) && c.now < c.carriedEnd:
+		// A handover, or an announcement of the leader this node follows
+		// sent while it hands a leadership on: a ring round started by a
+		// leader that resigned (which already follows the winner it names,
+		// Host.Adopt), or by the node it handed its round to. The leader it
+		// names succeeds that leadership.
 		m.Support = uint32(c.carried)
 	case m.Leader == c.cfg.ID && c.role == RoleLeader:
 		m.Support = uint32(c.support())

@@ -233,6 +233,9 @@ type Message struct {
 	Election string
 	// Value (Candidacy only): the candidacy's value.
 	Value string
+	// Incarnation (Candidacy only): the sender's incarnation, new at each
+	// start of its process; 0 when the sender does not say.
+	Incarnation uint64
 }
 
 // EventType is a local event from membership or the transport.

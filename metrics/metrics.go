@@ -156,6 +156,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(inboxFullDesc, ctr.InboxFull.Load())
 	ch <- counter(failuresLostDesc, ctr.FailuresLost.Load())
 	ch <- counter(droppedEventsDesc, n.DroppedEvents())
+	c.collectNamed(ch)
 	alive, dead := 0, 0
 	for _, m := range st.Members {
 		if m.Alive {

@@ -39,6 +39,18 @@ type namedState struct {
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
+	// incarnation is this node's, as its candidacies say: new at start
+	// and at each revive (renewIncarnation).
+	incarnation uint64
+}
+
+// renewIncarnation takes this node's next incarnation (incarnation.go).
+func (n *Node) renewIncarnation() {
+	inc, err := nextIncarnation(n.cfg.Store.dir, n.named.incarnation)
+	if err != nil {
+		n.log.Warn("named elections: cannot keep this node's incarnation in the data dir; using the clock's", "err", err)
+	}
+	n.named.incarnation = inc
 }
 
 // machineSet ticks every named machine together: a tick that is not due
@@ -76,6 +88,7 @@ func (n *Node) initNamed() error {
 	}
 	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
 		dirty: map[string]bool{}, seen: map[string]election.Term{}}
+	n.renewIncarnation()
 	return nil
 }
 
@@ -177,6 +190,13 @@ func (n *Node) stepNamed(in transport.Inbound) {
 		if in.Reply != nil {
 			close(in.Reply)
 		}
+		if nm == nil && !n.halted() {
+			// The sender counts this node as a candidate, which it is not
+			// (any more): it holds a candidacy of this node's earlier
+			// process, or missed its withdrawal. Tell it again; its next
+			// message of the election then goes to a node that stands.
+			n.sendToMembers(n.notStanding(m.Election), m.From)
+		}
 		return
 	}
 	n.catchUpNamed()
@@ -191,8 +211,37 @@ func (n *Node) stepNamed(in transport.Inbound) {
 // is taken from any sender: the transport has bound the sender's identity,
 // and gossip may not have shown this node the sender yet (its Join, when it
 // comes, makes this node send its own candidacies back).
+//
+// A candidacy from a later incarnation of the sender voids what this node
+// holds of its earlier one, in every election: that process is gone (so is
+// any leadership it held), and the new one knows none of this node's
+// candidacies. Gossip does not say so when the process restarted before it
+// was declared dead: the node is alive throughout, no Leave, no Join. So
+// this node answers a new incarnation as it answers a Join: with all of its
+// candidacies.
 func (n *Node) candidacyFrom(m election.Message) {
+	renewal, voided := n.named.table.Renew(m.From, m.Incarnation)
+	if renewal == named.Stale {
+		n.log.Debug("named election: ignored a candidacy from a peer's earlier process", "peer", uint64(m.From), "election", m.Election)
+		return
+	}
+	for _, name := range voided {
+		if nm := n.named.machines[name]; nm != nil && !n.halted() {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventDead, Member: election.Member{ID: m.From}})
+		}
+		n.named.dirty[name] = true
+	}
+	if renewal == named.Restarted && !n.halted() {
+		n.log.Info("named elections: a peer restarted; its earlier candidacies are void", "peer", uint64(m.From), "elections", len(voided))
+		for _, name := range n.named.queues.Elections() {
+			n.sendCandidacy(name, m.From)
+		}
+	}
 	name := m.Election
+	if name == "" {
+		return // only the sender's incarnation (announceIncarnation)
+	}
 	nm := n.named.machines[name]
 	if m.Confirmed {
 		joined, reranked := n.named.table.Set(name, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
@@ -200,7 +249,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
 		}
-		if joined && nm != nil {
+		if joined && nm != nil && renewal != named.Restarted {
 			// A candidate new to this node may not know this node stands
 			// either (its copy was lost, or sent before it served again):
 			// tell it. The answer is not new to it, so this ends there.
@@ -214,11 +263,12 @@ func (n *Node) candidacyFrom(m election.Message) {
 }
 
 // namedMemberEvent follows gossip: a member that joins hears of this node's
-// candidacies; one that leaves or dies loses its own.
+// incarnation and candidacies; one that leaves or dies loses its own.
 func (n *Node) namedMemberEvent(ev MemberEvent) {
 	id := ev.Member.ID
 	switch ev.Type {
 	case MemberJoin:
+		n.announceIncarnation(id)
 		for _, name := range n.named.queues.Elections() {
 			n.sendCandidacy(name, id)
 		}
@@ -266,7 +316,7 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 // sendCandidacy tells peer (every live member when 0) this node's standing
 // in name.
 func (n *Node) sendCandidacy(name string, peer election.NodeID) {
-	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
+	m := n.notStanding(name)
 	if head, ok := n.named.queues.Head(name); ok {
 		m.Confirmed, m.Value = true, head.Value
 		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
@@ -274,6 +324,29 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 			m.Term = nm.reported.Term
 		}
 	}
+	n.sendToMembers(m, peer)
+}
+
+// announceIncarnation tells peer (every live member when 0) this node's
+// incarnation, in a Candidacy of no election. A node meets every member at
+// its start (gossip's Join), so a node restarted faster than gossip noticed
+// is known as new by everyone at once, before any app of it stands, even
+// when it stands in nothing: each that knew its earlier process answers
+// with all of its candidacies (candidacyFrom).
+func (n *Node) announceIncarnation(peer election.NodeID) {
+	if !n.halted() {
+		n.sendToMembers(n.notStanding(""), peer)
+	}
+}
+
+// notStanding is the Candidacy by which this node says it does not stand
+// in name: a withdrawal; in no election (name ""), only its incarnation.
+func (n *Node) notStanding(name string) election.Message {
+	return election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name, Incarnation: n.named.incarnation}
+}
+
+// sendToMembers sends m to peer, or to every live member when peer is 0.
+func (n *Node) sendToMembers(m election.Message, peer election.NodeID) {
 	for id, rec := range n.members {
 		if (peer == 0 || id == peer) && rec.alive {
 			m.To = id
@@ -292,9 +365,15 @@ func (n *Node) stand(c *Candidacy) error {
 	n.named.subs[cand.ID] = c
 	if n.named.machines[c.Election] == nil {
 		// The first app here, or the machine stopped (a term it could not
-		// persist): stand for the head of the queue.
+		// persist): stand for the head of the queue. A record of the
+		// election in the store means this node stood in it when its
+		// process ended (the last app's withdrawal drops the record): it is
+		// a restart, the other candidates may hold a leader, and their
+		// answers to this node's announcement may not have come yet. So the
+		// machine waits for them as a revived one does, rather than lead
+		// alone.
 		h, _ := n.named.queues.Head(c.Election)
-		if err := n.newMachine(c.Election, h, true); err != nil {
+		if err := n.newMachine(c.Election, h, !n.named.store.Holds(c.Election)); err != nil {
 			n.named.queues.Remove(cand.ID)
 			delete(n.named.subs, cand.ID)
 			return err
@@ -365,6 +444,7 @@ func (n *Node) bestOther(name string) (election.NodeID, bool) {
 func (n *Node) publishNamed(name string) {
 	info, known := n.namedInfo(name)
 	n.mu.Lock()
+	n.noteNamedLeader(n.elections[name].Leader, info.Leader)
 	if known {
 		if n.elections == nil {
 			n.elections = map[string]ElectionInfo{}
@@ -485,6 +565,10 @@ func (n *Node) stopNamed() {
 // restartNamed stands again, after a revive, for the head of every local
 // queue, from the persisted terms.
 func (n *Node) restartNamed() {
+	// A revived node is a new incarnation to its peers: what they hold of
+	// its candidacies from before the kill is void, and they tell it theirs
+	// (it announces the incarnation to each member gossip shows it again).
+	n.renewIncarnation()
 	for _, name := range n.named.queues.Elections() {
 		head, _ := n.named.queues.Head(name)
 		if err := n.newMachine(name, head, false); err != nil {

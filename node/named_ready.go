@@ -122,13 +122,7 @@ func (n *Node) namedStoreFailed(name string, err error) {
 	n.counters.PersistErrors.Add(1)
 	n.log.Error("named election: cannot persist its term; not standing in it", "election", name, "err", err)
 	n.forgetMachine(name)
-	m := election.Message{Type: election.MsgCandidacy, From: n.cfg.Self.ID, Election: name}
-	for id, rec := range n.members {
-		if rec.alive {
-			m.To = id
-			n.cfg.Transport.Send(m)
-		}
-	}
+	n.sendToMembers(n.notStanding(name), 0)
 }
 
 // afterNamed runs after each loop iteration: it drains the machines that

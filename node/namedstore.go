@@ -88,6 +88,13 @@ func (s *NamedStore) Load(name string) Persisted {
 	return p
 }
 
+// Holds reports whether the store has a record of name of its own (not
+// only the floor).
+func (s *NamedStore) Holds(name string) bool {
+	_, ok := s.next[name]
+	return ok
+}
+
 // Ask asks for term and leaderTerm of name to be durable at the next Flush
 // (zero leaves a value as it is). It reports whether the Flush must write.
 func (s *NamedStore) Ask(name string, term, leaderTerm election.Term) bool {

@@ -90,6 +90,9 @@ type Counters struct {
 	Conflicts     atomic.Uint64 // duplicate ids or term-slot collisions seen in gossip
 	LeaderChanges atomic.Uint64
 	PersistErrors atomic.Uint64
+	// NamedLeaderChanges: changes of a named election's leadership as this
+	// node shows it (noteNamedLeader).
+	NamedLeaderChanges atomic.Uint64
 }
 
 // New builds a node from its persisted term. It does not start anything.

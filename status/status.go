@@ -124,8 +124,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Mount adds the page's paths to mux: GET /status (the page), GET
-// /status/events (its event stream), GET /status/static/ (its script and
-// style sheet), and GET / redirecting to status (relative).
+// /status/events (its event stream), GET /status/elections (the named
+// elections as JSON, by page), GET /status/static/ (its script and style
+// sheet), and GET / redirecting to status (relative).
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		// A relative Location (http.Redirect would make it absolute), so
@@ -135,6 +136,7 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /status", s.page)
 	mux.HandleFunc("GET /status/events", s.events)
+	mux.HandleFunc("GET /status/elections", s.elections)
 	mux.Handle("GET /status/static/", s.static)
 }
 

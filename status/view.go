@@ -48,6 +48,8 @@ type View struct {
 	// Elections are the last elections the serving node took part in,
 	// newest first.
 	Elections []Election
+	// Named is the first named elections by name, and how many there are.
+	Named NamedView
 }
 
 // Unasked is how many live members were not asked (see notAsked).
@@ -56,8 +58,8 @@ func (v View) Unasked() int { return v.Live - v.Askable }
 // TermView is a term both ways: the human form (epoch.slot) and the
 // integer fencing token.
 type TermView struct {
-	Human string // "21.5"
-	Token uint64 // 1376261
+	Human string `json:"human"` // "21.5"
+	Token uint64 `json:"token"` // 1376261
 }
 
 func termView(t election.Term) TermView { return TermView{Human: t.String(), Token: uint64(t)} }
@@ -258,6 +260,7 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 		v.Timeline[len(tl)-1-i] = Change{At: c.At, Leader: c.Leader, Term: termView(c.Term), Role: c.Role, Cause: c.Cause,
 			New: i == 0 || tl[i-1].Term != c.Term}
 	}
+	v.Named = namedView(n, "", namedPage)
 	els := n.Elections()
 	v.Elections = make([]Election, len(els))
 	for i, e := range els {

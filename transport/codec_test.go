@@ -27,6 +27,13 @@ func TestCodecRoundTrip(t *testing.T) {
 		election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: 5, Leader: 1, Confirmed: true, Support: 4},
 		election.Message{Type: election.MsgHeartbeatResp, From: 3, To: 2, Term: 5, Leader: 1, Reject: true, Support: 4},
 		election.Message{Type: election.MsgTimeoutNow, From: 1, To: 2, Term: 5, Support: 3},
+		// A named election's candidacy, with the sender's incarnation, and a
+		// withdrawal.
+		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Term: election.NextTerm(0, 1), Election: "jobs", Confirmed: true,
+			FromRank: election.Rank{Priority: 7, ID: 1}, Value: "app-1", Incarnation: 1<<62 + 3},
+		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs", FromRank: election.Rank{ID: 1}, Incarnation: 9},
+		// A candidacy in no election: only the sender's incarnation.
+		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, FromRank: election.Rank{ID: 1}, Incarnation: 9},
 	)
 	for _, m := range msgs {
 		x, err := Encode(m)

@@ -33,6 +33,7 @@ const k8sStopTimeout = 5 * time.Second
 type k8sTarget struct {
 	rest                        *rest.Config
 	namespace, service, pod, ip string
+	election                    string // "": the default election
 }
 
 // k8sSettings resolves the k8s-* keys and their defaults: the namespace
@@ -40,7 +41,8 @@ type k8sTarget struct {
 // pod IP from advertise-host, the client from kubeconfig or the pod's
 // service account. Each error names the key to set.
 func k8sSettings(cfg config.Config, nsFile string) (k8sTarget, error) {
-	t := k8sTarget{service: cfg.K8sLeaderService, namespace: cfg.K8sNamespace, pod: cfg.K8sPodName, ip: cfg.K8sPodIP}
+	t := k8sTarget{service: cfg.K8sLeaderService, namespace: cfg.K8sNamespace, pod: cfg.K8sPodName, ip: cfg.K8sPodIP,
+		election: cfg.K8sLeaderElection}
 	var err error
 	if cfg.Kubeconfig != "" {
 		if t.rest, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
@@ -124,29 +126,79 @@ func (k *k8sRouting) start(d *daemon.Daemon, log *slog.Logger) (func(), error) {
 		return func() {}, nil
 	}
 	t := k.t
-	sub := d.Node.Subscribe()
-	w, err := leaderslice.Start(leaderslice.Config{
+	cfg := leaderslice.Config{
 		Client: k.client, Namespace: t.namespace, Service: t.service, PodName: t.pod, PodIP: t.ip,
-		Events: sub.C(), Current: d.Node.Leader, Logger: log,
+		Election: t.election, Logger: log,
+	}
+	var closeSource func()
+	if t.election == "" {
+		sub := d.Node.Subscribe()
+		cfg.Events, cfg.Current, closeSource = sub.C(), d.Node.Leader, sub.Close
 		// Subscribe's first value and Leader hide a leadership announced
 		// before its quorum lease: the raw one makes the writer ask again
 		// until the lease starts.
-		Announced: func() node.LeaderInfo { return d.Node.Status().Leader },
-	})
+		cfg.Announced = func() node.LeaderInfo { return d.Node.Status().Leader }
+	} else {
+		// A named election: this node leads it while it stands for the
+		// leading app (the app in this pod), and has no lease to wait for.
+		watch, err := d.Node.WatchElection(context.Background(), t.election)
+		if err != nil {
+			return nil, configError{fmt.Errorf("k8s-leader-election: %w", err)}
+		}
+		cfg.Events, closeSource = untilDone(watch.C(), d.Done()), watch.Close
+		cfg.Current = func() node.LeaderInfo {
+			select {
+			case <-d.Done():
+				return node.LeaderInfo{Election: t.election} // a stopped node leads nothing
+			default:
+			}
+			li, _ := d.Node.ElectionLeader(t.election)
+			return li
+		}
+	}
+	w, err := leaderslice.Start(cfg)
 	if err != nil {
-		sub.Close()
+		closeSource()
 		return nil, configError{err}
 	}
 	k.w.Store(w)
-	log.Info("leader-only routing on", "service", t.namespace+"/"+t.service, "pod", t.pod, "ip", t.ip, "api_server", t.rest.Host)
+	log.Info("leader-only routing on", "service", t.namespace+"/"+t.service, "election", t.election, "pod", t.pod, "ip", t.ip, "api_server", t.rest.Host)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), k8sStopTimeout)
 		defer cancel()
 		if err := w.Stop(ctx); err != nil {
 			log.Error("leader-only routing: could not empty the EndpointSlice that names this pod; the next leader overwrites it", "err", err)
 		}
-		sub.Close()
+		closeSource()
 	}, nil
+}
+
+// untilDone forwards in to the channel it returns, which it closes when
+// done closes (the node stopped) or in does: the writer releases the slice
+// when its Events close, as it does for the default election, whose
+// Subscription the node closes. Only the newest value matters, so a value
+// the writer has not read yet is replaced, and the forwarder never blocks.
+func untilDone(in <-chan node.LeaderInfo, done <-chan struct{}) <-chan node.LeaderInfo {
+	out := make(chan node.LeaderInfo, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-done:
+				return
+			case li, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case <-out:
+				default:
+				}
+				out <- li
+			}
+		}
+	}()
+	return out
 }
 
 var (

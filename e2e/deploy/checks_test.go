@@ -64,6 +64,8 @@ func TestChecksCatch(t *testing.T) {
 		{"pod IP not from the downward API", func(m *manifests) { setArg(m, "k8s-pod-ip", "10.0.0.1") }, "--k8s-pod-ip must come from the downward API"},
 		{"a flag electord does not have", func(m *manifests) { setArg(m, "leader-service", "x") }, "--leader-service, which electord does not have"},
 		{"a flag value that does not parse", func(m *manifests) { setArg(m, "quorum", "three") }, "do not parse"},
+		{"the Service follows another election than the app's", func(m *manifests) { setArg(m, "k8s-leader-election", "other") }, "CAMPAIGN_URL must be"},
+		{"quorum with a named election", func(m *manifests) { setArg(m, "quorum", "3") }, "named elections do not run in quorum mode"},
 		{"no PDB", func(m *manifests) { m.PDBs = nil }, "PodDisruptionBudget"},
 		{"no NetworkPolicy", func(m *manifests) { m.NetworkPolicies = nil }, "no NetworkPolicy"},
 		{"gossip open to all", func(m *manifests) {

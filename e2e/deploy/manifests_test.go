@@ -405,6 +405,22 @@ func check(m *manifests) (errs []error) {
 	} else if s := svcs[want]; s == nil || len(s.Spec.Selector) > 0 {
 		bad("Service %s: missing, or has a selector (the leader writes its EndpointSlice)", want)
 	}
+	// The app campaigns, through the sidecar in its pod, in the election
+	// the leader Service follows: else the Service would name nobody, or
+	// a pod whose app does not lead.
+	campaignURL := ""
+	if len(p.spec.Containers) > 0 {
+		for _, e := range p.spec.Containers[0].Env {
+			if e.Name == "CAMPAIGN_URL" {
+				campaignURL = e.Value
+			}
+		}
+	}
+	if el := p.flags["k8s-leader-election"]; el == "" {
+		bad("electord: --k8s-leader-election must name the election the app campaigns in")
+	} else if want := "http://" + p.flags["http-addr"] + "/elections/" + el + "/campaign"; campaignURL != want {
+		bad("app: CAMPAIGN_URL must be %s (the sidecar's campaign in the election the Service follows), got %q", want, campaignURL)
+	}
 	if s := svcs[p.sts.Spec.ServiceName]; s == nil || s.Spec.ClusterIP != corev1.ClusterIPNone || !s.Spec.PublishNotReadyAddresses || !selects(s.Spec.Selector, labels) {
 		bad("Service %s (serviceName): missing, not headless, not publishing not-ready pods or not selecting the pods", p.sts.Spec.ServiceName)
 	} else if !strings.HasPrefix(p.flags["join"], s.Name+".") {

@@ -14,16 +14,18 @@ package deploy
 // as uid/gid 65532 with a read-only root file system, all capabilities
 // dropped, no new privileges, Docker's default seccomp profile, the
 // manifest's limits, and the pod's named volume owned as fsGroup leaves
-// it (group 65532, setgid); and the app (exampleapp) beside it, which polls
-// the sidecar's /leader/self. The sidecar starts first and the app once
-// its startup probe passes, as for a native sidecar.
+// it (group 65532, setgid); and the app (exampleapp) beside it, which
+// campaigns in the manifest's named election (--k8s-leader-election)
+// through the sidecar. The sidecar starts first and the app once its
+// startup probe passes, as for a native sidecar.
 //
 // The update is the StatefulSet controller's: highest ordinal first, delete
 // the pod (SIGTERM to the app, then to the sidecar, with the grace period,
 // as the kubelet stops a pod with a native sidecar), wait until it is gone,
 // create the new one with the same volume, wait for its readiness probe
 // (GET /readyz 200 on the health port), go on. Leaderless time is what the
-// nodes say: the test follows every electord's WatchLeader stream over its
+// nodes say of the named election the leader Service follows: the test
+// follows every electord's WatchLeader stream of that election over its
 // localhost API port, entered through the pod's network namespace, and a
 // sampler adds up the time during which no running node claims to lead (a
 // node whose stream broke claims nothing), from the first SIGTERM until
@@ -33,9 +35,9 @@ package deploy
 // app: the time during which no running app says it leads (exampleapp's
 // "leads=" lines: a leader that drains does not lead), over the same
 // window. The apps drain for E2E_DEPLOY_APP_DRAIN (default 1s) after
-// SIGTERM; a leading app first asks its electord to resign (exampleapp's
-// hand-over), unless E2E_DEPLOY_APP_RESIGN=off, which shows the window
-// without it: the whole drain of the leader's app.
+// SIGTERM; an app first closes its campaign (exampleapp's hand-over: its
+// node transfers the leadership), unless E2E_DEPLOY_APP_RESIGN=off, which
+// shows the window without it: the whole drain of the leader's app.
 //
 //	sudo go test -run TestRollingUpdateInDocker -v ./   (in e2e/deploy)
 //	E2E_DEPLOY_ROLLS=10 for more updates (default 5)
@@ -103,14 +105,17 @@ type sim struct {
 	pauseImage string
 	tmpl       *pod // the plain overlay's pod template
 	args       []string
-	health     string // the health port
-	ready      string // readiness path
-	live       string // liveness (startup) path
-	volumes    []string
-	mounts     []string // -v flags: the Secret volumes
-	creds      credentials.TransportCredentials
-	grace      int64
-	appEnv     []string // -e flags for the app beyond the manifest's
+	// election is the named election the leader Service follows
+	// (--k8s-leader-election) and the apps campaign in.
+	election string
+	health   string // the health port
+	ready    string // readiness path
+	live     string // liveness (startup) path
+	volumes  []string
+	mounts   []string // -v flags: the Secret volumes
+	creds    credentials.TransportCredentials
+	grace    int64
+	appEnv   []string // -e flags for the app beyond the manifest's
 	// adminCreds: an admin client's (the secure overlay) for commands
 	adminCreds credentials.TransportCredentials
 
@@ -191,12 +196,9 @@ func rollingUpdate(t *testing.T, overlay string, rolls int) {
 	if resign != "on" && resign != "off" {
 		t.Fatalf("E2E_DEPLOY_APP_RESIGN=%q: want on or off", resign)
 	}
-	if flagValue(s.args, "tls-ca") != "" {
-		resign = "off" // the app would need an admin client certificate (not simulated)
-	}
 	s.appEnv = []string{"-e", "DRAIN=" + drain}
 	if resign == "off" {
-		s.appEnv = append(s.appEnv, "-e", "RESIGN_API=off")
+		s.appEnv = append(s.appEnv, "-e", "HANDOVER=off")
 	}
 	t.Logf("apps drain for %s after SIGTERM; hand over first: %s", drain, resign)
 	if overlay == "plain" {
@@ -369,38 +371,35 @@ func (s *sim) appLeaderless(pods []*simPod, start, end time.Time) (time.Duration
 	return end.Sub(start) - covered, nil
 }
 
-// resignThroughFollower sends Resign to a follower's api, as electctl
-// resign through kubectl port-forward to that pod would: the follower
-// forwards it to the leader's advertised api. In the secure overlay the api
-// listens on every address and is advertised as the pod IP, so this must
-// work (review finding 3); in the plain one every member advertises
-// 127.0.0.1:7070, the follower's own, and the README says to send commands
-// to the leader's pod: the outcome is logged.
+// resignThroughFollower sends Resign (of the node's own, default election)
+// to a follower's api, as electctl resign through kubectl port-forward to
+// that pod would: the follower forwards it to the leader's advertised api.
+// In the secure overlay the api listens on every address and is advertised
+// as the pod IP, so this must work (review finding 3); in the plain one
+// every member advertises 127.0.0.1:7070, the follower's own, and the
+// README says to send commands to the leader's pod: the outcome is logged.
+// The named election the apps campaign in is not touched by it.
 func (s *sim) resignThroughFollower(mustWork bool) {
+	// The apps' election settles first (named elections do not wait for
+	// bootstrap-expect): wait for the nodes' own to have a leader too.
 	var leader, follower *simPod
-	for ord := range replicas {
-		if p := s.pod(ord); p.claim() {
-			leader = p
-		} else {
-			follower = p
+	for deadline := time.Now().Add(time.Minute); leader == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for ord := range replicas {
+			if p := s.pod(ord); s.leadsDefault(p) {
+				leader = p
+			} else {
+				follower = p
+			}
 		}
 	}
 	if leader == nil || follower == nil {
 		s.t.Fatalf("resign through a follower: leader %v, follower %v", leader, follower)
 	}
-	_, port, _ := net.SplitHostPort(flagValue(s.args, "api-addr"))
-	conn, err := grpc.NewClient("passthrough:///"+net.JoinHostPort("127.0.0.1", port),
-		grpc.WithTransportCredentials(s.adminCreds),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return dialInNetns(ctx, follower.netns, addr)
-		}))
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	conn := s.api(follower, s.adminCreds)
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	_, err = pb.NewElectorClient(conn).Resign(ctx, &pb.ResignRequest{})
+	_, err := pb.NewElectorClient(conn).Resign(ctx, &pb.ResignRequest{})
 	if !mustWork {
 		s.t.Logf("resign sent to follower %s (leader %s) with the api on localhost: %v (expected to fail: it forwards to its own 127.0.0.1)", follower.name, leader.name, err)
 		if err := s.waitSettled(time.Minute); err != nil {
@@ -414,10 +413,36 @@ func (s *sim) resignThroughFollower(mustWork bool) {
 	if err := s.waitSettled(time.Minute); err != nil {
 		s.t.Fatal(err)
 	}
-	if leader.claim() {
+	if s.leadsDefault(leader) {
 		s.t.Fatalf("resign forwarded by %s: %s still leads", follower.name, leader.name)
 	}
 	s.t.Logf("resign sent to follower %s was forwarded to leader %s at its pod IP; it no longer leads", follower.name, leader.name)
+}
+
+// api is a connection to p's api port on localhost, entered through p's
+// network namespace.
+func (s *sim) api(p *simPod, creds credentials.TransportCredentials) *grpc.ClientConn {
+	_, port, _ := net.SplitHostPort(flagValue(s.args, "api-addr"))
+	conn, err := grpc.NewClient("passthrough:///"+net.JoinHostPort("127.0.0.1", port),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialInNetns(ctx, p.netns, addr)
+		}))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return conn
+}
+
+// leadsDefault asks p's electord whether it leads its own (default)
+// election.
+func (s *sim) leadsDefault(p *simPod) bool {
+	conn := s.api(p, s.creds)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	r, err := pb.NewElectorClient(conn).GetLeader(ctx, &pb.GetLeaderRequest{}, grpc.WaitForReady(true))
+	return err == nil && r.GetSelf()
 }
 
 func msf(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
@@ -437,6 +462,10 @@ func (s *sim) render(overlay string) {
 		s.t.Fatal(err)
 	}
 	s.tmpl = p
+	s.election = flagValue(p.electord.Args, "k8s-leader-election")
+	if s.election == "" {
+		s.t.Fatal("the manifest's electord has no --k8s-leader-election: which election do the apps campaign in?")
+	}
 	for _, a := range p.electord.Args {
 		if !strings.HasPrefix(a, "--k8s-") { // no API server to write the leader's EndpointSlice to
 			s.args = append(s.args, a)
@@ -625,8 +654,9 @@ func (s *sim) deletePod(p *simPod) error {
 	return err
 }
 
-// watch follows the pod's electord over WatchLeader on its localhost API
-// port until the pod is deleted. A broken stream is no claim.
+// watch follows the pod's electord over WatchLeader of the named election
+// on its localhost API port until the pod is deleted. A broken stream is
+// no claim.
 func (s *sim) watch(p *simPod) {
 	api := flagValue(s.args, "api-addr")
 	if h, port, err := net.SplitHostPort(api); err == nil && wildcard(h) {
@@ -648,7 +678,7 @@ func (s *sim) watch(p *simPod) {
 	go func() { <-p.stopped; cancel() }()
 	client := pb.NewElectorClient(conn)
 	for ctx.Err() == nil {
-		if stream, err := client.WatchLeader(ctx, &pb.WatchLeaderRequest{}, grpc.WaitForReady(true)); err == nil {
+		if stream, err := client.WatchLeader(ctx, &pb.WatchLeaderRequest{Election: s.election}, grpc.WaitForReady(true)); err == nil {
 			for {
 				ev, err := stream.Recv()
 				p.mu.Lock()
@@ -670,7 +700,8 @@ func (s *sim) watch(p *simPod) {
 	}
 }
 
-// claim: the pod's electord runs and says it leads.
+// claim: the pod's electord runs and says it leads the named election
+// (it stands for the leading app).
 func (p *simPod) claim() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

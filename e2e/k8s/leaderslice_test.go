@@ -122,8 +122,9 @@ type env struct {
 }
 
 // setup starts the API server and three electord nodes (quorum: --quorum,
-// 0 = off) writing the slice of Service service.
-func setup(t *testing.T, quorum int) *env {
+// 0 = off) writing the slice of Service service, each with the extra
+// arguments given.
+func setup(t *testing.T, quorum int, extra ...string) *env {
 	apiserver, etcd := controlPlaneBinaries(t)
 	bin := buildElectord(t)
 	// E2E_K8S_DIR=dir keeps the nodes' logs in dir/<test> (default: removed).
@@ -179,6 +180,7 @@ func setup(t *testing.T, quorum int) *env {
 			"--k8s-leader-service", service, "--k8s-namespace", namespace,
 			"--k8s-pod-name", podName(i), "--k8s-pod-ip", nd.IP, "--kubeconfig", kc,
 			"--health-addr", fmt.Sprintf("%s:%d", nd.IP, healthPort))
+		nd.Args = append(nd.Args, extra...)
 		if err := c.Start(i); err != nil {
 			t.Fatal(err)
 		}

@@ -160,3 +160,40 @@ func TestTable(t *testing.T) {
 		t.Fatal("an election with no candidate is kept")
 	}
 }
+
+// A node's incarnation grows at each start of its process: a later one
+// voids the node's candidacies of the earlier one, in every election; an
+// earlier one is a dead process's word.
+func TestTableRenew(t *testing.T) {
+	var tb Table
+	if r, v := tb.Renew(2, 0); r != Current || v != nil {
+		t.Fatalf("no incarnation given: %v %v", r, v)
+	}
+	if r, v := tb.Renew(2, 10); r != Current || v != nil {
+		t.Fatalf("the first incarnation heard: %v %v", r, v)
+	}
+	tb.Set("jobs", 2, Stand{Priority: 1})
+	tb.Set("other", 2, Stand{})
+	tb.Set("jobs", 3, Stand{})
+	if r, v := tb.Renew(2, 10); r != Current || v != nil {
+		t.Fatalf("the same incarnation again: %v %v", r, v)
+	}
+	if r, v := tb.Renew(2, 0); r != Current || v != nil {
+		t.Fatalf("no incarnation given after one: %v %v", r, v)
+	}
+	if r, v := tb.Renew(2, 11); r != Restarted || !slices.Equal(v, []string{"jobs", "other"}) {
+		t.Fatalf("a later incarnation: %v %v, want Restarted voiding jobs and other", r, v)
+	}
+	if _, ok := tb.Get("jobs", 2); ok {
+		t.Fatal("the earlier incarnation's candidacy is kept")
+	}
+	if _, ok := tb.Get("jobs", 3); !ok {
+		t.Fatal("another node's candidacy was voided")
+	}
+	if r, _ := tb.Renew(2, 10); r != Stale {
+		t.Fatalf("an earlier incarnation: %v, want Stale", r)
+	}
+	if r, v := tb.Renew(2, 11); r != Current || v != nil {
+		t.Fatalf("the current incarnation after a stale word: %v %v", r, v)
+	}
+}

@@ -18,9 +18,55 @@ type Stand struct {
 // Table is what this node knows of the other nodes' candidacies: per
 // election, the nodes that stand in it. Nodes learn it from each other's
 // Candidacy messages, and forget a node's candidacies when gossip says it
-// is gone. The zero value is ready to use.
+// is gone, or when the node speaks as a later incarnation (Renew). The zero
+// value is ready to use.
 type Table struct {
 	stands map[string]map[election.NodeID]Stand
+	// incarnations: the latest incarnation each node spoke as (Renew).
+	incarnations map[election.NodeID]uint64
+}
+
+// Renewal is what a node's incarnation says of its word (Renew).
+type Renewal uint8
+
+const (
+	// Current: the incarnation this node knows the sender by, or one not
+	// given (0: an older node).
+	Current Renewal = iota
+	// Restarted: a later incarnation than the one heard before.
+	Restarted
+	// Stale: an earlier incarnation than one heard before.
+	Stale
+)
+
+// Renew records that node speaks as incarnation inc (0: the node does not
+// say, and nothing is recorded). A node's incarnation is new at each start
+// of its process and only grows, so:
+//   - a lower incarnation than one heard before is the word of a process
+//     that is gone: Stale, to be ignored;
+//   - a higher one means the node restarted, however quickly (gossip may
+//     never have seen it leave): Restarted, and its candidacies of the
+//     earlier incarnation, which died with that process, are forgotten
+//     here; voided lists their elections, sorted.
+func (t *Table) Renew(node election.NodeID, inc uint64) (r Renewal, voided []string) {
+	if inc == 0 {
+		return Current, nil
+	}
+	if t.incarnations == nil {
+		t.incarnations = map[election.NodeID]uint64{}
+	}
+	was, known := t.incarnations[node]
+	switch {
+	case known && inc < was:
+		return Stale, nil
+	case known && inc == was:
+		return Current, nil
+	}
+	t.incarnations[node] = inc
+	if !known {
+		return Current, nil
+	}
+	return Restarted, t.Forget(node)
 }
 
 // Set records that node stands in election as s, and says whether the node

@@ -4,10 +4,17 @@
 // The ring is the live members sorted by rank. An Election travels to each
 // node's live successor and every node adds itself; when it returns to its
 // initiator the highest rank wins (or the incumbent leader, without preempt),
-// and a Coordinator goes once around. Concurrent elections are suppressed:
-// a node forwards only the election it would side with, the one with the
-// newest epoch and then the highest initiator, so n initiators cost O(n)
-// messages, not O(n²).
+// and the initiator announces the winner to every live member at once, one
+// Coordinator each: a round costs one lap of n hops and one hop more, not
+// two laps. Concurrent elections are suppressed: a node forwards only the
+// election it would side with, the one with the newest epoch and then the
+// highest initiator, so n initiators cost O(n) messages, not O(n²).
+//
+// Older nodes passed the Coordinator once around the ring instead (the lap
+// announcement, marked by its Initiator). A node still passes such a
+// Coordinator on, so a cluster in a rolling upgrade keeps electing; an
+// older node, handed a direct Coordinator (no Initiator), takes it and
+// passes it on to no one.
 package ring
 
 import (
@@ -38,7 +45,8 @@ func (a round) less(b round) bool {
 }
 
 // Ring is the ring election procedure: an election.Algorithm, a
-// CoordinatorObserver (it passes announcements on) and a MessageChecker.
+// CoordinatorObserver (it passes an older node's lap announcement on) and a
+// MessageChecker.
 //
 // The ring alone uses these Message fields: Initiator, InitiatorRank,
 // Candidates and MaxTerm (and Leader on an Election, the incumbent that
@@ -61,21 +69,25 @@ func (r *Ring) Name() string { return Name }
 func (r *Ring) Reset() { r.active, r.own, r.lost = false, false, 0 }
 
 // timeout is how long a round may take: the election timeout and a hop
-// allowance per member for the Election's lap and the Coordinator's;
-// doubled in a cluster's first election (no leader ever known) and doubled
-// again for each round of this node's lost since a leadership was last
-// settled, up to eight times. A cluster's first lap goes over connections
-// still being opened, on hosts still starting processes: at 64 members and
-// more it is slower than its allowance, and a round that times out starts
-// a new one at a newer epoch, which supersedes the lap still in flight, so
-// without the room no lap ever finished.
+// allowance per member for the Election's lap, and one more for the
+// announcement, which goes to every member at once; four times that in a
+// cluster's first election (no leader ever known), and doubled for each
+// round of this node's lost since a leadership was last settled, up to
+// eight times. A cluster's first lap goes over connections still being
+// opened, on hosts still starting processes: at 64 members and more its
+// hops take several times their allowance, and a round that times out
+// starts a new one at a newer epoch, which supersedes the lap still in
+// flight, so without the room no lap ever finished. (An older initiator's
+// lap announcement takes n hops more. Past the first election a hop takes
+// a fraction of its allowance, so such a round still fits; one that does
+// not is recovered as any lost round is.)
 func (r *Ring) timeout(h election.Host) int {
 	cfg := h.Config()
 	lost := r.lost
 	if h.Standing().LeaderTerm == 0 {
-		lost++
+		lost += 2
 	}
-	return (cfg.ElectionTimeoutTicks + 2*len(h.Ring())*cfg.HopTicks) << min(lost, 3)
+	return (cfg.ElectionTimeoutTicks + (len(h.Ring())+1)*cfg.HopTicks) << min(lost, 3)
 }
 
 var (
@@ -90,7 +102,7 @@ var (
 // not know its true successor and does not forward Elections (see Step).
 // Refused, the sender skips it as it skips a dead successor, and the lap
 // goes on at once; dropped, every lap would end here, and each initiator
-// would wait out its round timeout (2n hops) and try again, for as long as
+// would wait out its round timeout (n+1 hops) and try again, for as long as
 // this node's view stays short. The node misses the round as a candidate;
 // it learns the winner from the Coordinator, which it does accept.
 func (r *Ring) RefusesElectionsWhileBootstrapping() bool { return true }
@@ -144,8 +156,8 @@ func (r *Ring) forward(h election.Host, m election.Message, after election.Rank)
 	h.Send(m)
 }
 
-// arrived handles an Election or Coordinator that reached this node with no
-// one else to go to.
+// arrived handles an Election, or an older node's lap Coordinator, that
+// reached this node with no one else to go to.
 func (r *Ring) arrived(h election.Host, m election.Message) {
 	if m.Type == election.MsgElection && m.Initiator == h.Self().ID {
 		r.complete(h, m)
@@ -229,20 +241,30 @@ func (r *Ring) complete(h election.Host, m election.Message) {
 	}
 	seen := max(m.MaxTerm, h.Standing().Term)
 	t := election.NextTerm(seen, winner.ID)
-	self := h.Self()
-	coord := election.Message{Type: election.MsgCoordinator, Term: t, Leader: winner.ID, Initiator: self.ID, Confirmed: true}
+	// The announcement has no Initiator: it goes to each member directly,
+	// and no node, older ones included, passes it on (Coordinated).
+	coord := election.Message{Type: election.MsgCoordinator, Term: t, Leader: winner.ID, Confirmed: true}
 	h.Adopt(winner.ID, t)
-	if cfg.Majority() > 1 && winner.ID == self.ID {
-		// Quorum mode: this node won its own round and has only proposed
-		// (Adopt). Its proposal is the announcement; a token passed on from
-		// it, naming it, would read as its own confirmed announcement.
+	if cfg.Majority() > 1 {
+		// Quorum mode: the winner leads only once a majority acknowledged
+		// its own proposal, which goes to every member from it. If this
+		// node won, it has proposed (Adopt), and that is the announcement.
+		// Otherwise only the winner needs telling: any other member, told
+		// by this node, would only ask the winner (hearsay) before its
+		// proposal comes.
+		if winner.ID != h.Self().ID {
+			coord.To = winner.ID
+			h.Send(coord)
+		}
 		return
 	}
-	r.forward(h, coord, self)
+	h.Broadcast(coord)
 }
 
-// Coordinated implements election.CoordinatorObserver: pass an accepted
-// announcement on around the ring, stopping before its initiator.
+// Coordinated implements election.CoordinatorObserver: pass an older
+// node's accepted lap announcement (it names its Initiator) on around the
+// ring, stopping before its initiator. A direct announcement (no Initiator)
+// has reached every member already.
 func (r *Ring) Coordinated(h election.Host, m election.Message, accepted bool) {
 	self := h.Self()
 	if !accepted || m.Initiator == 0 || m.Initiator == self.ID {
@@ -290,9 +312,14 @@ func (r *Ring) Tick(h election.Host) {
 	}
 }
 
-// SendFailed implements election.Algorithm: skip the dead successor.
+// SendFailed implements election.Algorithm: skip the dead successor. A
+// Coordinator without an Initiator went to its receiver alone (a round's
+// announcement goes to every member at once): there is no one to skip to.
 func (r *Ring) SendFailed(h election.Host, m election.Message) {
 	if m.Type != election.MsgElection && m.Type != election.MsgCoordinator {
+		return
+	}
+	if m.Type == election.MsgCoordinator && m.Initiator == 0 {
 		return
 	}
 	if m.Type == election.MsgElection && (!r.active || round{m.Term.Epoch(), m.InitiatorRank} != r.current) {

@@ -89,7 +89,8 @@ func (s *Sim) inFlight(ignore ...election.MsgType) int {
 //	                        (3n-1 for n <= 3). Asking every node above at
 //	                        once cost 3n-1; the textbook bully, where each
 //	                        node above campaigns at once, costs n²-1.
-//	ring, one initiator:    n Election hops (round trip) + n-1 Coordinator hops: 2n-1.
+//	ring, one initiator:    n Election hops (round trip) + n-1 Coordinators,
+//	                        the initiator's to every other node at once: 2n-1.
 //	ring, all initiate:     each weaker round dies after one hop (n-1), the
 //	                        strongest goes round (n), n-1 Coordinators: 3n-2.
 func Theory(algoCase string, n int) int {

@@ -51,20 +51,18 @@ func measureCases(t *testing.T, quorum bool, ns []int, theory func(string, int) 
 
 // TheoryQuorum is the count in quorum mode. The winner proposes, collects
 // acks and confirms, so that its lease starts from a majority's promises:
-// the bully's announcement (n-1) becomes those three rounds, 3(n-1); the
-// ring's winner runs them after the ring's own Coordinator went round,
-// adding 3(n-1), except where the winner started the round that elected it
-// (ring/all: the highest node's round wins): it has no Coordinator lap to
-// send, its proposal being the announcement, so 2(n-1) more.
+// the bully's announcement (n-1) becomes those three rounds, 3(n-1). The
+// ring's initiator tells the winner alone (one Coordinator, not n-1), which
+// then runs the three rounds: n Election hops + 1 + 3(n-1) (ring/one),
+// except where the winner started the round that elected it (ring/all: the
+// highest node's round wins): it has no one to tell, its proposal being the
+// announcement, so 2(n-1) more than plain mode.
 func TheoryQuorum(algoCase string, n int) int {
 	switch algoCase {
 	case "bully/best":
 		return 3 * (n - 1)
-	case "ring/all":
-		return Theory(algoCase, n) + 2*(n-1)
-	}
-	if strings.HasPrefix(algoCase, "ring/") {
-		return Theory(algoCase, n) + 3*(n-1)
+	case "ring/one":
+		return n + 1 + 3*(n-1)
 	}
 	return Theory(algoCase, n) + 2*(n-1)
 }

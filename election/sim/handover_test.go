@@ -38,11 +38,12 @@ func TestHandoverIsNotHeld(t *testing.T) {
 					if err != nil {
 						h.fatalf("%s: %v", op, err)
 					}
-					// A ring round is n Election hops and n-1 Coordinator
-					// hops; the bully's resign and a transfer take two.
+					// A ring round is n Election hops and one hop of
+					// Coordinators, to every node at once; the bully's
+					// resign and a transfer take two.
 					within := 3
 					if op == "resign" && algo == "ring" {
-						within = 2*5 + 1
+						within = 5 + 1
 					}
 					l, _ := h.agree(within, "after the "+op)
 					if l == 5 {

@@ -8,7 +8,16 @@
 // controllers leave it alone; the Service must have no selector). Its
 // annotations record the term of the last leader that wrote it
 // (AnnotationTerm, the integer fencing token, and AnnotationTermHuman,
-// "epoch.slot") and the pod it names (AnnotationPod).
+// "epoch.slot"), the pod it names (AnnotationPod) and, when the Service
+// follows a named election, that election (AnnotationElection).
+//
+// A Service follows one election: the node's own (the default), or a
+// named one, whose leader is an app in some pod; then the slice names the
+// pod whose node stands for the leading app, and the term is that
+// election's fencing token. Terms of two elections are not comparable, so
+// a writer never overwrites a slice that names a pod for another election:
+// it takes the slice over only once that writer has emptied it (a rolling
+// update that switches the election hands over as its old pods stop).
 //
 // Every write is a read followed by an update carrying the resourceVersion
 // read (optimistic concurrency: the API server refuses it with a Conflict
@@ -64,11 +73,18 @@ const (
 	AnnotationTermHuman = "electord.io/leader-term-human"
 	// AnnotationPod is the pod the slice names ("" when empty).
 	AnnotationPod = "electord.io/leader-pod"
+	// AnnotationElection is the named election whose term the slice
+	// records; absent for the default election.
+	AnnotationElection = "electord.io/leader-election"
 )
 
 // ErrStaleTerm: the slice records a higher term than this node's; the
 // writer does not write (a newer leader owns the slice).
 var ErrStaleTerm = errors.New("leaderslice: the slice records a newer term")
+
+// ErrOtherElection: the slice names a pod for another election than this
+// writer's; the writer does not write until that pod's writer empties it.
+var ErrOtherElection = errors.New("leaderslice: the slice names a pod for another election")
 
 // Config configures a Writer.
 type Config struct {
@@ -77,6 +93,10 @@ type Config struct {
 	Service   string // a Service without a selector
 	PodName   string // this pod: the endpoint's targetRef
 	PodIP     string // this pod's IP: the endpoint's address
+	// Election is the named election the Service follows; "" for the
+	// default election. Events, Current and Announced report this
+	// election's leadership (node.Node.WatchElection, ElectionLeader).
+	Election string
 	// Events triggers the writer on leadership changes (node.Subscription.C());
 	// it is closed when the node stops, which releases the slice.
 	Events <-chan node.LeaderInfo
@@ -148,7 +168,7 @@ type Stats struct {
 	Claims    atomic.Uint64 // writes that named this pod
 	Releases  atomic.Uint64 // writes that emptied the slice
 	Conflicts atomic.Uint64 // updates refused for a stale resourceVersion (then read again)
-	Stale     atomic.Uint64 // claims not written: the slice recorded a higher term
+	Stale     atomic.Uint64 // claims not written: the slice recorded a higher term, or named a pod for another election
 	Errors    atomic.Uint64 // other failed API calls (retried with backoff)
 }
 
@@ -197,7 +217,7 @@ func Start(cfg Config) (*Writer, error) {
 	ip := net.ParseIP(cfg.PodIP)
 	w := &Writer{
 		cfg:  cfg,
-		log:  cfg.Logger.With("service", cfg.Namespace+"/"+cfg.Service, "pod", cfg.PodName),
+		log:  cfg.Logger.With("service", cfg.Namespace+"/"+cfg.Service, "pod", cfg.PodName, "election", cfg.Election),
 		ip:   ip.String(),
 		af:   discoveryv1.AddressTypeIPv6,
 		stop: make(chan struct{}),
@@ -309,7 +329,7 @@ func (w *Writer) run() {
 			confirmed = li.Term
 		}
 		switch {
-		case err == nil || errors.Is(err, ErrStaleTerm):
+		case err == nil || errors.Is(err, ErrStaleTerm) || errors.Is(err, ErrOtherElection):
 			backoff = w.cfg.MinBackoff
 			timer.Reset(w.cfg.Resync)
 		case ctx.Err() != nil:
@@ -373,6 +393,15 @@ func (w *Writer) claim(ctx context.Context, term election.Term) error {
 		recorded, err := RecordedTerm(es)
 		if err != nil {
 			return err
+		}
+		if other := es.Annotations[AnnotationElection]; other != w.cfg.Election {
+			if len(es.Endpoints) > 0 {
+				w.stats.Stale.Add(1)
+				w.log.Warn("leader slice: not claiming: the slice names a pod for another election; waiting until it is emptied",
+					"recorded_election", other, "recorded_pod", es.Annotations[AnnotationPod])
+				return fmt.Errorf("%w (%q, ours %q)", ErrOtherElection, other, w.cfg.Election)
+			}
+			recorded = 0 // another election's term: not comparable, and nobody is named
 		}
 		if uint64(term) < recorded {
 			w.stats.Stale.Add(1)

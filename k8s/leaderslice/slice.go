@@ -31,6 +31,11 @@ func (w *Writer) build(old *discoveryv1.EndpointSlice, svc *corev1.Service, term
 	es.Annotations[AnnotationTerm] = strconv.FormatUint(uint64(term), 10)
 	es.Annotations[AnnotationTermHuman] = term.String()
 	es.Annotations[AnnotationPod] = w.cfg.PodName
+	if w.cfg.Election != "" {
+		es.Annotations[AnnotationElection] = w.cfg.Election
+	} else {
+		delete(es.Annotations, AnnotationElection)
+	}
 	if old == nil {
 		// No ownerReferences: the slice outlives its Service and keeps
 		// the recorded term (see the package comment).
@@ -84,7 +89,7 @@ func RecordedTerm(es *discoveryv1.EndpointSlice) (uint64, error) {
 // sameSlice reports whether writing want over have would change nothing
 // the writer owns.
 func sameSlice(have, want *discoveryv1.EndpointSlice) bool {
-	for _, k := range []string{AnnotationTerm, AnnotationTermHuman, AnnotationPod} {
+	for _, k := range []string{AnnotationTerm, AnnotationTermHuman, AnnotationPod, AnnotationElection} {
 		if have.Annotations[k] != want.Annotations[k] {
 			return false
 		}

@@ -1,27 +1,33 @@
-// Command exampleapp is the application container of the Docker-simulated
-// pods (rolling_test.go): the smallest app that uses electord as a sidecar.
-// It polls the sidecar's GET /leader/self in its own pod (200: this pod
-// leads; 503: it does not) and serves its own HTTP:
+// Command exampleapp is the application container of the example manifests
+// (deploy/k8s) and of the Docker-simulated pods (rolling_test.go): the
+// smallest app that uses electord as a sidecar. It campaigns in a named
+// election through the sidecar in its own pod, POST
+// /elections/{name}/campaign, and reads the Server-Sent Events that say
+// whether it leads (event leader) or another app does (follower), or that
+// no leader is known yet (candidate). Its candidacy lasts exactly as long
+// as that stream: if the app dies, the kernel closes the socket and the
+// node hands the leadership over at once. It serves its own HTTP:
 //
-//	GET /      {"pod": "<hostname>", "role": "leader"|"follower"|"unknown", "term": "...", "polls": n, "draining": bool}
+//	GET /      {"pod": "<hostname>", "role": "leader"|"follower"|"unknown", "term": ..., "events": n, "draining": bool}
 //	GET /healthz 200
 //
 // Settings from the environment, as a Kubernetes manifest sets them:
-// LEADER_URL (default http://127.0.0.1:4040/leader/self), POLL (a Go
-// duration, default 100ms), LISTEN (default :8080), DRAIN (how long it
-// keeps draining after SIGTERM, a Go duration, default 0), RESIGN_API
-// (default 127.0.0.1:7070; "off" to not hand over).
+// CAMPAIGN_URL (default http://127.0.0.1:4040/elections/my-app/campaign),
+// VALUE (what the app stands with, shown to the others as the leader's
+// value; default <hostname>:8080), RETRY (how soon it campaigns again when
+// the stream ends or the sidecar does not answer, a Go duration, default
+// 100ms; POLL, its old name, is read too), LISTEN (default :8080), DRAIN
+// (how long it keeps draining after SIGTERM, a Go duration, default 0),
+// HANDOVER (default on; off keeps campaigning through the drain).
 //
 // Stopping. A native sidecar stops after the app: when the leader's pod is
 // deleted, the kubelet sends SIGTERM to this app first and to electord only
-// once the app has exited, so for the whole drain electord still leads and
-// the leader Service still routes here, while nobody else leads. So on
-// SIGTERM, if this pod leads, the app first asks its electord to hand over
-// (Resign on the client API, through the Go client library), waits (at most
-// 3 s) until its sidecar no longer names it, and only then drains. Another
-// pod leads while this one drains. With the secure overlay the API asks for
-// a client certificate with the admin role (electord certs client --admin,
-// mounted into the app; client.WithTLSFiles).
+// once the app has exited. On SIGTERM the app closes its campaign stream
+// before it drains: its node hands the leadership to another pod's app
+// (a transfer, one message) and the leader Service, which follows the
+// election (--k8s-leader-election), moves to that pod. No API client, no
+// certificate: closing a stream needs no permission. With HANDOVER=off the
+// app leads through its whole drain, and nobody else does.
 //
 // Each change of whether it leads is logged as one line, "exampleapp:
 // <pod> leads=<true|false> at=<RFC 3339 time>", which the rolling-update
@@ -30,6 +36,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,11 +45,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/electord/electord/client"
 )
 
 type state struct {
@@ -49,22 +56,30 @@ type state struct {
 	Pod      string `json:"pod"`
 	Role     string `json:"role"`
 	Term     any    `json:"term,omitempty"`
-	Polls    int    `json:"polls"`
+	Events   int    `json:"events"`
 	Draining bool   `json:"draining"`
 	leads    bool   // what the last leads= line said
-	changed  chan struct{}
 }
 
-// update records a poll and logs a change of whether this app leads
-// (a leader that drains does not). Called with mu held.
-func (st *state) update() {
+// set records the campaign's state and logs a change of whether this app
+// leads (a leader that drains does not).
+func (st *state) set(role string, term any, event bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.Role, st.Term = role, term
+	if event {
+		st.Events++
+	}
+	st.logChange()
+}
+
+// logChange logs a change of whether this app leads. Called with mu held.
+func (st *state) logChange() {
 	leads := st.Role == "leader" && !st.Draining
 	if leads != st.leads {
 		st.leads = leads
 		log.Printf("exampleapp: %s leads=%v at=%s (role %s, term %v, draining %v)", st.Pod, leads, time.Now().UTC().Format(time.RFC3339Nano), st.Role, st.Term, st.Draining)
 	}
-	close(st.changed)
-	st.changed = make(chan struct{})
 }
 
 func env(key, def string) string {
@@ -75,43 +90,41 @@ func env(key, def string) string {
 }
 
 func main() {
-	poll, err := time.ParseDuration(env("POLL", "100ms"))
-	if err != nil || poll <= 0 {
-		log.Fatalf("exampleapp: POLL=%q: want a positive Go duration such as 100ms", os.Getenv("POLL"))
+	retry, err := time.ParseDuration(env("RETRY", env("POLL", "100ms")))
+	if err != nil || retry <= 0 {
+		log.Fatalf("exampleapp: RETRY=%q: want a positive Go duration such as 100ms", os.Getenv("RETRY"))
 	}
-	leaderURL := env("LEADER_URL", "http://127.0.0.1:4040/leader/self")
+	campaignURL := env("CAMPAIGN_URL", "http://127.0.0.1:4040/elections/my-app/campaign")
 	host, _ := os.Hostname()
+	value := env("VALUE", host+":8080")
 	drain, err := time.ParseDuration(env("DRAIN", "0s"))
 	if err != nil || drain < 0 {
 		log.Fatalf("exampleapp: DRAIN=%q: want a Go duration such as 2s", os.Getenv("DRAIN"))
 	}
-	resignAPI := env("RESIGN_API", "127.0.0.1:7070")
-	st := &state{Pod: host, Role: "unknown", changed: make(chan struct{})}
+	handover := env("HANDOVER", "on")
+	if handover != "on" && handover != "off" {
+		log.Fatalf("exampleapp: HANDOVER=%q: want on or off", handover)
+	}
+	st := &state{Pod: host, Role: "unknown"}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	done := make(chan struct{}) // the poller stops once the app is out
-	defer close(done)
+	// The campaign lasts until SIGTERM (HANDOVER=on) or until the process
+	// exits (off): its context ends the stream.
+	campaignCtx, endCampaign := context.WithCancel(context.Background())
+	defer endCampaign()
+	if handover == "on" {
+		campaignCtx = sig
+	}
+	campaigned := make(chan struct{})
 	go func() {
-		client := &http.Client{Timeout: time.Second}
-		t := time.NewTicker(poll)
-		defer t.Stop()
-		for {
+		defer close(campaigned)
+		for campaignCtx.Err() == nil {
+			campaign(campaignCtx, campaignURL, value, st)
+			st.set("unknown", nil, false)
 			select {
-			case <-done:
-				return
-			default:
-			}
-			role, term := ask(client, leaderURL)
-			st.mu.Lock()
-			st.Role, st.Term = role, term
-			st.Polls++
-			st.update()
-			st.mu.Unlock()
-			select {
-			case <-done:
-				return
-			case <-t.C:
+			case <-campaignCtx.Done():
+			case <-time.After(retry):
 			}
 		}
 	}()
@@ -126,13 +139,14 @@ func main() {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	srv := &http.Server{Addr: env("LISTEN", ":8080"), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		<-ctx.Done()
-		if resignAPI != "off" {
-			handOver(st, resignAPI)
+		<-sig.Done()
+		if handover == "on" {
+			<-campaigned // the stream is closed: the node hands over
+			log.Printf("exampleapp: %s closed its campaign before draining", st.Pod)
 		}
 		st.mu.Lock()
 		st.Draining = true
-		st.update()
+		st.logChange()
 		st.mu.Unlock()
 		time.Sleep(drain) // a real app finishes its requests and its leader-only work here
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -144,63 +158,40 @@ func main() {
 	}
 }
 
-// ask is one poll of the sidecar: its answer, or unknown if it does not
-// answer (not started yet, or stopped).
-func ask(c *http.Client, url string) (role string, term any) {
-	resp, err := c.Get(url)
+// campaign stands in the election until the stream ends (ctx ended, the
+// sidecar stopped or refused), recording each event.
+func campaign(ctx context.Context, url, value string, st *state) {
+	body, _ := json.Marshal(map[string]string{"value": value})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return "unknown", nil
+		log.Fatalf("exampleapp: CAMPAIGN_URL=%q: %v", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req) // no timeout: the stream lasts as long as the candidacy
+	if err != nil {
+		return // the sidecar is not up yet, or stopped
 	}
 	defer resp.Body.Close()
-	var body struct {
-		Self bool `json:"self"`
-		Term any  `json:"term"`
-	}
-	json.NewDecoder(resp.Body).Decode(&body)
-	switch {
-	case resp.StatusCode == http.StatusOK && body.Self:
-		return "leader", body.Term
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusServiceUnavailable:
-		return "follower", body.Term
-	}
-	return "unknown", nil
-}
-
-// handOver: if this pod leads, ask electord (its client API in this pod)
-// to resign, and wait until the sidecar no longer names this pod, at most
-// 3 s; the app drains after it either way.
-func handOver(st *state, api string) {
-	st.mu.Lock()
-	leads := st.leads
-	st.mu.Unlock()
-	if !leads {
+	if resp.StatusCode != http.StatusOK {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	c, err := client.NewWithOptions([]string{api}, client.WithDialTimeout(time.Second))
-	if err != nil {
-		log.Printf("exampleapp: hand over: %v", err)
-		return
-	}
-	defer c.Close()
-	if _, err := c.Resign(ctx); err != nil {
-		log.Printf("exampleapp: hand over: resign: %v (draining as the leader)", err)
-		return
-	}
-	for {
-		st.mu.Lock()
-		leads, changed := st.Role == "leader", st.changed
-		st.mu.Unlock()
-		if !leads {
-			log.Printf("exampleapp: %s handed over before draining", st.Pod)
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			log.Printf("exampleapp: hand over: still named the leader after 3s; draining anyway")
-			return
+	sc := bufio.NewScanner(resp.Body)
+	var event string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var data struct {
+				Term any `json:"term"`
+			}
+			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &data)
+			role := "follower" // follower, or candidate: standing, not leading
+			if event == "leader" {
+				role = "leader"
+			}
+			st.set(role, data.Term, true)
 		}
 	}
 }

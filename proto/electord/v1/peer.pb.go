@@ -829,7 +829,8 @@ func (x *TimeoutNow) GetElection() string {
 // Candidacy tells a peer this node's standing in one named election: that
 // it stands (with its candidacy's priority and value), that it withdrew, and
 // the term it leads at. A node sends it to every live member when its
-// standing changes, and all of its candidacies to a member that joins.
+// standing changes, and all of its candidacies to a member that joins or
+// restarts.
 type Candidacy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sender.
@@ -838,14 +839,22 @@ type Candidacy struct {
 	To uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
 	// The term the sender leads the election at; 0 when it does not lead.
 	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
-	// The named election (never empty).
+	// The named election. Empty only in a candidacy that says nothing but
+	// the sender's incarnation (not standing, no term, no value), which a node
+	// sends to every member it meets.
 	Election string `protobuf:"bytes,4,opt,name=election,proto3" json:"election,omitempty"`
 	// False: the sender withdrew from the election.
 	Standing bool `protobuf:"varint,5,opt,name=standing,proto3" json:"standing,omitempty"`
 	// The candidacy's priority: it ranks the sender in this election.
 	Priority int64 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
 	// The candidacy's value (an application's address), at most 1 KiB.
-	Value         string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	Value string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	// The sender's incarnation: drawn anew each time its process starts (and
+	// when it is revived). A receiver that recorded another incarnation of
+	// the sender takes this candidacy as new: the old one died with its
+	// process, and the new process knows nothing of the receiver's. 0: an
+	// older node, which does not say.
+	Incarnation   uint64 `protobuf:"varint,8,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,6 +936,13 @@ func (x *Candidacy) GetValue() string {
 		return x.Value
 	}
 	return ""
+}
+
+func (x *Candidacy) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
 }
 
 // Ack is the empty receipt for one-way peer messages.
@@ -1038,7 +1054,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
 	"\asupport\x18\x05 \x01(\rR\asupport\x12!\n" +
 	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\xad\x01\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xcf\x01\n" +
 	"\tCandidacy\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -1046,7 +1062,8 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\belection\x18\x04 \x01(\tR\belection\x12\x1a\n" +
 	"\bstanding\x18\x05 \x01(\bR\bstanding\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\x03R\bpriority\x12\x14\n" +
-	"\x05value\x18\a \x01(\tR\x05value\"\x05\n" +
+	"\x05value\x18\a \x01(\tR\x05value\x12 \n" +
+	"\vincarnation\x18\b \x01(\x04R\vincarnation\"\x05\n" +
 	"\x03Ack2\xd3\x03\n" +
 	"\x04Peer\x123\n" +
 	"\bElection\x12\x15.electord.v1.Election\x1a\x10.electord.v1.Ack\x12/\n" +

@@ -384,7 +384,7 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 	if changes.nodes > 0 {
 		logf("%d nodes, %s: %d nodes saw leader or term changes in the idle window (up to %d each)", n, algo, changes.nodes, changes.max)
 	}
-	var crash, rejoin samples
+	var crash, rejoin, crashCPUs samples
 	failed := 0
 	for i := range kills {
 		old, _, err := c.waitAgreed(60*time.Second, anyLeader)
@@ -393,10 +393,26 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 			break
 		}
 		leader := c.proc(old.Id)
+		idle := c.idleCPU(leader, i+1)
+		cpu0 := c.snapCPU(leader)
+		stopPerf := perfRecord(cpu0, fmt.Sprintf("kill-%d", i+1))
+		if stopPerf != nil {
+			cpu0 = c.snapCPU(leader) // after perf attached
+		}
 		k0 := time.Now()
 		c.kill(leader)
-		if d, ok := c.timeNewLeader(old, k0, fmt.Sprintf("kill %d: leader %d down", i+1, old.Id)); ok {
+		d, ok := c.timeNewLeader(old, k0, fmt.Sprintf("kill %d: leader %d down", i+1, old.Id))
+		var u crashCPU
+		if ok {
+			u = cpu0.since()
+		}
+		if stopPerf != nil {
+			stopPerf()
+		}
+		if ok {
 			crash = append(crash, d)
+			crashCPUs = append(crashCPUs, u.nanos)
+			logf("kill %d: %s; idle before it: %s", i+1, u, idle)
 		} else {
 			failed++
 		}
@@ -411,6 +427,10 @@ func scaleOne(path, algo string, n int, extra []string, kills, pauses int, settl
 	if len(rejoin) > 0 {
 		note = fmt.Sprintf("rejoin (from starting the killed leader again until every node, it included, agrees) p50 / p99 %s / %s ms (%d)",
 			ms(rejoin.pct(0.5)), ms(rejoin.pct(0.99)), len(rejoin))
+	}
+	if len(crashCPUs) > 0 {
+		note = strings.TrimPrefix(fmt.Sprintf("%s; survivors' CPU from the kill to agreement p50 / max %s / %s ms (%d)",
+			note, ms(crashCPUs.pct(0.5)), ms(crashCPUs.pct(1)), len(crashCPUs)), "; ")
 	}
 	if pauses > 0 {
 		ps, pf := c.pauseLeader(pauses)
