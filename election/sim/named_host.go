@@ -443,3 +443,7 @@ var errNoDefault = errors.New("sim: a named elections' host runs no default elec
 func (h *namedHost) Campaign()                      {}
 func (h *namedHost) Resign() error                  { return errNoDefault }
 func (h *namedHost) Transfer(election.NodeID) error { return errNoDefault }
+
+// Stand is the default election's candidate probe, which this host does not
+// run: it does nothing.
+func (h *namedHost) Stand(bool) {}

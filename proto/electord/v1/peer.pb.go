@@ -510,6 +510,9 @@ type Heartbeat struct {
 	// Quorum mode: the last lease_stamp this leader gave the follower (0:
 	// none); the leader counts the follower towards its lease from then on.
 	LeaseStamp uint64 `protobuf:"varint,5,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	// The follower does not stand in the election (its candidate probe
+	// fails): a preempting leader does not hand over to it.
+	NotStanding bool `protobuf:"varint,6,opt,name=not_standing,json=notStanding,proto3" json:"not_standing,omitempty"`
 	// The named election this message belongs to; empty: the node's default
 	// election (what every older node sends and means).
 	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
@@ -580,6 +583,13 @@ func (x *Heartbeat) GetLeaseStamp() uint64 {
 		return x.LeaseStamp
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetNotStanding() bool {
+	if x != nil {
+		return x.NotStanding
+	}
+	return false
 }
 
 func (x *Heartbeat) GetElection() string {
@@ -727,6 +737,9 @@ type TimeoutNow struct {
 	// Plain mode: the support of the leadership handed over, which the
 	// successor claims for a leader timeout (see Coordinator).
 	Support uint32 `protobuf:"varint,5,opt,name=support,proto3" json:"support,omitempty"`
+	// The sender does not stand in the election: it passes on a leadership
+	// handed to it (see Heartbeat.not_standing).
+	NotStanding bool `protobuf:"varint,6,opt,name=not_standing,json=notStanding,proto3" json:"not_standing,omitempty"`
 	// The named election this message belongs to; empty: the node's default
 	// election (what every older node sends and means).
 	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
@@ -797,6 +810,13 @@ func (x *TimeoutNow) GetSupport() uint32 {
 		return x.Support
 	}
 	return 0
+}
+
+func (x *TimeoutNow) GetNotStanding() bool {
+	if x != nil {
+		return x.NotStanding
+	}
+	return false
 }
 
 func (x *TimeoutNow) GetElection() string {
@@ -1005,14 +1025,15 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\x98\x01\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xbb\x01\n" +
 	"\tHeartbeat\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1f\n" +
 	"\vlease_stamp\x18\x05 \x01(\x04R\n" +
-	"leaseStamp\x12\x1a\n" +
+	"leaseStamp\x12!\n" +
+	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
 	"\belection\x18\x14 \x01(\tR\belection\"\xe9\x01\n" +
 	"\x0eHeartbeatReply\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
@@ -1024,14 +1045,15 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"leaseStamp\x12\x18\n" +
 	"\arelease\x18\a \x01(\bR\arelease\x12\x18\n" +
 	"\asupport\x18\b \x01(\rR\asupport\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\x90\x01\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xb3\x01\n" +
 	"\n" +
 	"TimeoutNow\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x14\n" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
-	"\asupport\x18\x05 \x01(\rR\asupport\x12\x1a\n" +
+	"\asupport\x18\x05 \x01(\rR\asupport\x12!\n" +
+	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
 	"\belection\x18\x14 \x01(\tR\belection\"\xcf\x01\n" +
 	"\tCandidacy\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
