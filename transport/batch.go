@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,11 @@ import (
 
 // maxBatch bounds the messages of one Batch call.
 const maxBatch = 256
+
+// batchRetry is how long a peer that answered a Batch with Unimplemented
+// (an older node) is sent one call per message before a Batch is tried
+// again: an upgrade restarts it at the same address, unseen by its link.
+const batchRetry = 30 * time.Second
 
 // batchSlack is what a Batch call adds to its messages' sizes, at most
 // (the envelopes' tags and lengths are counted with the messages).
@@ -112,9 +118,9 @@ func (s *PeerService) Batch(ctx context.Context, x *pb.Batch) (*pb.BatchAck, err
 
 // sendBatch implements batchLink: ms go in calls of at most the size limit
 // (max-message-bytes) each. A peer that does not know Batch (an older
-// node: Unimplemented) is sent one call per message from then on.
+// node: Unimplemented) is sent one call per message for batchRetry.
 func (l *grpcLink) sendBatch(ctx context.Context, ms []election.Message) bool {
-	if l.noBatch.Load() {
+	if time.Now().UnixNano() < l.noBatchUntil.Load() {
 		return l.sendEach(ctx, ms)
 	}
 	limit := l.t.cfg.MaxMessageBytes - batchSlack
@@ -170,8 +176,8 @@ func (l *grpcLink) afterChunk(ctx context.Context, rest []election.Message, sile
 }
 
 // sendChunk makes one Batch call. unknown: the peer does not serve Batch;
-// the chunk's messages were then sent one call each (and later batches to
-// this peer will be too).
+// the chunk's messages were then sent one call each (and the batches to
+// this peer for batchRetry will be too).
 func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Message) (silent, unknown bool) {
 	var ack *pb.BatchAck
 	unknown = false
@@ -184,7 +190,7 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 		return unknown
 	})
 	if unknown {
-		l.noBatch.Store(true)
+		l.noBatchUntil.Store(time.Now().Add(batchRetry).UnixNano())
 		return l.sendEach(ctx, ms), true
 	}
 	if !delivered {

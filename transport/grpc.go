@@ -129,9 +129,10 @@ type grpcLink struct {
 	// delivered: an RPC succeeded since the watcher last saw the
 	// connection leave Ready (see watch).
 	delivered atomic.Bool
-	// noBatch: the peer answered a Batch with Unimplemented (an older
-	// node); its messages go one call each.
-	noBatch atomic.Bool
+	// noBatchUntil (UnixNano): the peer answered a Batch with
+	// Unimplemented (an older node); until then its messages go one call
+	// each (see batchRetry).
+	noBatchUntil atomic.Int64
 }
 
 // NewGRPC returns a transport for node cfg.Self. It opens no connection.
