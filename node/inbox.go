@@ -80,6 +80,15 @@ type failure struct {
 	err  error
 }
 
+// event is f as the state machine observes it.
+func (f failure) event() election.Event {
+	typ := election.EventSendFailed
+	if f.busy {
+		typ = election.EventPeerBusy
+	}
+	return election.Event{Type: typ, Msg: f.m, Refused: errors.Is(f.err, transport.ErrPeerDown)}
+}
+
 // Failed implements transport.Receiver; called by many goroutines.
 func (b *Inbox) Failed(m election.Message, err error) {
 	// An Election refused by an overloaded node above (its inbox was full):

@@ -36,6 +36,9 @@ type namedState struct {
 	store *NamedStore
 	clock *tickClock // nil while no machine runs
 	dirty map[string]bool
+	// replies: the named Heartbeat calls stepped in this loop pass, waiting
+	// for the pass's drain to answer them (awaitReply).
+	replies map[replyKey][]chan election.Message
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
@@ -149,7 +152,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 // dropMachine stops running name's machine, after sending what it has to
 // send.
 func (n *Node) dropMachine(name string) {
-	n.processNamed(name, nil, 0)
+	n.processNamed(name)
 	n.forgetMachine(name)
 }
 
@@ -204,7 +207,12 @@ func (n *Node) stepNamed(in transport.Inbound) {
 		n.counters.Rejected.Add(1)
 		n.log.Debug("rejected a named election's message", "election", m.Election, "err", err)
 	}
-	n.processNamed(m.Election, in.Reply, m.From)
+	// Drained with the rest of the loop pass (afterNamed): many elections'
+	// messages taken in one pass cost one synced write, not one each.
+	n.named.dirty[m.Election] = true
+	if in.Reply != nil {
+		n.awaitReply(m.Election, m.From, in.Reply)
+	}
 }
 
 // candidacyFrom records a peer's standing in a named election. A candidacy
@@ -288,8 +296,11 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 }
 
 // namedSendFailed tells a named machine that one of its messages was not
-// delivered.
+// delivered (a Candidacy is no machine's).
 func (n *Node) namedSendFailed(ev election.Event) {
+	if ev.Msg.Type == election.MsgCandidacy {
+		return
+	}
 	if nm := n.named.machines[ev.Msg.Election]; nm != nil && !n.halted() {
 		n.catchUpNamed()
 		nm.sm.Observe(ev)
