@@ -88,6 +88,15 @@ func (n *Node) drainNamed(names []string) {
 			batch = append(batch, namedReady{name, nm, rd})
 		}
 	}
+	// A leadership that ended is shown ended before anything of the batch
+	// goes out: a handover's TimeoutNow lets the successor claim as soon as
+	// it arrives, and two nodes must never both say they lead. (The default
+	// election withdraws before its batch in the same way.)
+	for _, b := range batch {
+		if n.showsSelfLeading(b.name) && b.nm.sm.Status().Role != election.RoleLeader {
+			n.publishNamed(b.name)
+		}
+	}
 	// If none of the batch's new terms is durable, the machines that
 	// minted or took one stop here, before anything carries it.
 	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.Term != 0 })
@@ -184,4 +193,12 @@ func (n *Node) afterNamed() {
 	if n.named.clock != nil {
 		n.named.clock.arm()
 	}
+}
+
+// showsSelfLeading reports whether what readers see of name says this node
+// leads it.
+func (n *Node) showsSelfLeading(name string) bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.elections[name].Leader.Self
 }
