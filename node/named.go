@@ -39,6 +39,7 @@ type namedState struct {
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
+	resend  namedResend // anti-entropy for candidacies (named_resend.go)
 }
 
 // machineSet ticks every named machine together: a tick that is not due
@@ -115,7 +116,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	n.catchUpNamed()
 	if n.named.clock == nil {
 		c := newTickClock(n.cfg.Tick)
-		c.drive(machineSet{n.named})
+		c.drive(n.namedTicker())
 		c.start()
 		n.named.clock = c
 	}
@@ -143,7 +144,7 @@ func (n *Node) dropMachine(name string) {
 // forgetMachine stops running name's machine at once.
 func (n *Node) forgetMachine(name string) {
 	delete(n.named.machines, name)
-	if len(n.named.machines) == 0 && n.named.clock != nil {
+	if len(n.named.machines) == 0 && n.named.clock != nil && !n.named.resend.pending() {
 		n.named.clock.stop()
 		n.named.clock = nil
 	}
@@ -192,6 +193,9 @@ func (n *Node) stepNamed(in transport.Inbound) {
 // and gossip may not have shown this node the sender yet (its Join, when it
 // comes, makes this node send its own candidacies back).
 func (n *Node) candidacyFrom(m election.Message) {
+	if n.unchangedCandidacy(m) {
+		return
+	}
 	name := m.Election
 	nm := n.named.machines[name]
 	if m.Confirmed {
@@ -324,6 +328,9 @@ func (n *Node) withdrawCandidacy(id named.ID) {
 	}
 	if !wasHead {
 		return
+	}
+	if !more {
+		n.named.resend.withdrew(name)
 	}
 	if nm := n.named.machines[name]; nm != nil {
 		if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {
