@@ -111,13 +111,13 @@ func TestNamedResendUnchangedCopyIsANoOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
 	b, err := c.nodes[2].Campaign(ctx, "jobs", "app-b", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
-	nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
+	nextEvent(t, b, 10*time.Second, isEvent(EventFollower)) // sticky: a leads on
 	observed(t, c.nodes[3], "jobs", 1, "app-a", 10*time.Second)
 	w, err := c.nodes[3].WatchElection(ctx, "jobs")
 	if err != nil {
