@@ -72,6 +72,10 @@ type Mends struct {
 	// listing all its standings, the receiver dropping the ones not
 	// listed).
 	ResendEvery int
+	// WithdrawnRounds, with ResendEvery: a withdrawal is resent until
+	// this many rounds have sent it to every other node, then forgotten
+	// (the node's withdrawnRounds); 0 resends it for ever.
+	WithdrawnRounds int
 }
 
 // appID names one app's candidacy: the node it stands through and its id

@@ -159,7 +159,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 // propertyMends are the Mends the property test runs with: as built, a
 // Candidacy lost to a fault is never sent again, so no bound holds after a
 // heal (TestNamedLostCandidacy shows one such run).
-var propertyMends = Mends{ResendEvery: 20}
+var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3}
 
 // TestPropertyNamedElections: many seeds of random candidacy churn in
 // several elections under random faults; every step checks S1/S2/S3 and
