@@ -133,17 +133,21 @@ func (n *Node) resendNamed() {
 	}
 	if n.halted() {
 		r.round = nil // a killed node says nothing; it stands again when revived
-		return
+	} else {
+		k := min(len(r.round), resendBatch)
+		for _, name := range r.round[:k] {
+			n.resendOne(name)
+		}
+		r.round = r.round[k:]
 	}
-	k := min(len(r.round), resendBatch)
-	for _, name := range r.round[:k] {
-		n.resendOne(name)
-	}
-	r.round = r.round[k:]
 	if len(r.round) == 0 {
 		r.round = nil
 	}
-	if len(n.named.machines) == 0 && !r.pending() && n.named.clock != nil {
+	// With no machine left the clock runs on only for the withdrawals
+	// still to resend, and not while the node is killed: a revive that
+	// stands again starts a new clock (newMachine), as before the resend;
+	// one that does not leaves the withdrawals until the node next stands.
+	if len(n.named.machines) == 0 && (!r.pending() || n.halted()) && n.named.clock != nil {
 		n.named.clock.stop()
 		n.named.clock = nil
 	}

@@ -172,3 +172,49 @@ func TestNamedResendUnchangedCopyIsANoOp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node killed while a withdrawal is still being resent (its named clock
+// runs on for it, with no machine left) stands again after its revive, and
+// its named clock ticks: its rounds run and the election is seen.
+func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	old, err := c.nodes[1].Campaign(ctx, "old", "x", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, old, 10*time.Second, isEvent(EventLeader))
+	old.Close() // node 1 withdraws from "old": its rounds resend that
+	if err := c.nodes[1].Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[1].Revive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	b, err := c.nodes[2].Campaign(ctx, "jobs", "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
+	// Node 1's named clock ticks again: its rounds run.
+	before, _ := resendCounts(t, c.nodes[1])
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if now, _ := resendCounts(t, c.nodes[1]); now > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 1 resent nothing within 10 s of standing again after its revive")
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	observed(t, c.nodes[3], "jobs", 1, "a", 10*time.Second)
+}
