@@ -13,8 +13,9 @@ import (
 // (a full send queue, a failed send, a lossy link) would otherwise be
 // repaired only by that candidacy's next change or a gossip join, and an
 // election could stay split for good. So every resend period each node sends
-// its current standing in every election it stands in, and in every election
-// it withdrew from in the last withdrawnRounds rounds, to every live member.
+// its current standing in every election it stands in, and its withdrawal
+// from every election it withdrew from lately (withdrawnRounds), to every
+// live member.
 // A copy that changes nothing is a no-op at the receiver (unchangedCandidacy).
 // The rounds run on the named elections' one clock: no timer or goroutine
 // per election.
@@ -43,8 +44,8 @@ const resendBatch = 64
 // these copies correct. The simulator finds it: counting every round, a
 // withdrawal made while a member was held dead outlived none of its copies
 // and left that member naming a leader that had withdrawn
-// (TestPropertyNamedElections with -named.elections=20, seed 43; one round
-// instead of three fails there too).
+// (TestPropertyNamedElections with -named.elections=20, seed 43; counting
+// only full rounds, one instead of three fails there too).
 const withdrawnRounds = 3
 
 // withdrawnMaxRounds bounds a withdrawal's life when rounds never reach
