@@ -45,6 +45,7 @@ type namedState struct {
 	// incarnation is this node's, as its candidacies say: new at start
 	// and at each revive (renewIncarnation).
 	incarnation uint64
+	resend      namedResend // anti-entropy for candidacies (named_resend.go)
 }
 
 // renewIncarnation takes this node's next incarnation (incarnation.go).
@@ -131,7 +132,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	n.catchUpNamed()
 	if n.named.clock == nil {
 		c := newTickClock(n.cfg.Tick)
-		c.drive(machineSet{n.named})
+		c.drive(n.namedTicker())
 		c.start()
 		n.named.clock = c
 	}
@@ -159,7 +160,7 @@ func (n *Node) dropMachine(name string) {
 // forgetMachine stops running name's machine at once.
 func (n *Node) forgetMachine(name string) {
 	delete(n.named.machines, name)
-	if len(n.named.machines) == 0 && n.named.clock != nil {
+	if len(n.named.machines) == 0 && n.named.clock != nil && !n.named.resend.pending() {
 		n.named.clock.stop()
 		n.named.clock = nil
 	}
@@ -249,6 +250,11 @@ func (n *Node) candidacyFrom(m election.Message) {
 	name := m.Election
 	if name == "" {
 		return // only the sender's incarnation (announceIncarnation)
+	}
+	// After the incarnation: a copy from a new process is news even when
+	// its standing reads the same.
+	if n.unchangedCandidacy(m) {
+		return
 	}
 	nm := n.named.machines[name]
 	if m.Confirmed {
@@ -414,6 +420,9 @@ func (n *Node) withdrawCandidacy(id named.ID) {
 	}
 	if !wasHead {
 		return
+	}
+	if !more {
+		n.named.resend.withdrew(name)
 	}
 	if nm := n.named.machines[name]; nm != nil {
 		if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {

@@ -190,6 +190,7 @@ func (n *Node) afterNamed() {
 		n.publishNamed(name)
 	}
 	clear(n.named.dirty)
+	n.resendNamed()
 	if n.named.clock != nil {
 		n.named.clock.arm()
 	}
