@@ -37,6 +37,9 @@ type ElectionBackend interface {
 	WatchElection(ctx context.Context, name string) (*node.ElectionWatch, error)
 	// ResignElection makes this node's candidacy step down if it leads.
 	ResignElection(ctx context.Context, name string) error
+	// TransferElection hands this node's leadership of a named election to
+	// node to, which must stand in it.
+	TransferElection(ctx context.Context, name string, to election.NodeID) error
 	// Proclaim changes a candidacy's value (id 0: the one this node stands
 	// for) without an election.
 	Proclaim(ctx context.Context, election string, id named.ID, value string) error
@@ -300,6 +303,10 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 	case "resign":
 		if allow(w, r, http.MethodPost) {
 			h.resignNamed(w, r, eb, name)
+		}
+	case "transfer":
+		if allow(w, r, http.MethodPost) {
+			h.transferNamed(w, r, eb, name)
 		}
 	case "proclaim":
 		if allow(w, r, http.MethodPost) {

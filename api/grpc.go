@@ -160,7 +160,8 @@ func (s *service) statusError(err error) error {
 	case errors.Is(err, node.ErrUnknownNode):
 		c = codes.NotFound
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrKilled), errors.Is(err, election.ErrNoCandidate),
-		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted), errors.Is(err, node.ErrProbeFailing):
+		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted), errors.Is(err, node.ErrProbeFailing),
+		errors.Is(err, node.ErrNotCandidate):
 		c = codes.FailedPrecondition
 	case errors.Is(err, node.ErrStopped):
 		return s.unavailable(err.Error())
@@ -491,6 +492,9 @@ func (s *service) Resign(ctx context.Context, req *electordv1.ResignRequest) (*e
 func (s *service) Transfer(ctx context.Context, req *electordv1.TransferRequest) (*electordv1.CommandResponse, error) {
 	if err := s.killed(); err != nil {
 		return nil, err
+	}
+	if req.GetElection() != "" {
+		return s.transferNamed(ctx, req)
 	}
 	id := election.NodeID(req.GetId())
 	if _, err := s.member(id); err != nil {
