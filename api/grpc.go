@@ -36,6 +36,8 @@ const ForwardedKey = "electord-forwarded"
 //     endpoint. With no known leader they fail with Unavailable. Transfer
 //     checks first that its target is a member (NotFound otherwise);
 //     Transfer to the node that already leads succeeds and changes nothing.
+//     With an election named, they act on the node that leads that election
+//     and are forwarded there once (resignNamed, transferNamed).
 //   - Kill with exit set replies first, then calls b.Exit once the reply is
 //     handed to the transport. Exit should stop the gRPC server gracefully
 //     so that the reply reaches the caller.
