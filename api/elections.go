@@ -167,29 +167,50 @@ func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.Ser
 // resignNamed resigns a named election's leadership: here if this node
 // leads it, else forwarded to the node that does (as Resign is).
 func (s *service) resignNamed(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
-	eb, err := s.elections()
+	name := req.GetElection()
+	eb, li, err := s.namedLeader(name)
 	if err != nil {
 		return nil, err
 	}
-	name := req.GetElection()
-	if err := named.CheckName(name); err != nil {
-		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
-	}
-	li, _ := eb.ElectionLeader(name)
-	switch {
-	case li.Self:
+	if li.Self {
 		if err := eb.ResignElection(ctx, name); err != nil {
 			return nil, s.statusError(err)
 		}
 		return s.reply(fmt.Sprintf("node %d resigned the leadership of %s", s.b.Self(), name)), nil
-	case li.ID == 0:
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "%s has no leader to resign", name)
-	case forwarded(ctx):
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %d does not lead %s (node %d does)", s.b.Self(), name, li.ID)
 	}
-	return s.forward(ctx, "resign "+name, li.ID, li.Address, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+	return s.toNamedLeader(ctx, "resign", li, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
 		return c.Resign(ctx, req)
 	})
+}
+
+// namedLeader is the backend and the leadership of the named election a
+// command (resign, transfer) acts on.
+func (s *service) namedLeader(name string) (ElectionBackend, node.LeaderInfo, error) {
+	eb, err := s.elections()
+	if err != nil {
+		return nil, node.LeaderInfo{}, err
+	}
+	if err := named.CheckName(name); err != nil {
+		return nil, node.LeaderInfo{}, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	li, _ := eb.ElectionLeader(name)
+	return eb, li, nil
+}
+
+// toNamedLeader forwards a command of li's election, which this node does
+// not lead, to the node that does: once (a forwarded command that arrives
+// at a node that does not lead is refused, so two nodes that disagree
+// cannot bounce it), and not at all when no leader is known.
+func (s *service) toNamedLeader(ctx context.Context, what string, li node.LeaderInfo,
+	call func(context.Context, electordv1.ElectorClient) (*electordv1.CommandResponse, error),
+) (*electordv1.CommandResponse, error) {
+	switch {
+	case li.ID == 0:
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "%s has no leader to %s", li.Election, what)
+	case forwarded(ctx):
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %d does not lead %s (node %d does)", s.b.Self(), li.Election, li.ID)
+	}
+	return s.forward(ctx, what+" "+li.Election, li.ID, li.Address, call)
 }
 
 // getLeaderNamed is GetLeader of a named election.

@@ -9,11 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
-
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/named"
 	"github.com/electord/electord/node"
 	electordv1 "github.com/electord/electord/proto/electord/v1"
 )
@@ -24,19 +20,15 @@ import (
 // (NotFound otherwise); the leading node refuses a target that does not
 // stand in the election (FailedPrecondition, naming both).
 func (s *service) transferNamed(ctx context.Context, req *electordv1.TransferRequest) (*electordv1.CommandResponse, error) {
-	eb, err := s.elections()
+	name := req.GetElection()
+	eb, li, err := s.namedLeader(name)
 	if err != nil {
 		return nil, err
-	}
-	name := req.GetElection()
-	if err := named.CheckName(name); err != nil {
-		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
 	id := election.NodeID(req.GetId())
 	if _, err := s.member(id); err != nil {
 		return nil, err
 	}
-	li, _ := eb.ElectionLeader(name)
 	switch {
 	case li.Self && id == s.b.Self():
 		return s.reply(fmt.Sprintf("node %d already leads %s", id, name)), nil
@@ -45,12 +37,8 @@ func (s *service) transferNamed(ctx context.Context, req *electordv1.TransferReq
 			return nil, s.statusError(err)
 		}
 		return s.reply(fmt.Sprintf("node %d handed the leadership of %s to node %d", s.b.Self(), name, id)), nil
-	case li.ID == 0:
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "%s has no leader to transfer", name)
-	case forwarded(ctx):
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %d does not lead %s (node %d does)", s.b.Self(), name, li.ID)
 	}
-	return s.forward(ctx, "transfer "+name, li.ID, li.Address, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+	return s.toNamedLeader(ctx, "transfer", li, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
 		return c.Transfer(ctx, req)
 	})
 }

@@ -20,30 +20,15 @@ func TestNamedElectionTransfer(t *testing.T) {
 			c := newCluster(t, algo, 4)
 			c.agree(10*time.Second, 0)
 			ctx := context.Background()
-			a, err := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			led := nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
-			b, err := c.nodes[2].Campaign(ctx, "jobs", "b", 5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
-			d, err := c.nodes[4].Campaign(ctx, "jobs", "d", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			nextEvent(t, d, 10*time.Second, isEvent(EventFollower))
+			a, led := standIn(t, c.nodes[1], "a", 0, EventLeader)
+			standIn(t, c.nodes[2], "b", 5, EventFollower)
+			d, _ := standIn(t, c.nodes[4], "d", 1, EventFollower)
 			observed(t, c.nodes[3], "jobs", 1, "a", 10*time.Second)
 
 			if err := c.nodes[2].TransferElection(ctx, "jobs", 4); !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("a follower's transfer: %v, want ErrNotLeader", err)
 			}
-			err = c.nodes[1].TransferElection(ctx, "jobs", 3)
+			err := c.nodes[1].TransferElection(ctx, "jobs", 3)
 			if !errors.Is(err, ErrNotCandidate) || err.Error() != "transfer: node 3 does not stand in jobs (no app campaigns there through it)" {
 				t.Fatalf("a transfer to an observer: %v, want ErrNotCandidate naming node 3 and jobs", err)
 			}
@@ -84,12 +69,7 @@ func TestNamedElectionObserverSince(t *testing.T) {
 	c := newCluster(t, "bully", 3)
 	c.agree(10*time.Second, 0)
 	ctx := context.Background()
-	a, err := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	led := nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	a, led := standIn(t, c.nodes[1], "a", 0, EventLeader)
 	if led.Leader.Since.IsZero() {
 		t.Fatalf("the leader's own since is zero: %+v", led.Leader)
 	}
@@ -97,12 +77,7 @@ func TestNamedElectionObserverSince(t *testing.T) {
 	if !seen.Since.Equal(led.Leader.Since) {
 		t.Fatalf("observer's since %v, the leader's %v", seen.Since, led.Leader.Since)
 	}
-	b, err := c.nodes[2].Campaign(ctx, "jobs", "b", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
+	b, _ := standIn(t, c.nodes[2], "b", 0, EventFollower)
 	a.Close()
 	won := nextEvent(t, b, 10*time.Second, isEvent(EventLeader))
 	seen = observed(t, c.nodes[3], "jobs", 2, "b", 10*time.Second)
@@ -116,4 +91,16 @@ func TestNamedElectionObserverSince(t *testing.T) {
 	if again := observed(t, c.nodes[3], "jobs", 2, "b2", 10*time.Second); !again.Since.Equal(won.Leader.Since) {
 		t.Fatalf("after a proclaim the observer's since is %v, want %v", again.Since, won.Leader.Since)
 	}
+}
+
+// standIn campaigns in "jobs" through nd until the test ends, and waits for
+// the candidacy's first event named want.
+func standIn(t *testing.T, nd *Node, value string, priority int64, want string) (*Candidacy, CandidacyEvent) {
+	t.Helper()
+	c, err := nd.Campaign(context.Background(), "jobs", value, priority)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, nextEvent(t, c, 10*time.Second, isEvent(want))
 }
