@@ -258,7 +258,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 	}
 	nm := n.named.machines[name]
 	if m.Confirmed {
-		joined, reranked := n.named.table.Set(name, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term, LeaderSince: m.LeaderSince})
+		joined, reranked := n.named.table.Set(name, m.From, standOf(m))
 		if nm != nil && (joined || reranked) && !n.halted() {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
