@@ -35,10 +35,13 @@ const ForwardedForKey = "electord-forwarded-for"
 //
 //   - Every call needs a verified client certificate of the cluster (the
 //     TLS handshake refuses a connection without one).
-//   - GetLeader, WatchLeader, Status and Members: any identity (client,
-//     admin or node).
-//   - Kill, Revive, Resign and Transfer: the admin role. A node identity
-//     is accepted too, but only on a forwarded call (ForwardedKey set): a
+//   - GetLeader, WatchLeader, Status, Members, ListElections, Campaign and
+//     Proclaim: any identity (client, admin or node). A Proclaim names the
+//     candidacy it changes; the server does not know which caller opened it.
+//   - Kill, Revive, Resign and Transfer, of the default election or a
+//     named one: the admin role (the API cannot tell which app a named
+//     leadership belongs to; an app gives its own up by closing its stream,
+//     or through its sidecar on loopback). A node identity is accepted too, but only on a forwarded call (ForwardedKey set): a
 //     node forwards a command only from inside its own handler, which the
 //     interceptor reached only for an admin, and a forwarded call is never
 //     forwarded again. A node calling on its own account is refused.

@@ -37,6 +37,9 @@ type ElectionBackend interface {
 	WatchElection(ctx context.Context, name string) (*node.ElectionWatch, error)
 	// ResignElection makes this node's candidacy step down if it leads.
 	ResignElection(ctx context.Context, name string) error
+	// TransferElection hands this node's leadership of a named election to
+	// node to, which must stand in it.
+	TransferElection(ctx context.Context, name string, to election.NodeID) error
 	// Proclaim changes a candidacy's value (id 0: the one this node stands
 	// for) without an election.
 	Proclaim(ctx context.Context, election string, id named.ID, value string) error
@@ -164,29 +167,50 @@ func (s *service) watchNamed(req *electordv1.WatchLeaderRequest, stream grpc.Ser
 // resignNamed resigns a named election's leadership: here if this node
 // leads it, else forwarded to the node that does (as Resign is).
 func (s *service) resignNamed(ctx context.Context, req *electordv1.ResignRequest) (*electordv1.CommandResponse, error) {
-	eb, err := s.elections()
+	name := req.GetElection()
+	eb, li, err := s.namedLeader(name)
 	if err != nil {
 		return nil, err
 	}
-	name := req.GetElection()
-	if err := named.CheckName(name); err != nil {
-		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
-	}
-	li, _ := eb.ElectionLeader(name)
-	switch {
-	case li.Self:
+	if li.Self {
 		if err := eb.ResignElection(ctx, name); err != nil {
 			return nil, s.statusError(err)
 		}
 		return s.reply(fmt.Sprintf("node %d resigned the leadership of %s", s.b.Self(), name)), nil
-	case li.ID == 0:
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "%s has no leader to resign", name)
-	case forwarded(ctx):
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %d does not lead %s (node %d does)", s.b.Self(), name, li.ID)
 	}
-	return s.forward(ctx, "resign "+name, li.ID, li.Address, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+	return s.toNamedLeader(ctx, "resign", li, func(ctx context.Context, c electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
 		return c.Resign(ctx, req)
 	})
+}
+
+// namedLeader is the backend and the leadership of the named election a
+// command (resign, transfer) acts on.
+func (s *service) namedLeader(name string) (ElectionBackend, node.LeaderInfo, error) {
+	eb, err := s.elections()
+	if err != nil {
+		return nil, node.LeaderInfo{}, err
+	}
+	if err := named.CheckName(name); err != nil {
+		return nil, node.LeaderInfo{}, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	li, _ := eb.ElectionLeader(name)
+	return eb, li, nil
+}
+
+// toNamedLeader forwards a command of li's election, which this node does
+// not lead, to the node that does: once (a forwarded command that arrives
+// at a node that does not lead is refused, so two nodes that disagree
+// cannot bounce it), and not at all when no leader is known.
+func (s *service) toNamedLeader(ctx context.Context, what string, li node.LeaderInfo,
+	call func(context.Context, electordv1.ElectorClient) (*electordv1.CommandResponse, error),
+) (*electordv1.CommandResponse, error) {
+	switch {
+	case li.ID == 0:
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "%s has no leader to %s", li.Election, what)
+	case forwarded(ctx):
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %d does not lead %s (node %d does)", s.b.Self(), li.Election, li.ID)
+	}
+	return s.forward(ctx, what+" "+li.Election, li.ID, li.Address, call)
 }
 
 // getLeaderNamed is GetLeader of a named election.
@@ -300,6 +324,10 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 	case "resign":
 		if allow(w, r, http.MethodPost) {
 			h.resignNamed(w, r, eb, name)
+		}
+	case "transfer":
+		if allow(w, r, http.MethodPost) {
+			h.transferNamed(w, r, eb, name)
 		}
 	case "proclaim":
 		if allow(w, r, http.MethodPost) {

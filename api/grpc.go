@@ -36,6 +36,8 @@ const ForwardedKey = "electord-forwarded"
 //     endpoint. With no known leader they fail with Unavailable. Transfer
 //     checks first that its target is a member (NotFound otherwise);
 //     Transfer to the node that already leads succeeds and changes nothing.
+//     With an election named, they act on the node that leads that election
+//     and are forwarded there once (resignNamed, transferNamed).
 //   - Kill with exit set replies first, then calls b.Exit once the reply is
 //     handed to the transport. Exit should stop the gRPC server gracefully
 //     so that the reply reaches the caller.
@@ -160,7 +162,8 @@ func (s *service) statusError(err error) error {
 	case errors.Is(err, node.ErrUnknownNode):
 		c = codes.NotFound
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrKilled), errors.Is(err, election.ErrNoCandidate),
-		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted), errors.Is(err, node.ErrProbeFailing):
+		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted), errors.Is(err, node.ErrProbeFailing),
+		errors.Is(err, node.ErrNotCandidate):
 		c = codes.FailedPrecondition
 	case errors.Is(err, node.ErrStopped):
 		return s.unavailable(err.Error())
@@ -491,6 +494,9 @@ func (s *service) Resign(ctx context.Context, req *electordv1.ResignRequest) (*e
 func (s *service) Transfer(ctx context.Context, req *electordv1.TransferRequest) (*electordv1.CommandResponse, error) {
 	if err := s.killed(); err != nil {
 		return nil, err
+	}
+	if req.GetElection() != "" {
+		return s.transferNamed(ctx, req)
 	}
 	id := election.NodeID(req.GetId())
 	if _, err := s.member(id); err != nil {

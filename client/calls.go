@@ -202,3 +202,25 @@ func (c *Client) ResignElection(ctx context.Context, election string) (CommandRe
 		return api.Resign(ctx, &electordv1.ResignRequest{Election: election})
 	})
 }
+
+// TransferElection makes the node that leads a named election hand its
+// leadership to node id, which must stand in the election (any endpoint
+// forwards it to the leading node). The app that led stays a candidate.
+// FailedPrecondition when id does not stand in it or the election has no
+// leader; NotFound when id is not a member.
+func (c *Client) TransferElection(ctx context.Context, election string, id NodeID) (CommandResult, error) {
+	return c.command(ctx, func(ctx context.Context, api electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+		return api.Transfer(ctx, &electordv1.TransferRequest{Election: election, Id: uint64(id)})
+	})
+}
+
+// Proclaim changes the value of a candidacy on the first answering node
+// without an election (candidacy 0: the one that node stands for in the
+// election). FailedPrecondition when that node holds no such candidacy.
+// A Campaign's own Proclaim reaches its candidacy's node whatever the
+// endpoints; this one is for a caller that did not campaign (electctl).
+func (c *Client) Proclaim(ctx context.Context, election string, candidacy uint64, value string) (CommandResult, error) {
+	return c.command(ctx, func(ctx context.Context, api electordv1.ElectorClient) (*electordv1.CommandResponse, error) {
+		return api.Proclaim(ctx, &electordv1.ProclaimRequest{Election: election, Candidacy: candidacy, Value: value})
+	})
+}

@@ -56,7 +56,7 @@ type LeaderInfo struct {
 	Name    string    `json:"name"`    // the leader's name
 	Address string    `json:"address"` // the leader's api address
 	Term    Term      `json:"term"`    // the leadership's term
-	Since   time.Time `json:"since"`   // when the answering node learned of it (zero if unknown)
+	Since   time.Time `json:"since"`   // when the answering node learned of it (zero if unknown); a named election's observer: when the leadership began, by the leader's clock
 	Self    bool      `json:"self"`    // the answering node leads
 	State   string    `json:"state"`   // the answering node's state
 	// Election is the named election ("" for the default election).

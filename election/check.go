@@ -60,7 +60,7 @@ func CheckMessage(m Message, self NodeID) error {
 		// A Candidacy in no election only says the sender's incarnation
 		// (a node that starts says it to every member it meets): it stands
 		// for nothing, leads nothing, carries no value.
-		if m.Election == "" && (m.Confirmed || m.Term != 0 || m.Value != "" || m.Incarnation == 0) {
+		if m.Election == "" && (m.Confirmed || m.Term != 0 || m.Value != "" || m.LeaderSince != 0 || m.Incarnation == 0) {
 			return invalid(t, "election", "empty, in a candidacy that is not only an incarnation")
 		}
 		if m.Term != 0 && !m.Term.OwnedBy(m.From) {

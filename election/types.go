@@ -236,6 +236,10 @@ type Message struct {
 	// Incarnation (Candidacy only): the sender's incarnation, new at each
 	// start of its process; 0 when the sender does not say.
 	Incarnation uint64
+	// LeaderSince (Candidacy only): when the sender's leadership at Term
+	// began, by the sender's wall clock, in Unix nanoseconds; 0 when it
+	// does not lead or does not say. The core never reads it.
+	LeaderSince int64
 }
 
 // EventType is a local event from membership or the transport.

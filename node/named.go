@@ -258,7 +258,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 	}
 	nm := n.named.machines[name]
 	if m.Confirmed {
-		joined, reranked := n.named.table.Set(name, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
+		joined, reranked := n.named.table.Set(name, m.From, standOf(m))
 		if nm != nil && (joined || reranked) && !n.halted() {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
@@ -338,7 +338,7 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 		m.Confirmed, m.Value = true, head.Value
 		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
 		if nm := n.named.machines[name]; nm != nil && nm.reported.Role == election.RoleLeader {
-			m.Term = nm.reported.Term
+			m.Term, m.LeaderSince = nm.reported.Term, nm.since.UnixNano()
 		}
 	}
 	n.sendToMembers(m, peer)
@@ -503,7 +503,7 @@ func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 		li.ID, li.Term, li.State, li.Since = st.Leader, st.LeaderTerm, roleState(st.Role), nm.since
 	case !n.killed:
 		if id, s, ok := n.named.table.Leader(name); ok {
-			li.ID, li.Term, li.State = id, s.LeaderTerm, StateFollower
+			li.ID, li.Term, li.State, li.Since = id, s.LeaderTerm, StateFollower, leaderSince(s)
 		}
 	}
 	// What this node shows of an election never goes back to an older

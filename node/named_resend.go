@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/electord/electord/election"
-	"github.com/electord/electord/election/named"
 )
 
 // Anti-entropy for candidacies (docs/ELECTIONS.md, "How nodes learn the
@@ -204,7 +203,7 @@ func (n *Node) resendOne(name string) {
 // publication and no write.
 func (n *Node) unchangedCandidacy(m election.Message) bool {
 	s, ok := n.named.table.Get(m.Election, m.From)
-	same := ok == m.Confirmed && (!ok || s == named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
+	same := ok == m.Confirmed && (!ok || s == standOf(m))
 	if same {
 		n.named.resend.unchanged++
 	}

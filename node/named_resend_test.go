@@ -159,7 +159,10 @@ func TestNamedResendUnchangedCopyIsANoOp(t *testing.T) {
 			return nil
 		}
 		m := election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs", Confirmed: true, Value: s.Value,
-			FromRank: election.Rank{Priority: s.Priority, ID: 1}, Term: s.LeaderTerm}
+			FromRank: election.Rank{Priority: s.Priority, ID: 1}, Term: s.LeaderTerm, LeaderSince: s.LeaderSince}
+		if s.LeaderSince == 0 {
+			t.Error("node 2 holds no start of node 1's leadership")
+		}
 		nd.stepNamed(transport.Inbound{Msg: m})
 		if len(nd.named.dirty) != 0 {
 			t.Errorf("an unchanged copy marked %v to publish", nd.named.dirty)

@@ -93,4 +93,7 @@ var (
 	// ErrPreempted refuses a Resign or Transfer that preemption would undo
 	// at once (preempt is on and a live node outranks the new leader).
 	ErrPreempted = errors.New("node: preemption would undo it")
+	// ErrNotCandidate refuses a named election's Transfer to a node that
+	// does not stand in that election.
+	ErrNotCandidate = errors.New("node: not a candidate in that election")
 )

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -28,15 +27,9 @@ resigned but no new leader was seen within --timeout.`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if electionName != "" {
-				var res client.CommandResult
-				if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-					res, err = c.ResignElection(ctx, electionName)
-					return err
-				}); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintln(g.stdout, res.Message)
-				return err
+				return g.namedCommand(cmd, func(ctx context.Context, c *client.Client) (client.CommandResult, error) {
+					return c.ResignElection(ctx, electionName)
+				})
 			}
 			return g.handover(cmd, 0, (*client.Client).Resign)
 		},

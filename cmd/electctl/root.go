@@ -96,7 +96,7 @@ token, "term_epoch_slot" the other).
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(newStatusCmd(g), newLeaderCmd(g), newWatchCmd(g), newMembersCmd(g),
 		newKillCmd(g), newReviveCmd(g), newResignCmd(g), newTransferCmd(g), newVersionCmd(),
-		newElectCmd(g), newElectionsCmd(g))
+		newElectCmd(g), newElectionsCmd(g), newProclaimCmd(g))
 	root.Version = version.Read().String("electctl")
 	root.SetVersionTemplate("{{.Version}}\n")
 	annotateEnv(root)
@@ -220,6 +220,21 @@ func (g *globals) call(cmd *cobra.Command, f func(context.Context, *client.Clien
 		return &runError{err}
 	}
 	return nil
+}
+
+// namedCommand runs a command of a named election (resign, transfer,
+// proclaim) and prints the node's answer. Its LeaderInfo, the default
+// election's, is not printed: it says nothing of the named one.
+func (g *globals) namedCommand(cmd *cobra.Command, f func(context.Context, *client.Client) (client.CommandResult, error)) error {
+	var res client.CommandResult
+	if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = f(ctx, c)
+		return err
+	}); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(g.stdout, res.Message)
+	return err
 }
 
 // command runs kill or revive through a client and prints its result.

@@ -13,6 +13,9 @@ type Stand struct {
 	Value    string
 	// LeaderTerm: the term the node says it leads at; 0 when it does not lead.
 	LeaderTerm election.Term
+	// LeaderSince: when that leadership began by the node's own clock, in
+	// Unix nanoseconds; 0 when it does not lead or did not say.
+	LeaderSince int64
 }
 
 // Table is what this node knows of the other nodes' candidacies: per

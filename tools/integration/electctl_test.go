@@ -14,9 +14,10 @@ import (
 
 // Exit codes of electctl (cmd/electctl/exit.go).
 const (
-	exitOK          = 0
-	exitUnavailable = 3
-	exitNotFound    = 4
+	exitOK                 = 0
+	exitUnavailable        = 3
+	exitNotFound           = 4
+	exitFailedPrecondition = 5
 )
 
 // TestElectctlKillRevive drives a real cluster with the electctl binary:

@@ -369,7 +369,11 @@ func TestNamedElectionAppKilled(t *testing.T) {
 
 // TestElectctlElect is the tour's two terminals: electctl elect jobs
 // app-1:8080 against node 1 and app-2:8080 against node 2; the first is
-// killed, the second leads; electctl elections on node 3 lists it.
+// killed, the second leads; electctl elections on node 3 lists it. Then a
+// third app on node 3: electctl transfer --election sent to node 1 (which
+// no longer stands) is forwarded to node 2 and hands jobs to node 3;
+// electctl proclaim on node 3 changes the value node 1 shows, with the
+// leadership's start as node 3 said it.
 func TestElectctlElect(t *testing.T) {
 	ps := startProcs(t, 3, "bully")
 	waitProcAgreement(t, ps, 30*time.Second, "three processes agree on a leader", nil)
@@ -404,6 +408,35 @@ func TestElectctlElect(t *testing.T) {
 	r := electctl(t, "--endpoints", ps[2].api, "-o", "json", "leader", "--election", "jobs")
 	if r.code != exitOK || !strings.Contains(r.stdout, `"value": "app-2:8080"`) {
 		t.Errorf("electctl leader --election jobs: %v", r)
+	}
+
+	three := elect(ps[2], "app-3:8080")
+	three.await(10*time.Second, "follower of app-2", func(ev appEvent) bool { return ev.event == "follower" && ev.value == "app-2:8080" })
+	if r := electctl(t, "--endpoints", ps[0].api, "transfer", "--election", "jobs", "1"); r.code != exitFailedPrecondition ||
+		!strings.Contains(r.stderr, "node 1 does not stand in jobs") {
+		t.Errorf("transfer --election jobs to node 1, which does not stand: %v", r)
+	}
+	r = electctl(t, "--endpoints", ps[0].api, "transfer", "--election", "jobs", "3")
+	if r.code != exitOK || !strings.Contains(r.stdout, "node 2 handed the leadership of jobs to node 3") {
+		t.Fatalf("transfer --election jobs 3 through node 1: %v", r)
+	}
+	took := three.await(10*time.Second, "leader", func(ev appEvent) bool { return ev.event == "leader" })
+	if took.term <= won.term || took.id != 3 {
+		t.Fatalf("after the transfer: %+v (app-2 led at %d)", took, won.term)
+	}
+	two.await(10*time.Second, "follower of app-3", func(ev appEvent) bool { return ev.event == "follower" && ev.value == "app-3:8080" })
+	if r := electctl(t, "--endpoints", ps[2].api, "proclaim", "jobs", "app-3:9090"); r.code != exitOK {
+		t.Fatalf("proclaim: %v", r)
+	}
+	var seen client.LeaderInfo
+	eventually(t, 10*time.Second, "node 1, an observer, shows app-3:9090 with the leadership's start", func() (bool, string) {
+		r := electctl(t, "--endpoints", ps[0].api, "-o", "json", "leader", "--election", "jobs")
+		seen = client.LeaderInfo{}
+		_ = json.Unmarshal([]byte(r.stdout), &seen)
+		return seen.ID == 3 && seen.Value == "app-3:9090" && !seen.Since.IsZero(), r.stdout + r.stderr
+	})
+	if d := time.Since(seen.Since); d < 0 || d > time.Minute {
+		t.Errorf("node 1 shows the leadership began %v ago", d)
 	}
 }
 

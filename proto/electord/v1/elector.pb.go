@@ -786,7 +786,10 @@ func (x *ResignRequest) GetElection() string {
 type TransferRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Node id that should become leader.
-	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The named election whose leadership is handed over (node id must stand
+	// in it); empty: the node's default election.
+	Election      string `protobuf:"bytes,2,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +829,13 @@ func (x *TransferRequest) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *TransferRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
 }
 
 // CommandResponse is the result of Kill, Revive, Resign or Transfer.
@@ -1309,9 +1319,10 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\rReviveRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"+\n" +
 	"\rResignRequest\x12\x1a\n" +
-	"\belection\x18\x01 \x01(\tR\belection\"!\n" +
+	"\belection\x18\x01 \x01(\tR\belection\"=\n" +
 	"\x0fTransferRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\\\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
+	"\belection\x18\x02 \x01(\tR\belection\"\\\n" +
 	"\x0fCommandResponse\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12/\n" +
 	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\"_\n" +

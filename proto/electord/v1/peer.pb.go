@@ -854,9 +854,14 @@ type Candidacy struct {
 	// the sender takes this candidacy as new: the old one died with its
 	// process, and the new process knows nothing of the receiver's. 0: an
 	// older node, which does not say.
-	Incarnation   uint64 `protobuf:"varint,8,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Incarnation uint64 `protobuf:"varint,8,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// When the sender's leadership at term began, by the sender's wall clock
+	// (Unix nanoseconds); 0 when it does not lead, or an older node. An
+	// observer shows it as the leadership's since: it is the leader's clock,
+	// not the observer's.
+	LeaderSinceUnixNano int64 `protobuf:"varint,9,opt,name=leader_since_unix_nano,json=leaderSinceUnixNano,proto3" json:"leader_since_unix_nano,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Candidacy) Reset() {
@@ -941,6 +946,13 @@ func (x *Candidacy) GetValue() string {
 func (x *Candidacy) GetIncarnation() uint64 {
 	if x != nil {
 		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *Candidacy) GetLeaderSinceUnixNano() int64 {
+	if x != nil {
+		return x.LeaderSinceUnixNano
 	}
 	return 0
 }
@@ -1380,7 +1392,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
 	"\asupport\x18\x05 \x01(\rR\asupport\x12!\n" +
 	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\xcf\x01\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\x84\x02\n" +
 	"\tCandidacy\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -1389,7 +1401,8 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\bstanding\x18\x05 \x01(\bR\bstanding\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\x03R\bpriority\x12\x14\n" +
 	"\x05value\x18\a \x01(\tR\x05value\x12 \n" +
-	"\vincarnation\x18\b \x01(\x04R\vincarnation\"\x05\n" +
+	"\vincarnation\x18\b \x01(\x04R\vincarnation\x123\n" +
+	"\x16leader_since_unix_nano\x18\t \x01(\x03R\x13leaderSinceUnixNano\"\x05\n" +
 	"\x03Ack\":\n" +
 	"\x05Batch\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.electord.v1.EnvelopeR\bmessages\"\xaa\x03\n" +
