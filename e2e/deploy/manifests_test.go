@@ -179,6 +179,33 @@ func TestOverlaysBuildAndPass(t *testing.T) {
 	}
 }
 
+// TestNamedElectionWithSecure: the named-election component composes with
+// the secure overlay too, as docs/KUBERNETES.md tells those who want both
+// to do (a copy of overlays/secure with the component).
+func TestNamedElectionWithSecure(t *testing.T) {
+	k8s := filepath.Join(repoRoot(t), "deploy", "k8s")
+	dir := t.TempDir()
+	rel := func(path string) string { // kustomize refuses absolute roots
+		r, err := filepath.Rel(dir, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	kust := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n",
+		rel(filepath.Join(k8s, "overlays", "secure")), rel(filepath.Join(k8s, "components", "named-election")))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := build(t, dir)
+	for _, err := range append(check(m), checkSecurity(m, true)...) {
+		t.Error(err)
+	}
+	if p, err := findPod(m); err != nil || p.flags["k8s-leader-election"] != "my-app" {
+		t.Errorf("secure with the named-election component: --k8s-leader-election %q (%v), want my-app", p.flags["k8s-leader-election"], err)
+	}
+}
+
 func TestStrictDecodingRefusesUnknownFields(t *testing.T) {
 	out, err := kustomize(filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", "plain"))
 	if err != nil {
