@@ -160,7 +160,7 @@ func (s *service) statusError(err error) error {
 	case errors.Is(err, node.ErrUnknownNode):
 		c = codes.NotFound
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrKilled), errors.Is(err, election.ErrNoCandidate),
-		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted):
+		errors.Is(err, node.ErrNotAlive), errors.Is(err, node.ErrPreempted), errors.Is(err, node.ErrProbeFailing):
 		c = codes.FailedPrecondition
 	case errors.Is(err, node.ErrStopped):
 		return s.unavailable(err.Error())
@@ -211,10 +211,11 @@ func (s *service) Status(context.Context, *electordv1.StatusRequest) (*electordv
 		return nil, s.killed()
 	}
 	return &electordv1.StatusResponse{
-		SelfId:    uint64(st.Self),
-		Algorithm: st.Algorithm,
-		Members:   membersToProto(st.Members),
-		Leader:    LeaderToProto(st.Leader),
+		SelfId:      uint64(st.Self),
+		Algorithm:   st.Algorithm,
+		Members:     membersToProto(st.Members),
+		Leader:      LeaderToProto(st.Leader),
+		NotStanding: st.NotStanding(),
 	}, nil
 }
 

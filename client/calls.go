@@ -89,7 +89,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		if err != nil {
 			return err
 		}
-		st = Status{Self: NodeID(p.GetSelfId()), Algorithm: p.GetAlgorithm(), Leader: leaderFromProto(p.GetLeader()), Members: membersFromProto(p.GetMembers())}
+		st = Status{Self: NodeID(p.GetSelfId()), Algorithm: p.GetAlgorithm(), Leader: leaderFromProto(p.GetLeader()), Members: membersFromProto(p.GetMembers()),
+			NotStanding: p.GetNotStanding()}
 		return nil
 	})
 	return st, err

@@ -87,6 +87,10 @@ type Status struct {
 	Algorithm string     `json:"algorithm"`
 	Leader    LeaderInfo `json:"leader"`
 	Members   []Member   `json:"members"`
+	// NotStanding says why the answering node is no candidate in the
+	// default election ("" while it is one, or from a server that predates
+	// it): its candidate probe fails.
+	NotStanding string `json:"not_standing,omitempty"`
 }
 
 // CommandResult is the answer to Kill, Revive, Resign and Transfer.

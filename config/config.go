@@ -58,6 +58,15 @@ type Config struct {
 	// the status page; empty: off.
 	HealthAddr string `mapstructure:"health-addr"`
 
+	// Candidate probe (docs/ELECTIONS.md, "Candidate probe"): the node
+	// stands in the default election only while the app's health endpoint
+	// passes; empty CandidateProbe: off (the node always stands).
+	CandidateProbe          string        `mapstructure:"candidate-probe"`
+	CandidateProbePeriod    time.Duration `mapstructure:"candidate-probe-period"`
+	CandidateProbeTimeout   time.Duration `mapstructure:"candidate-probe-timeout"`
+	CandidateProbeFailures  int           `mapstructure:"candidate-probe-failures"`
+	CandidateProbeSuccesses int           `mapstructure:"candidate-probe-successes"`
+
 	// Kubernetes leader-only routing (package k8s/leaderslice): on when
 	// K8sLeaderService is set.
 	K8sLeaderService string `mapstructure:"k8s-leader-service"`
@@ -176,6 +185,11 @@ func Register(fs *pflag.FlagSet) {
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.String("health-addr", "", "host:port for /healthz, /readyz, /livez, Prometheus /metrics and the status page (empty: off)")
+	fs.String("candidate-probe", "", "http(s) URL of the app's health endpoint: the node stands in the default election only while it answers 2xx or 3xx (empty: off)")
+	fs.Duration("candidate-probe-period", d.CandidateProbePeriod, "how often the candidate probe runs")
+	fs.Duration("candidate-probe-timeout", d.CandidateProbeTimeout, "how long a candidate probe may take before it counts as failed (at most candidate-probe-period)")
+	fs.Int("candidate-probe-failures", d.CandidateProbeFailures, "failed probes in a row before the node stops standing (a refused connection counts at once)")
+	fs.Int("candidate-probe-successes", d.CandidateProbeSuccesses, "passed probes in a row before the node stands again")
 	fs.String("k8s-leader-service", "", "Kubernetes: the selector-less Service whose EndpointSlice the leader writes with its own pod address (empty: off)")
 	fs.String("k8s-leader-election", d.K8sLeaderElection, "Kubernetes: the named election k8s-leader-service follows: its EndpointSlice names the pod whose app leads it (empty: the default election, the node's own leadership)")
 	fs.String("k8s-namespace", "", "Kubernetes: the namespace of k8s-leader-service (default: the pod's, from the service account)")

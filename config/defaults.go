@@ -36,6 +36,11 @@ func Default() Config {
 		LogLevel:  "info",
 		LogFormat: "text",
 
+		CandidateProbePeriod:    DefaultCandidateProbePeriod,
+		CandidateProbeTimeout:   DefaultCandidateProbeTimeout,
+		CandidateProbeFailures:  DefaultCandidateProbeFailures,
+		CandidateProbeSuccesses: DefaultCandidateProbeSuccesses,
+
 		// The leader Service follows the node's own election unless told
 		// a named one: the behaviour from before named elections existed.
 		K8sLeaderElection: DefaultK8sLeaderElection,
@@ -108,6 +113,33 @@ const (
 	DefaultPeerServer = "lf"
 	// DefaultTick is the instance loop's clock; timeouts are rounded up to it.
 	DefaultTick = 10 * time.Millisecond
+
+	// DefaultCandidateProbePeriod: the candidate probe asks the app once a
+	// second. A dead app is found by its refused connection on the next
+	// probe, so the period is most of the time from an app's death to the
+	// handover (half a period on average, a whole one at worst): Kubernetes
+	// probes default to 10s, which would leave a dead app's node leading
+	// for up to 10s. One local HTTP request a second costs the node and the
+	// app next to nothing; a shorter period (100ms) is for apps whose
+	// leadership must move faster.
+	DefaultCandidateProbePeriod = time.Second
+	// DefaultCandidateProbeTimeout: a local health endpoint answers in
+	// milliseconds; an app that takes half a second is hung or starved. At
+	// most the period, so one probe ends before the next is due.
+	DefaultCandidateProbeTimeout = 500 * time.Millisecond
+	// DefaultCandidateProbeFailures: two failed probes in a row (a timeout,
+	// a 5xx) before the node stops standing, so one slow answer (a GC
+	// pause, a busy app) does not move leadership; a refused connection
+	// (the app's process is gone) counts at once, whatever this says.
+	// Kubernetes' failureThreshold is 3, at a 10s period.
+	DefaultCandidateProbeFailures = 2
+	// DefaultCandidateProbeSuccesses: one passed probe and the node stands
+	// again (Kubernetes' successThreshold is 1 too); standing again is
+	// sticky, so it moves no leadership by itself.
+	DefaultCandidateProbeSuccesses = 1
+	// MinCandidateProbePeriod: the probe is one goroutine and one request at
+	// a time; below 10ms it would mostly measure the scheduler.
+	MinCandidateProbePeriod = 10 * time.Millisecond
 
 	// DefaultMaxConns bounds open connections per listener (peer, api,
 	// http): more wait in the kernel's accept queue. A cluster of n nodes

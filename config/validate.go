@@ -135,6 +135,7 @@ func (c Config) Validate() error {
 			bad("health-addr", "%v", err)
 		}
 	}
+	c.validateCandidateProbe(bad)
 	if c.TLS() {
 		for _, f := range []struct{ key, val string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-ca", c.TLSCA}} {
 			if f.val == "" {

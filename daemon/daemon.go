@@ -58,8 +58,11 @@ type Daemon struct {
 	probes  probeShare // health probes of the loop, coalesced (health.go)
 	ops     opsState   // metrics.go
 	cancel  context.CancelFunc
-	runErr  chan error
-	stop    sync.Once
+	// probeDone is closed when the candidate probe's goroutine ended
+	// (candidateprobe.go).
+	probeDone chan struct{}
+	runErr    chan error
+	stop      sync.Once
 }
 
 // Options are what a caller may add to a config.
@@ -264,7 +267,8 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	nd, err := node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
-		Quorum: cfg.Quorum, Preempt: cfg.Preempt, BootstrapExpect: cfg.BootstrapExpect, Store: store, NewMembership: fresh,
+		Quorum: cfg.Quorum, Preempt: cfg.Preempt, BootstrapExpect: cfg.BootstrapExpect, CandidateProbe: cfg.CandidateProbe,
+		Store: store, NewMembership: fresh,
 		Transport: send, Inbox: inbox, Exit: opts.Exit, Logger: log})
 	if err != nil {
 		tr.Close()
@@ -315,6 +319,7 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go func() { d.runErr <- nd.Run(ctx) }()
+	d.startCandidateProbe(ctx)
 	go d.peerSrv.Serve(peerLis)
 	go d.apiSrv.Serve(apiLis)
 	go d.httpSrv.Serve(httpLis)
@@ -349,6 +354,9 @@ func (d *Daemon) Stop() error {
 		}
 		hcancel()
 		d.cancel()
+		if d.probeDone != nil {
+			<-d.probeDone
+		}
 		select {
 		case err = <-d.runErr:
 		case <-time.After(5 * time.Second):

@@ -4,8 +4,8 @@ import "fmt"
 
 // Campaign implements StateMachine.
 func (c *core) Campaign() {
-	if c.role == RoleLeader && !c.excluded() {
-		return
+	if (c.role == RoleLeader && !c.excluded()) || c.withdrawn {
+		return // a node that does not stand leaves elections to the others
 	}
 	c.algo.Campaign(c.host())
 }
@@ -49,6 +49,9 @@ func (c *core) Transfer(to NodeID) error {
 	}
 	if _, ok := c.members[to]; !ok {
 		return fmt.Errorf("%w: %d is not a live member", ErrUnknownNode, to)
+	}
+	if c.notStanding[to] {
+		return fmt.Errorf("%w: node %d said it does not stand (its candidate probe fails)", ErrNotStanding, to)
 	}
 	t := c.leaderTerm
 	if c.q == nil {

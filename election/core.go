@@ -29,6 +29,12 @@ type core struct {
 	idleWait   int  // no leader: ticks to wait before campaigning
 	coldRanked bool // the first election's rank-ordered wait was taken (tickNoLeader)
 	excludeEnd uint64
+	// withdrawn: this node does not stand (Stand); it is excluded from
+	// every election until it stands again.
+	withdrawn bool
+	// notStanding: the members that last said they do not stand (a
+	// Heartbeat or a TimeoutNow with NotStanding); preemptTarget skips them.
+	notStanding map[NodeID]bool
 
 	lastHeard map[NodeID]uint64 // leader: when each follower was last heard
 	leaseFrom uint64            // leader: when it started leading
@@ -89,6 +95,7 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 		savedLeader: cfg.LeaderTerm,
 		members:     make(map[NodeID]Member, len(cfg.Peers)),
 		lastHeard:   map[NodeID]uint64{},
+		notStanding: map[NodeID]bool{},
 		q:           newQuorum(cfg),
 	}
 	for _, p := range cfg.Peers {
@@ -106,7 +113,7 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 
 // excluded reports whether this node resigned or handed over and must not
 // stand in the current round.
-func (c *core) excluded() bool { return c.excludeEnd != 0 }
+func (c *core) excluded() bool { return c.excludeEnd != 0 || c.withdrawn }
 
 // ringView is the live members and this node sorted by rank, lowest first.
 func (c *core) ringView() []Rank {
@@ -188,7 +195,7 @@ func (c *core) Ready() Ready {
 // Status implements StateMachine.
 func (c *core) Status() Status {
 	st := Status{ID: c.cfg.ID, Algorithm: c.algo.Name(), Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm,
-		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(),
+		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(), Withdrawn: c.withdrawn,
 		Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected,
 		RefusedTerms: c.refusedTerms, RefusedMembership: c.refusedMembership, Now: c.now}
 	if c.role == RoleLeader && c.q != nil {
@@ -197,5 +204,6 @@ func (c *core) Status() Status {
 	if r, ok := c.algo.(ElectionRefuser); ok {
 		st.RefusesElections = st.Bootstrapping && r.RefusesElectionsWhileBootstrapping()
 	}
+	st.RefusesElections = st.RefusesElections || c.withdrawn
 	return st
 }

@@ -8,6 +8,9 @@ func (c *core) send(m Message) {
 	}
 	m.From = c.cfg.ID
 	c.stampSupport(&m)
+	if c.withdrawn && (m.Type == MsgHeartbeat || m.Type == MsgTimeoutNow) {
+		m.NotStanding = true // so that a preempting leader does not hand over to it (stand.go)
+	}
 	if c.q != nil && m.Type == MsgCoordinator && m.Confirmed && m.Leader == c.cfg.ID && c.role == RoleLeader {
 		// In quorum mode the leader's own announcement asks for a promise,
 		// like its heartbeat answers, so a new leadership renews its lease
@@ -61,6 +64,10 @@ func (c *core) win(t Term) {
 	if !c.usable(t) {
 		return
 	}
+	if c.withdrawn {
+		c.noLeader(0) // an attempt begun before it withdrew (Stand)
+		return
+	}
 	c.observeTerm(t)
 	if c.q != nil {
 		c.propose(t) // lead once a majority acknowledged
@@ -97,7 +104,7 @@ func (c *core) follow(leader NodeID, t Term) {
 
 // becomeLeader makes this node lead at term t, which it must own.
 func (c *core) becomeLeader(t Term) {
-	if !c.usable(t) {
+	if !c.usable(t) || c.withdrawn {
 		return
 	}
 	if !t.OwnedBy(c.cfg.ID) {

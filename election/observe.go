@@ -32,6 +32,7 @@ func (c *core) Observe(ev Event) {
 		}
 		delete(c.members, id)
 		delete(c.lastHeard, id)
+		delete(c.notStanding, id)
 		c.ring, c.supportAt = nil, 0
 		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || !c.leaderFresh()) {
 			// A leader that said it leaves is gone. Gossip's death verdict

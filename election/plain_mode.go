@@ -247,8 +247,8 @@ func (c *core) leaderHearsOfRival(m Message) bool {
 // leader that sees one hands over to the highest (a transfer, which carries
 // its support), from the tick after its leadership was reported.
 func (c *core) tickPreempt() {
-	if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID && c.reported == c.leadership() {
-		_ = c.Transfer(ring[len(ring)-1].ID)
+	if to := c.preemptTarget(); c.cfg.Preempt && to != c.cfg.ID && c.reported == c.leadership() {
+		_ = c.Transfer(to)
 	}
 }
 
@@ -288,7 +288,7 @@ func (c *core) resignTarget() (NodeID, bool) {
 	ring := c.ringView()
 	for i := len(ring) - 1; i >= 0; i-- {
 		id := ring[i].ID
-		if at, ok := c.lastHeard[id]; ok && id != c.cfg.ID && c.now-at <= lt {
+		if at, ok := c.lastHeard[id]; ok && id != c.cfg.ID && c.now-at <= lt && !c.notStanding[id] {
 			return id, true
 		}
 	}

@@ -9,7 +9,7 @@ package election
 // t; it leads once a majority did. A node that still keeps a promise to
 // another leader does not stand until the promise ends.
 func (c *core) propose(t Term) {
-	if !c.usable(t) {
+	if !c.usable(t) || c.withdrawn {
 		return
 	}
 	if c.q.promised(c.now) && c.q.promisedTo != c.cfg.ID {
@@ -280,13 +280,13 @@ func (c *core) tickLease() {
 		c.giveUp()
 		return
 	}
-	if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID && c.reported == c.leadership() {
+	if to := c.preemptTarget(); c.cfg.Preempt && to != c.cfg.ID && c.reported == c.leadership() {
 		// Followers are bound by their promises to this leader, so a
 		// higher-ranked member cannot depose it; the leader hands over to
 		// it instead, from the tick after it took over, so its leadership
 		// is reported before it ends (followers that took its announcement
 		// name a leader that did claim).
-		_ = c.Transfer(ring[len(ring)-1].ID)
+		_ = c.Transfer(to)
 	}
 }
 
@@ -295,7 +295,7 @@ func (c *core) tickLease() {
 func (c *core) leaseDue() int {
 	end := c.leaseEnd()
 	k := int(min(end-min(end, c.now), 1<<30))
-	if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID {
+	if c.cfg.Preempt && c.preemptTarget() != c.cfg.ID {
 		k = min(k, 1)
 	}
 	return k

@@ -78,9 +78,10 @@ func (c *core) validate(m Message) error {
 			return fmt.Errorf("%w: %w", bad("names leader %d, not a live member", m.Leader), ErrNotMember)
 		}
 	}
-	if m.Type == MsgTimeoutNow && (m.From != c.leader || m.Term != c.leaderTerm) {
+	if m.Type == MsgTimeoutNow && (m.From != c.leader || m.Term != c.leaderTerm) && !c.passedOn(m) {
 		// Only the leader this node follows may hand it its leadership or
-		// ask it to run the election it resigned from.
+		// ask it to run the election it resigned from (or a member that
+		// does not stand, passing that on: passedOn).
 		return fmt.Errorf("%w: %w", bad("from %d at %v, but this node follows %d at %v", m.From, m.Term, c.leader, c.leaderTerm), ErrNotLeaderMsg)
 	}
 	if c.checker != nil && (m.Type == MsgElection || m.Type == MsgAnswer) {
@@ -94,6 +95,7 @@ func (c *core) validate(m Message) error {
 func (c *core) stepHeartbeat(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm && m.Leader == c.cfg.ID {
 		c.heard(m.From)
+		c.saysStanding(m)
 		resp := Message{Type: MsgHeartbeatResp, To: m.From, Term: c.leaderTerm, Leader: c.cfg.ID}
 		if c.q != nil {
 			// The heartbeat renews the follower's support for the lease,
@@ -311,6 +313,11 @@ func (c *core) stepTimeoutNow(m Message) {
 		c.q.release(m.From) // it handed over: it claims nothing any more
 	} else {
 		c.carry(c.claimed(m)) // and its support with it (plain_mode.go)
+	}
+	c.saysStanding(m)
+	if c.withdrawn {
+		c.passOn(m)
+		return
 	}
 	if m.Elect {
 		// The sender resigned: it will not answer, so leave it out.

@@ -119,7 +119,7 @@ func (c *core) TicksUntilDue() int {
 		at(int(lt - (c.now-c.leaseFrom)%lt)) // the re-announcement round
 		if c.q != nil {
 			at(c.leaseDue())
-		} else if ring := c.ringView(); c.cfg.Preempt && ring[len(ring)-1].ID != c.cfg.ID {
+		} else if c.cfg.Preempt && c.preemptTarget() != c.cfg.ID {
 			at(1) // a handover to a higher-ranked member (tickPreempt)
 		}
 	case RoleFollower:
@@ -130,7 +130,8 @@ func (c *core) TicksUntilDue() int {
 			at(c.q.proposalDue(c.cfg.ElectionTimeoutTicks))
 		}
 	case RoleNoLeader:
-		if !c.bootstrapping || len(c.ringView()) >= c.cfg.BootstrapExpect {
+		// A node that does not stand has nothing to campaign for.
+		if !c.withdrawn && (!c.bootstrapping || len(c.ringView()) >= c.cfg.BootstrapExpect) {
 			k := c.idleWait - c.idle
 			if c.excludeEnd != 0 {
 				k = max(k, int(min(c.excludeEnd-min(c.excludeEnd, c.now), 1<<30)))

@@ -222,6 +222,11 @@ type Message struct {
 	// the leadership handed over, which the successor claims for a leader
 	// timeout. 0: not given (an older peer), read as 1. See plain_mode.go.
 	Support uint32
+	// NotStanding: the sender does not stand (StateMachine.Stand(false)).
+	// On a follower's Heartbeat, and on the TimeoutNow with which such a
+	// node passes on a leadership handed to it; a preempting leader does
+	// not hand over to a member that said so.
+	NotStanding bool
 	// Election: the named election the message belongs to; "" is the
 	// node's default election. The state machines never read it: the node
 	// routes each message to the machine of its election.
@@ -297,11 +302,15 @@ type Status struct {
 	Term       Term
 	Members    int
 	Excluded   bool
+	// Withdrawn: this node does not stand (StateMachine.Stand): it follows
+	// but never leads.
+	Withdrawn bool
 	// Bootstrapping: a first start still waiting to see BootstrapExpect
 	// members before it campaigns on its own.
 	Bootstrapping bool
 	// RefusesElections: this node refuses Elections now (see
-	// ElectionRefuser); its node answers them with a refusal.
+	// ElectionRefuser, and Stand); its node answers them with a refusal,
+	// except those of a round this node started (a ring lap come back).
 	RefusesElections bool
 	Rejected         uint64
 	// RefusedTerms counts messages refused for a term beyond MaxEpoch (also
@@ -337,6 +346,11 @@ type StateMachine interface {
 	Resign() error
 	// Transfer hands leadership to a live member with one message.
 	Transfer(to NodeID) error
+	// Stand says whether this node is a candidate (true at start). A node
+	// that does not stand hands its leadership over as Resign does (or,
+	// alone, just stops leading), never campaigns or wins, and passes on a
+	// leadership handed to it; it still follows the leader.
+	Stand(on bool)
 	// HasReady reports whether Ready would return anything.
 	HasReady() bool
 	// Ready returns and clears the pending effects.
@@ -347,8 +361,11 @@ type StateMachine interface {
 
 // Sentinel errors callers act on.
 var (
-	ErrNotLeader      = errors.New("election: not the leader")
-	ErrUnknownNode    = errors.New("election: unknown node")
-	ErrNoCandidate    = errors.New("election: no other live member to lead")
+	ErrNotLeader   = errors.New("election: not the leader")
+	ErrUnknownNode = errors.New("election: unknown node")
+	ErrNoCandidate = errors.New("election: no other live member to lead")
+	// ErrNotStanding refuses a Transfer to a member that said it does not
+	// stand (Message.NotStanding): it would pass the leadership back.
+	ErrNotStanding    = errors.New("election: the node does not stand")
 	ErrInvalidMessage = errors.New("election: invalid message")
 )

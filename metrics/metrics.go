@@ -84,6 +84,8 @@ var (
 	persistErrorsDesc  = desc("term_persist_failures_total", "Writes of the term to the data dir that failed (the node takes no part in elections until one succeeds).")
 	persistFaultDesc   = desc("term_persist_fault", "1 while the node cannot persist its term, else 0.")
 	killedDesc         = desc("killed", "1 while the node is killed (electctl kill) or stood down after a membership conflict.")
+	standingDesc       = desc("standing", "1 while this node is a candidate in the default election; 0 while its candidate probe fails (it follows, never leads).")
+	probeOKDesc        = desc("candidate_probe_ok", "1 while the candidate probe (candidate-probe) passes, 0 while it fails; absent without a probe.")
 	membersDesc        = desc("gossip_members", "Members this node knows, itself included, by state: alive, or dead (declared dead or left).", "state")
 	gossipHealthDesc   = desc("gossip_health_score", "memberlist's awareness score: 0 is healthy; it rises when this node's own probes time out (it may be the slow one).")
 	conflictsDesc      = desc("gossip_conflicts_total", "Duplicate ids or term-slot collisions seen in gossip.")
@@ -146,6 +148,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(persistErrorsDesc, ctr.PersistErrors.Load())
 	ch <- gauge(persistFaultDesc, boolf(st.Fault != ""))
 	ch <- gauge(killedDesc, boolf(st.Killed))
+	ch <- gauge(standingDesc, boolf(st.Standing))
+	if st.CandidateProbe != nil {
+		ch <- gauge(probeOKDesc, boolf(st.CandidateProbe.OK))
+	}
 	ch <- counter(conflictsDesc, ctr.Conflicts.Load())
 	ch <- counter(inboxFullDesc, ctr.InboxFull.Load())
 	ch <- counter(failuresLostDesc, ctr.FailuresLost.Load())

@@ -204,6 +204,11 @@ func (s *clocked) Transfer(to election.NodeID) error {
 	return s.StateMachine.Transfer(to)
 }
 
+func (s *clocked) Stand(on bool) {
+	s.c.catchUp()
+	s.StateMachine.Stand(on)
+}
+
 func (s *clocked) Status() election.Status {
 	s.c.catchUp()
 	return s.StateMachine.Status()

@@ -3,7 +3,9 @@ package node
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/electord/electord/election"
@@ -121,16 +123,29 @@ func (n *Node) Handover(ctx context.Context, wait time.Duration) (election.NodeI
 		if n.halted() || n.sm.Status().Role != election.RoleLeader {
 			return nil
 		}
+		// The best-ranked live member that stands: a member whose
+		// candidate probe fails refuses (election.ErrNotStanding), and the
+		// next is tried.
+		var alive []election.NodeID
 		for id, rec := range n.members {
-			if best := n.members[to]; rec.alive && (best == nil || cmp.Or(cmp.Compare(rec.Priority, best.Priority), cmp.Compare(id, to)) > 0) {
-				to = id
+			if rec.alive {
+				alive = append(alive, id)
 			}
 		}
-		if to == 0 {
-			return nil
+		slices.SortFunc(alive, func(a, b election.NodeID) int {
+			return cmp.Or(cmp.Compare(n.members[b].Priority, n.members[a].Priority), cmp.Compare(b, a))
+		})
+		for _, id := range alive {
+			err := n.sm.Transfer(id)
+			if errors.Is(err, election.ErrNotStanding) {
+				continue
+			}
+			if err == nil {
+				to, n.handingTo = id, id
+			}
+			return err
 		}
-		n.handingTo = to
-		return n.sm.Transfer(to)
+		return nil
 	})
 	if err != nil || to == 0 {
 		return to, err

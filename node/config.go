@@ -27,6 +27,9 @@ type Config struct {
 	Preempt          bool
 	// BootstrapExpect: see election.Config.BootstrapExpect.
 	BootstrapExpect int
+	// CandidateProbe is the candidate probe's URL ("" without one): the
+	// node does not stand until CandidateProbed says the probe passes.
+	CandidateProbe string
 	// Store persists the term; nil keeps it in memory.
 	Store *TermStore
 	// NewMembership starts gossip; called at start and on Revive.

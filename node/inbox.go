@@ -59,8 +59,10 @@ func (b *Inbox) Receive(in transport.Inbound) error {
 		return transport.ErrNotServing
 	}
 	// Only the default election bootstraps: a named one starts when the
-	// cluster has formed and apps campaign.
-	if in.Msg.Type == election.MsgElection && in.Msg.Election == "" && b.refusing.Load() {
+	// cluster has formed and apps campaign. A node's own ring round coming
+	// back is taken: a leader that stopped standing runs one without itself
+	// to hand over, and refused it would end only at its timeout.
+	if in.Msg.Type == election.MsgElection && in.Msg.Election == "" && b.refusing.Load() && in.Msg.Initiator != in.Msg.To {
 		return transport.ErrNotReady
 	}
 	if !b.msgs.Push(in) {
@@ -76,6 +78,15 @@ type failure struct {
 	m    election.Message
 	busy bool
 	err  error
+}
+
+// event is f as the state machine observes it.
+func (f failure) event() election.Event {
+	typ := election.EventSendFailed
+	if f.busy {
+		typ = election.EventPeerBusy
+	}
+	return election.Event{Type: typ, Msg: f.m, Refused: errors.Is(f.err, transport.ErrPeerDown)}
 }
 
 // Failed implements transport.Receiver; called by many goroutines.

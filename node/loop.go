@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/electord/electord/election"
@@ -44,8 +43,9 @@ func (n *Node) Run(ctx context.Context) error {
 			if !ok || n.halted() {
 				continue
 			}
-			if in.Msg.Election != "" || in.Msg.Type == election.MsgCandidacy {
+			if namedMsg(in) {
 				n.stepNamed(in) // a named election's: its own machine (named.go)
+				n.moreNamed()
 				break
 			}
 			n.cause = cause{kind: "message", msg: in.Msg}
@@ -61,14 +61,13 @@ func (n *Node) Run(ctx context.Context) error {
 			if !ok {
 				continue
 			}
-			m, kind, typ := f.m, "send failed", election.EventSendFailed
+			m, kind := f.m, "send failed"
 			if f.busy {
-				kind, typ = "peer busy", election.EventPeerBusy
+				kind = "peer busy"
 			}
-			if m.Election != "" {
-				if m.Type != election.MsgCandidacy {
-					n.namedSendFailed(election.Event{Type: typ, Msg: m, Refused: errors.Is(f.err, transport.ErrPeerDown)})
-				}
+			if namedFailure(f) {
+				n.namedSendFailed(f.event())
+				n.moreNamedFailures()
 				break
 			}
 			n.cause = cause{kind: kind, msg: m}
@@ -76,7 +75,7 @@ func (n *Node) Run(ctx context.Context) error {
 			// which sends failed, when, and how (timed out, refused).
 			n.log.Debug("peer message not delivered", "to", uint64(m.To), "type", m.Type, "term", m.Term, "err", f.err)
 			if !n.halted() {
-				n.sm.Observe(election.Event{Type: typ, Msg: m, Refused: errors.Is(f.err, transport.ErrPeerDown)})
+				n.sm.Observe(f.event())
 			}
 			if m.Type == election.MsgTimeoutNow && m.To == n.handingTo && m.To != 0 {
 				n.handingTo = 0
@@ -138,6 +137,47 @@ func (n *Node) moreEvents() {
 		default:
 			return
 		}
+	}
+}
+
+// maxNamedBatch bounds the named elections' messages (and, apart, their
+// send failures) one loop pass takes.
+const maxNamedBatch = 512
+
+// namedMsg says whether in belongs to a named election (or is a Candidacy).
+func namedMsg(in transport.Inbound) bool {
+	return in.Msg.Election != "" || in.Msg.Type == election.MsgCandidacy
+}
+
+// namedFailure says whether f is the failure of a named election's send.
+func namedFailure(f failure) bool { return f.m.Election != "" }
+
+// moreNamed steps the named elections' messages already queued behind the
+// one just stepped, up to maxNamedBatch in all, stopping before the first
+// default-election message: the pass's drain (afterNamed) then serves them
+// all with one synced write. A node that led many elections dies, and each
+// of its peers is sent one Coordinator per election by the new leader; one
+// pass each was one fsync each, and the last election's new leader was seen
+// a hundred writes after the first's.
+func (n *Node) moreNamed() {
+	for range maxNamedBatch - 1 {
+		in, ok := n.in.msgs.PopIf(namedMsg)
+		if !ok {
+			return
+		}
+		n.stepNamed(in)
+	}
+}
+
+// moreNamedFailures is moreNamed for send failures: a dead peer fails the
+// sends of every election that talks to it at once.
+func (n *Node) moreNamedFailures() {
+	for range maxNamedBatch - 1 {
+		f, ok := n.in.failures.PopIf(namedFailure)
+		if !ok {
+			return
+		}
+		n.namedSendFailed(f.event())
 	}
 }
 

@@ -36,12 +36,16 @@ type namedState struct {
 	store *NamedStore
 	clock *tickClock // nil while no machine runs
 	dirty map[string]bool
+	// replies: the named Heartbeat calls stepped in this loop pass, waiting
+	// for the pass's drain to answer them (awaitReply).
+	replies map[replyKey][]chan election.Message
 	// Dropped counts named messages for an election this node runs no
 	// machine for (it withdrew, or never stood).
 	dropped uint64
 	// incarnation is this node's, as its candidacies say: new at start
 	// and at each revive (renewIncarnation).
 	incarnation uint64
+	resend      namedResend // anti-entropy for candidacies (named_resend.go)
 }
 
 // renewIncarnation takes this node's next incarnation (incarnation.go).
@@ -128,7 +132,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	n.catchUpNamed()
 	if n.named.clock == nil {
 		c := newTickClock(n.cfg.Tick)
-		c.drive(machineSet{n.named})
+		c.drive(n.namedTicker())
 		c.start()
 		n.named.clock = c
 	}
@@ -149,14 +153,14 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 // dropMachine stops running name's machine, after sending what it has to
 // send.
 func (n *Node) dropMachine(name string) {
-	n.processNamed(name, nil, 0)
+	n.processNamed(name)
 	n.forgetMachine(name)
 }
 
 // forgetMachine stops running name's machine at once.
 func (n *Node) forgetMachine(name string) {
 	delete(n.named.machines, name)
-	if len(n.named.machines) == 0 && n.named.clock != nil {
+	if len(n.named.machines) == 0 && n.named.clock != nil && !n.named.resend.pending() {
 		n.named.clock.stop()
 		n.named.clock = nil
 	}
@@ -204,7 +208,12 @@ func (n *Node) stepNamed(in transport.Inbound) {
 		n.counters.Rejected.Add(1)
 		n.log.Debug("rejected a named election's message", "election", m.Election, "err", err)
 	}
-	n.processNamed(m.Election, in.Reply, m.From)
+	// Drained with the rest of the loop pass (afterNamed): many elections'
+	// messages taken in one pass cost one synced write, not one each.
+	n.named.dirty[m.Election] = true
+	if in.Reply != nil {
+		n.awaitReply(m.Election, m.From, in.Reply)
+	}
 }
 
 // candidacyFrom records a peer's standing in a named election. A candidacy
@@ -241,6 +250,11 @@ func (n *Node) candidacyFrom(m election.Message) {
 	name := m.Election
 	if name == "" {
 		return // only the sender's incarnation (announceIncarnation)
+	}
+	// After the incarnation: a copy from a new process is news even when
+	// its standing reads the same.
+	if n.unchangedCandidacy(m) {
+		return
 	}
 	nm := n.named.machines[name]
 	if m.Confirmed {
@@ -288,8 +302,11 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 }
 
 // namedSendFailed tells a named machine that one of its messages was not
-// delivered.
+// delivered (a Candidacy is no machine's).
 func (n *Node) namedSendFailed(ev election.Event) {
+	if ev.Msg.Type == election.MsgCandidacy {
+		return
+	}
 	if nm := n.named.machines[ev.Msg.Election]; nm != nil && !n.halted() {
 		n.catchUpNamed()
 		nm.sm.Observe(ev)
@@ -403,6 +420,9 @@ func (n *Node) withdrawCandidacy(id named.ID) {
 	}
 	if !wasHead {
 		return
+	}
+	if !more {
+		n.named.resend.withdrew(name)
 	}
 	if nm := n.named.machines[name]; nm != nil {
 		if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {

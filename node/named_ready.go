@@ -12,10 +12,10 @@ import (
 // something to say as one batch, terms durable before messages, leadership
 // terms durable before they are shown (see drainNamed).
 
-// processNamed drains the Ready of name's machine (see drainNamed). reply,
-// when not nil, takes its answer to replyTo's heartbeat.
-func (n *Node) processNamed(name string, reply chan election.Message, replyTo election.NodeID) {
-	n.drainNamed([]string{name}, reply, replyTo)
+// processNamed drains the Ready of name's machine at once (see
+// drainNamed), before the machine is dropped.
+func (n *Node) processNamed(name string) {
+	n.drainNamed([]string{name})
 }
 
 // namedReady is one machine's Ready in a batch.
@@ -25,18 +25,56 @@ type namedReady struct {
 	rd   election.Ready
 }
 
+// replyKey names a Heartbeat call waiting for its answer: the election and
+// the caller.
+type replyKey struct {
+	name string
+	to   election.NodeID
+}
+
+// awaitReply keeps a named Heartbeat's reply channel until the drain of the
+// loop pass that stepped it: the machine's answer goes there, not by a
+// message of its own (afterNamed closes the channels left unanswered).
+func (n *Node) awaitReply(name string, to election.NodeID, ch chan election.Message) {
+	if n.named.replies == nil {
+		n.named.replies = map[replyKey][]chan election.Message{}
+	}
+	k := replyKey{name, to}
+	n.named.replies[k] = append(n.named.replies[k], ch)
+}
+
+// answer gives m, a HeartbeatResp, to the call waiting for it, if one is.
+func (n *Node) answer(m election.Message) bool {
+	k := replyKey{m.Election, m.To}
+	chs := n.named.replies[k]
+	if len(chs) == 0 {
+		return false
+	}
+	chs[0] <- m
+	if len(chs) == 1 {
+		delete(n.named.replies, k)
+	} else {
+		n.named.replies[k] = chs[1:]
+	}
+	return true
+}
+
+// closeReplies ends the calls no drain answered.
+func (n *Node) closeReplies() {
+	for k, chs := range n.named.replies {
+		for _, ch := range chs {
+			close(ch)
+		}
+		delete(n.named.replies, k)
+	}
+}
+
 // drainNamed drains the Ready of the machines of names as one batch: every
 // term is durable before any of the batch's messages goes out, in one write
-// however many elections moved past their reserve; then the messages go;
-// then the leadership terms are durable (one write) before any change is
-// shown or announced. reply, when not nil, takes the batch's answer to
-// replyTo's heartbeat.
-func (n *Node) drainNamed(names []string, reply chan election.Message, replyTo election.NodeID) {
-	defer func() {
-		if reply != nil {
-			close(reply) // no answer
-		}
-	}()
+// however many elections moved past their reserve; then the messages go
+// (a Heartbeat's answer to its waiting call); then the leadership terms are
+// durable (one write) before any change is shown or announced.
+func (n *Node) drainNamed(names []string) {
 	if n.halted() {
 		return
 	}
@@ -50,15 +88,22 @@ func (n *Node) drainNamed(names []string, reply chan election.Message, replyTo e
 			batch = append(batch, namedReady{name, nm, rd})
 		}
 	}
+	// A leadership that ended is shown ended before anything of the batch
+	// goes out: a handover's TimeoutNow lets the successor claim as soon as
+	// it arrives, and two nodes must never both say they lead. (The default
+	// election withdraws before its batch in the same way.)
+	for _, b := range batch {
+		if n.showsSelfLeading(b.name) && b.nm.sm.Status().Role != election.RoleLeader {
+			n.publishNamed(b.name)
+		}
+	}
 	// If none of the batch's new terms is durable, the machines that
 	// minted or took one stop here, before anything carries it.
 	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.Term != 0 })
 	for _, b := range batch {
 		for _, m := range b.rd.Messages {
 			m.Election = b.name
-			if reply != nil && m.Type == election.MsgHeartbeatResp && m.To == replyTo {
-				reply <- m
-				reply = nil
+			if m.Type == election.MsgHeartbeatResp && n.answer(m) {
 				continue
 			}
 			n.cfg.Transport.Send(m)
@@ -125,23 +170,36 @@ func (n *Node) namedStoreFailed(name string, err error) {
 	n.sendToMembers(n.notStanding(name), 0)
 }
 
-// afterNamed runs after each loop iteration: it drains the machines that
-// have something to say and publishes the elections that changed.
+// afterNamed runs after each loop iteration: it drains, as one batch, the
+// machines the iteration touched that have something to say, and publishes
+// the elections that changed. Every call that can give a machine a Ready
+// (a Step, an Observe, a command, a due Tick) marks its election dirty, so
+// the elections the iteration did not touch cost it nothing.
 func (n *Node) afterNamed() {
 	var ready []string
-	for name, nm := range n.named.machines {
-		if nm.sm.HasReady() {
+	for name := range n.named.dirty {
+		if nm := n.named.machines[name]; nm != nil && nm.sm.HasReady() {
 			ready = append(ready, name)
 		}
 	}
 	if len(ready) > 0 {
-		n.drainNamed(ready, nil, 0)
+		n.drainNamed(ready)
 	}
+	n.closeReplies()
 	for name := range n.named.dirty {
 		n.publishNamed(name)
 	}
 	clear(n.named.dirty)
+	n.resendNamed()
 	if n.named.clock != nil {
 		n.named.clock.arm()
 	}
+}
+
+// showsSelfLeading reports whether what readers see of name says this node
+// leads it.
+func (n *Node) showsSelfLeading(name string) bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.elections[name].Leader.Self
 }

@@ -76,6 +76,10 @@ type Node struct {
 	// elections is what readers see of them (under mu).
 	named     *namedState
 	elections map[string]ElectionInfo
+
+	// candidateProbe is the candidate probe's last verdict (standing.go), nil
+	// without a probe; owned by the loop.
+	candidateProbe *CandidateProbeInfo
 }
 
 // Counters are the node's event counts, for metrics and tests.
@@ -115,6 +119,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Quorum > 0 {
 		n.clock.catchAll = n.leading.Load
+	}
+	if cfg.CandidateProbe != "" {
+		n.candidateProbe = candidateProbeStart(cfg.CandidateProbe)
 	}
 	if err := n.startMachine(); err != nil {
 		return nil, err
@@ -156,6 +163,9 @@ func (n *Node) startMachine() error {
 		return err
 	}
 	n.sm = n.clock.wrap(sm)
+	// A new machine (a start, a revive, a recovered disk) stands as the
+	// candidate probe last said.
+	n.sm.Stand(n.standing())
 	return nil
 }
 

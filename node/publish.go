@@ -84,7 +84,12 @@ func (n *Node) publish() {
 		n.announceDue = true
 	}
 	n.leader = li
-	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed, Term: st.Term}
+	n.status = StatusInfo{Self: n.cfg.Self.ID, Algorithm: n.cfg.Algorithm, Leader: li, Members: members, Killed: n.killed, Term: st.Term,
+		Standing: n.standing()}
+	if n.candidateProbe != nil {
+		p := *n.candidateProbe
+		n.status.CandidateProbe = &p
+	}
 	if n.storeErr != nil {
 		n.status.Term = max(n.cfg.Store.Durable().Term, li.Term)
 		n.status.Fault = "cannot persist the term: " + n.storeErr.Error()

@@ -72,14 +72,22 @@ type StatusInfo struct {
 	// Fault says why the node takes no part in elections, "" when it does
 	// (a term it cannot persist).
 	Fault string `json:"fault,omitempty"`
+	// Standing: this node is a candidate in the default election (false
+	// while its candidate probe fails); CandidateProbe is that probe's
+	// verdict (nil without one).
+	Standing       bool                `json:"standing"`
+	CandidateProbe *CandidateProbeInfo `json:"candidate_probe,omitempty"`
 }
 
 // Errors callers act on.
 var (
 	ErrUnknownNode = election.ErrUnknownNode
 	ErrNotLeader   = election.ErrNotLeader
-	ErrKilled      = errors.New("node: killed (revive it first)")
-	ErrStopped     = errors.New("node: stopped")
+	// ErrProbeFailing refuses a Transfer to a member whose candidate probe
+	// fails (it said it does not stand).
+	ErrProbeFailing = election.ErrNotStanding
+	ErrKilled       = errors.New("node: killed (revive it first)")
+	ErrStopped      = errors.New("node: stopped")
 	// ErrNotAlive refuses a Transfer to a member that is not alive.
 	ErrNotAlive = errors.New("node: not alive")
 	// ErrPreempted refuses a Resign or Transfer that preemption would undo

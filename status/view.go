@@ -22,6 +22,9 @@ type View struct {
 	Algorithm string
 	Killed    bool
 	Fault     string
+	// NotStanding says why this node is no candidate in the default
+	// election ("" while it is one): its candidate probe fails.
+	NotStanding string
 	// Leader is who leads as the serving node sees it.
 	Leader      LeaderView
 	HighestTerm TermView
@@ -148,6 +151,9 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 	li := st.Leader
 	v := View{Self: st.Self, Algorithm: st.Algorithm, Killed: st.Killed, Fault: st.Fault, HighestTerm: termView(st.Term),
 		Leader: LeaderView{Known: li.HasLeader(), ID: li.ID, Name: li.Name, Term: termView(li.Term), Since: li.Since, State: li.State}}
+	if why := st.NotStanding(); why != "" {
+		v.NotStanding = "not standing: " + why
+	}
 
 	var me node.MemberInfo
 	for _, m := range st.Members {

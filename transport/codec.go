@@ -62,12 +62,14 @@ func Encode(m election.Message) (proto.Message, error) {
 	case election.MsgCoordinatorAck:
 		return &pb.CoordinatorAck{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election}, nil
 	case election.MsgHeartbeat:
-		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Leader: uint64(m.Leader), LeaseStamp: m.Stamp}, nil
+		return &pb.Heartbeat{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Leader: uint64(m.Leader), LeaseStamp: m.Stamp,
+			NotStanding: m.NotStanding}, nil
 	case election.MsgHeartbeatResp:
 		return &pb.HeartbeatReply{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Leader: uint64(m.Leader), Reject: m.Reject,
 			LeaseStamp: m.Stamp, Release: m.Release, Support: m.Support}, nil
 	case election.MsgTimeoutNow:
-		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Elect: m.Elect, Support: m.Support}, nil
+		return &pb.TimeoutNow{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election, Elect: m.Elect, Support: m.Support,
+			NotStanding: m.NotStanding}, nil
 	case election.MsgCandidacy:
 		return &pb.Candidacy{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election,
 			Standing: m.Confirmed, Priority: m.FromRank.Priority, Value: m.Value, Incarnation: m.Incarnation}, nil
@@ -152,7 +154,7 @@ func decode(x proto.Message) (election.Message, error) {
 		}
 		return election.Message{Type: election.MsgHeartbeat,
 			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
-			Leader: election.NodeID(x.GetLeader()), Stamp: x.GetLeaseStamp()}, nil
+			Leader: election.NodeID(x.GetLeader()), Stamp: x.GetLeaseStamp(), NotStanding: x.GetNotStanding()}, nil
 	case *pb.HeartbeatReply:
 		if x == nil {
 			break
@@ -167,7 +169,7 @@ func decode(x proto.Message) (election.Message, error) {
 		}
 		return election.Message{Type: election.MsgTimeoutNow,
 			From: election.NodeID(x.GetFrom()), To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
-			Elect: x.GetElect(), Support: x.GetSupport()}, nil
+			Elect: x.GetElect(), Support: x.GetSupport(), NotStanding: x.GetNotStanding()}, nil
 	case *pb.Candidacy:
 		if x == nil {
 			break

@@ -129,6 +129,10 @@ type grpcLink struct {
 	// delivered: an RPC succeeded since the watcher last saw the
 	// connection leave Ready (see watch).
 	delivered atomic.Bool
+	// noBatchUntil (UnixNano): the peer answered a Batch with
+	// Unimplemented (an older node); until then its messages go one call
+	// each (see batchRetry).
+	noBatchUntil atomic.Int64
 }
 
 // NewGRPC returns a transport for node cfg.Self. It opens no connection.
@@ -444,28 +448,13 @@ func staticWindow(maxMessageBytes int) int32 {
 // RPC reached its own deadline (SendTimeout) while ctx was still live.
 func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	t := l.t
-	fail := func(err error) {
-		t.countFailed(m)
-		t.cfg.Receiver.Failed(m, err)
-	}
-	conn, c, err := l.dial()
-	if err != nil {
-		fail(err)
-		return false
-	}
-	l.mu.Lock()
-	addr := l.addr
-	l.mu.Unlock()
 	x, err := Encode(m)
 	if err != nil {
-		fail(err)
+		l.fail(m, err)
 		return false
 	}
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, t.cfg.SendTimeout)
-	defer cancel()
 	var reply *pb.HeartbeatReply
-	call := func(ctx context.Context, opts ...grpc.CallOption) error {
+	delivered, silent := l.rpc(ctx, []election.Message{m}, func(ctx context.Context, c pb.PeerClient, opts ...grpc.CallOption) error {
 		var err error
 		switch x := x.(type) {
 		case *pb.Election:
@@ -488,37 +477,9 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 			err = fmt.Errorf("transport: no RPC for %T", x)
 		}
 		return err
-	}
-	err = call(ctx)
-	if err != nil && refusedOrReset(err) && ctx.Err() == nil && t.cfg.ProbeTimeout >= 0 && probeAccepted(addr, cmp.Or(t.cfg.ProbeTimeout, DefaultProbeTimeout)) {
-		// The channel failed at once on an error it keeps from before
-		// (gRPC fails calls fast while it backs off from a refused dial),
-		// but the peer's port accepts connections again: its process is
-		// back (a restart). Reconnect now and send once more, rather than
-		// report a live peer as failed: a ring token forwarded past it was
-		// lost and cost a whole round timeout (700 ms).
-		err = l.resend(ctx, conn, call, err, addr)
-	}
-	if err != nil {
-		if m.Type == election.MsgHeartbeat && ctx.Err() == nil {
-			// A refused or reset heartbeat, confirmed by one re-dial, is
-			// evidence that the peer's process is gone (ErrPeerDown).
-			err = t.peerDown(err, addr)
-		}
-		// Timed out: our deadline fired, or the server's copy of it did
-		// first and its DeadlineExceeded arrived before our timer (seen
-		// under load: the next queued message was then sent and waited too).
-		silent := parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
-		if silent || dialFailed(err) {
-			l.drop(conn)
-		}
-		fail(err)
+	}, nil)
+	if !delivered || reply == nil {
 		return silent
-	}
-	t.sent[m.Type].Add(1)
-	l.delivered.Store(true)
-	if reply == nil {
-		return false
 	}
 	r, err := Decode(reply, t.cfg.Self)
 	if err != nil {
@@ -531,4 +492,69 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	}
 	t.replies.Add(1)
 	return false
+}
+
+// fail reports m as not delivered.
+func (l *grpcLink) fail(m election.Message, err error) {
+	l.t.countFailed(m)
+	l.t.cfg.Receiver.Failed(m, err)
+}
+
+// rpc makes one call that carries ms (one message, or a Batch of them) and
+// reports each as failed if the call fails, unless spare (if not nil) says
+// the caller handles that error itself. delivered: the call succeeded
+// (every message counted as sent); silent: it reached its own deadline
+// (SendTimeout) while ctx was still live.
+func (l *grpcLink) rpc(ctx context.Context, ms []election.Message, call func(context.Context, pb.PeerClient, ...grpc.CallOption) error, spare func(error) bool) (delivered, silent bool) {
+	t := l.t
+	conn, c, err := l.dial()
+	if err != nil {
+		for _, m := range ms {
+			l.fail(m, err)
+		}
+		return false, false
+	}
+	l.mu.Lock()
+	addr := l.addr
+	l.mu.Unlock()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.SendTimeout)
+	defer cancel()
+	bound := func(ctx context.Context, opts ...grpc.CallOption) error { return call(ctx, c, opts...) }
+	err = bound(ctx)
+	if err != nil && refusedOrReset(err) && ctx.Err() == nil && t.cfg.ProbeTimeout >= 0 && probeAccepted(addr, cmp.Or(t.cfg.ProbeTimeout, DefaultProbeTimeout)) {
+		// The channel failed at once on an error it keeps from before
+		// (gRPC fails calls fast while it backs off from a refused dial),
+		// but the peer's port accepts connections again: its process is
+		// back (a restart). Reconnect now and send once more, rather than
+		// report a live peer as failed: a ring token forwarded past it was
+		// lost and cost a whole round timeout (700 ms).
+		err = l.resend(ctx, conn, bound, err, addr)
+	}
+	if err != nil && spare != nil && spare(err) {
+		return false, false
+	}
+	if err != nil {
+		if len(ms) == 1 && ms[0].Type == election.MsgHeartbeat && ctx.Err() == nil {
+			// A refused or reset heartbeat, confirmed by one re-dial, is
+			// evidence that the peer's process is gone (ErrPeerDown).
+			err = t.peerDown(err, addr)
+		}
+		// Timed out: our deadline fired, or the server's copy of it did
+		// first and its DeadlineExceeded arrived before our timer (seen
+		// under load: the next queued message was then sent and waited too).
+		silent := parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
+		if silent || dialFailed(err) {
+			l.drop(conn)
+		}
+		for _, m := range ms {
+			l.fail(m, err)
+		}
+		return false, silent
+	}
+	for _, m := range ms {
+		t.sent[m.Type].Add(1)
+	}
+	l.delivered.Store(true)
+	return true, false
 }

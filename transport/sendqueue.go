@@ -202,11 +202,33 @@ func (q *sendQueues) run(p *peerQueue) {
 				q.removed(p, m)
 				return
 			}
-			if p.link.send(p.ctx, m) {
+			if q.sendNext(p, m) {
 				q.silent(p)
 			}
 		}
 	}
+}
+
+// sendNext sends m, the oldest message queued for p, and, if p's link
+// carries batches and m may travel in one, the batchable messages queued
+// right behind it, in one call. It returns true when the peer was silent.
+func (q *sendQueues) sendNext(p *peerQueue, m election.Message) bool {
+	bl, ok := p.link.(batchLink)
+	if !ok || !batchable(m) {
+		return p.link.send(p.ctx, m)
+	}
+	ms := []election.Message{m}
+	for len(ms) < maxBatch {
+		next, ok := p.queue.PopIf(batchable)
+		if !ok {
+			break
+		}
+		ms = append(ms, next)
+	}
+	if len(ms) == 1 {
+		return p.link.send(p.ctx, m)
+	}
+	return bl.sendBatch(p.ctx, ms)
 }
 
 // silent reports every message queued for p at once, with ErrPeerSilent:

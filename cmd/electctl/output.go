@@ -87,6 +87,8 @@ type statusJSON struct {
 	Algorithm string        `json:"algorithm"`
 	Leader    leaderJSON    `json:"leader"`
 	Members   []memberJSON  `json:"members"`
+	// NotStanding: why the answering node is no candidate ("" while it is).
+	NotStanding string `json:"not_standing,omitempty"`
 }
 
 // commandJSON is the answer of kill, revive, resign and transfer: what

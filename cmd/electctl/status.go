@@ -28,9 +28,14 @@ no leader, or the member is down) shows "unknown".`,
 				return err
 			}
 			if g.json() {
-				return writeJSON(g.stdout, statusJSON{Self: st.Self, Algorithm: st.Algorithm, Leader: leaderOut(st.Leader), Members: membersOut(st.Members)})
+				return writeJSON(g.stdout, statusJSON{Self: st.Self, Algorithm: st.Algorithm, Leader: leaderOut(st.Leader), Members: membersOut(st.Members),
+					NotStanding: st.NotStanding})
 			}
-			fmt.Fprintf(g.stdout, "node %d (%s), leader: %s\n\n", st.Self, st.Algorithm, describe(st.Leader))
+			fmt.Fprintf(g.stdout, "node %d (%s), leader: %s\n", st.Self, st.Algorithm, describe(st.Leader))
+			if st.NotStanding != "" {
+				fmt.Fprintf(g.stdout, "node %d does not stand: %s\n", st.Self, st.NotStanding)
+			}
+			fmt.Fprintln(g.stdout)
 			w := table(g.stdout)
 			fmt.Fprintln(w, "ID\tNAME\tADDRESS\tALIVE\tROLE\tTERM\tFENCING TOKEN\tALGORITHM")
 			for _, m := range st.Members {

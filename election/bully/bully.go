@@ -93,10 +93,11 @@ func (b *Bully) campaign(h election.Host, doubt bool) {
 	b.doubt, b.busyOnly = doubt, false
 	self := h.Self()
 	if st := h.Standing(); st.Excluded {
-		// Resigning: let the highest other member run the election.
+		// Resigning, or not standing: let the highest other member run the
+		// election, not the one that just resigned to this node.
 		ring := h.Ring()
 		for i := len(ring) - 1; i >= 0; i-- {
-			if ring[i].ID != self.ID {
+			if ring[i].ID != self.ID && ring[i].ID != st.Resigned {
 				h.Send(election.Message{Type: election.MsgTimeoutNow, To: ring[i].ID, Term: st.LeaderTerm, Elect: true})
 				return
 			}

@@ -54,17 +54,18 @@ type Named struct {
 	// restart; without it their candidacies outlive the crash, as after
 	// the node's kill and revive.
 	Redial bool
-	// Mends, when set, model what the node does not do (yet); the zero
-	// value is the node as built.
+	// Mends, when set, model what the node does beyond its first build;
+	// the zero value is that first build (see Mends).
 	Mends Mends
 }
 
-// Mends are behaviours the node does not have (docs/ELECTIONS.md, "Designed,
-// not built"), modelled so that the simulator can show what they change.
-// As built, a Candidacy that is lost (a lossy link, a cut gossip has not
+// Mends are behaviours beyond the node's first build, modelled so that the
+// simulator can show what they change; the zero value is that first build.
+// Without them a Candidacy that is lost (a lossy link, a cut gossip has not
 // noticed, a restart gossip never saw) is repaired only by the next change
 // of that candidacy or by a gossip join, so an election can stay split
-// after the network heals: see TestNamedAsBuiltLosesCandidacies.
+// after the network heals: see TestNamedLostCandidacy. The node now does
+// what ResendEvery 20 with WithdrawnRounds 3 model (node/named_resend.go).
 type Mends struct {
 	// ResendEvery: every this many ticks each node sends its standing in
 	// every election it ever stood in, withdrawn or not, to every live
@@ -72,6 +73,10 @@ type Mends struct {
 	// listing all its standings, the receiver dropping the ones not
 	// listed).
 	ResendEvery int
+	// WithdrawnRounds, with ResendEvery: a withdrawal is resent until
+	// this many rounds have sent it to every other node, then forgotten
+	// (the node's withdrawnRounds); 0 resends it for ever.
+	WithdrawnRounds int
 }
 
 // appID names one app's candidacy: the node it stands through and its id

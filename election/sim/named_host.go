@@ -51,9 +51,11 @@ type namedNode struct {
 	apps  named.Queues
 	store namedStore
 	host  *namedHost // the running host; replaced at restart
-	// told: every election this node ever stood in (Mends.ResendEvery
-	// resends its standing in each, withdrawn or not).
-	told    map[string]bool
+	// told: every election this node stood in, with the rounds that
+	// resent its withdrawal to every other node since it last stood there
+	// (Mends.ResendEvery resends its standing in each; Mends.WithdrawnRounds
+	// forgets a withdrawal resent that many times to all).
+	told    map[string]int
 	started bool // it ran before: a start now is a restart
 }
 
@@ -147,9 +149,9 @@ func (h *namedHost) newMachine(name string, head named.Candidacy, eager bool) er
 	h.ns.tracef("t=%d node %d: %s: stands for app %d from term %v, leadership %v", h.ns.Now(), h.id, name, head.ID, saved.Term, saved.LeaderTerm)
 	h.machines[name] = &namedMachine{sm: sm, app: head.ID, from: saved.Term}
 	if h.nn.told == nil {
-		h.nn.told = map[string]bool{}
+		h.nn.told = map[string]int{}
 	}
-	h.nn.told[name] = true
+	h.nn.told[name] = 0
 	h.ns.stood(name, h.id)
 	others := h.table.Members(name)
 	for _, m := range others {
@@ -346,7 +348,22 @@ func (h *namedHost) Tick() {
 		h.machines[name].sm.Tick()
 	}
 	if h.resendIn() == 1 {
+		// A round counts against a withdrawal only if it goes to every
+		// other node: one that this node holds dead hears none of it.
+		full := true
+		for _, o := range h.ns.Sim.nodes {
+			full = full && (o.id == h.id || h.alive(o.id))
+		}
 		for _, name := range slices.Sorted(maps.Keys(h.nn.told)) {
+			if _, standing := h.nn.apps.Head(name); !standing {
+				if k := h.ns.Mends.WithdrawnRounds; k > 0 && h.nn.told[name] >= k {
+					delete(h.nn.told, name)
+					continue
+				}
+				if full {
+					h.nn.told[name]++
+				}
+			}
 			h.sendCandidacy(name, 0)
 		}
 	}
@@ -443,3 +460,7 @@ var errNoDefault = errors.New("sim: a named elections' host runs no default elec
 func (h *namedHost) Campaign()                      {}
 func (h *namedHost) Resign() error                  { return errNoDefault }
 func (h *namedHost) Transfer(election.NodeID) error { return errNoDefault }
+
+// Stand is the default election's candidate probe, which this host does not
+// run: it does nothing.
+func (h *namedHost) Stand(bool) {}

@@ -7,11 +7,11 @@ import (
 )
 
 // TestNamedLostCandidacy pins what one lost Candidacy does, as the node is
-// built and with anti-entropy (Mends.ResendEvery). Node 1's app stands in
+// built at first and with anti-entropy (Mends.ResendEvery, as the node now does). Node 1's app stands in
 // "jobs" and node 1 leads; its Candidacy that says so to node 3, which
 // stands in nothing (an observer), is lost (a lossy link, or a send that
-// failed: the node sends a Candidacy once and drops it on failure). As
-// built, node 3 shows no leader for as long as node 1 leads: nothing sends
+// failed: a Candidacy is sent once and dropped on failure). Without the
+// resend, node 3 shows no leader for as long as node 1 leads: nothing sends
 // the leadership again. With ResendEvery the next resend repairs it within
 // NamedBound.
 func TestNamedLostCandidacy(t *testing.T) {
@@ -39,7 +39,7 @@ func TestNamedLostCandidacy(t *testing.T) {
 			case !lost:
 				t.Fatalf("%s: no Candidacy was lost", algo)
 			case mends.ResendEvery == 0 && (ok || l != 0):
-				t.Errorf("%s as built: the lost Candidacy was repaired (agreed %v, node 3 shows %d); update this test and docs/ELECTIONS.md", algo, ok, l)
+				t.Errorf("%s without the resend: the lost Candidacy was repaired (agreed %v, node 3 shows %d); update this test and docs/ELECTIONS.md", algo, ok, l)
 			case mends.ResendEvery != 0 && (!ok || ns.Now() > uint64(bound)):
 				t.Errorf("%s with ResendEvery: agreed %v at tick %d, bound %d: %s", algo, ok, ns.Now(), bound, ns.DescribeNamed("jobs"))
 			}
@@ -52,7 +52,7 @@ func TestNamedLostCandidacy(t *testing.T) {
 // notices (docs/ELECTIONS.md, "A node restarted faster than gossip
 // notices"). Nobody saw it leave or join, so nobody sends it their
 // candidacies again (a reply goes only to a candidate new to the
-// receiver), and its new loop knows none: as built it stands alone and
+// receiver), and its new loop knows none: without the resend it stands alone and
 // leads at a term of its own, while node 1 leads on, both for good. With
 // ResendEvery the next resend repairs it within NamedBound.
 func TestNamedQuickRestart(t *testing.T) {
@@ -83,7 +83,7 @@ func TestNamedQuickRestart(t *testing.T) {
 			both := ns.Machine(1, "jobs").Status().Role == election.RoleLeader && ns.Machine(2, "jobs").Status().Role == election.RoleLeader
 			switch {
 			case mends.ResendEvery == 0 && (ok || !both):
-				t.Errorf("%s as built: the quick restart converged (agreed %v); update this test and docs/ELECTIONS.md: %s", algo, ok, ns.DescribeNamed("jobs"))
+				t.Errorf("%s without the resend: the quick restart converged (agreed %v); update this test and docs/ELECTIONS.md: %s", algo, ok, ns.DescribeNamed("jobs"))
 			case mends.ResendEvery != 0 && (!ok || ns.Now()-start > uint64(bound)):
 				t.Errorf("%s with ResendEvery: agreed %v after %d ticks, bound %d: %s", algo, ok, ns.Now()-start, bound, ns.DescribeNamed("jobs"))
 			}

@@ -16,7 +16,7 @@ var (
 	namedSeed      = flag.Uint64("named.seed", 1, "first seed; schedule i uses seed named.seed+i")
 	namedElections = flag.Int("named.elections", 0, "elections per schedule (0: 3 to 8, drawn per seed)")
 	namedTrace     = flag.Bool("named.trace", false, "trace every message and leadership change (use with -named.count=1)")
-	namedAsBuilt   = flag.Bool("named.asbuilt", false, "run without the Mends the node does not have (expect lost candidacies to split elections)")
+	namedAsBuilt   = flag.Bool("named.asbuilt", false, "run without the Mends (the node before its resend: expect lost candidacies to split elections)")
 )
 
 // namedSchedule is one random named-election schedule's outcome.
@@ -156,10 +156,11 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 	return sc, nil
 }
 
-// propertyMends are the Mends the property test runs with: as built, a
-// Candidacy lost to a fault is never sent again, so no bound holds after a
-// heal (TestNamedLostCandidacy shows one such run).
-var propertyMends = Mends{ResendEvery: 20}
+// propertyMends are the Mends the property test runs with: the node's
+// resend (node/named_resend.go). Without it a Candidacy lost to a fault is
+// never sent again, so no bound holds after a heal (TestNamedLostCandidacy
+// shows one such run).
+var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3}
 
 // TestPropertyNamedElections: many seeds of random candidacy churn in
 // several elections under random faults; every step checks S1/S2/S3 and

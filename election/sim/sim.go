@@ -343,7 +343,7 @@ func (s *Sim) deliver() {
 		if !n.up {
 			continue
 		}
-		if e.msg.Type == election.MsgElection && n.sm.Status().RefusesElections {
+		if e.msg.Type == election.MsgElection && n.sm.Status().RefusesElections && e.msg.Initiator != n.id {
 			// Its node's inbox refuses it (transport.ErrNotReady): the
 			// sender hears of it as a failed send, one round trip later.
 			s.wire[s.now+1] = append(s.wire[s.now+1], envelope{at: s.now + 1, msg: e.msg, failed: true})

@@ -65,9 +65,22 @@ func (q *Queue[T]) Push(v T) bool {
 // is empty (a stale Ready value after Drain, or a second consumer). When
 // elements remain, Ready has a value again.
 func (q *Queue[T]) Pop() (v T, ok bool) {
+	return q.PopIf(nil)
+}
+
+// PopIf is Pop of the oldest element only if take (nil: any) accepts it;
+// otherwise the queue is left as it was and ok is false. take runs under
+// the queue's lock: it must not call the queue. It lets the consumer take
+// a run of like elements at once and stop before the first unlike one.
+func (q *Queue[T]) PopIf(take func(T) bool) (v T, ok bool) {
 	q.mu.Lock()
 	if q.n == 0 {
 		q.mu.Unlock()
+		return v, false
+	}
+	if take != nil && !take(q.ring[q.head]) {
+		q.mu.Unlock()
+		q.signal() // still not empty
 		return v, false
 	}
 	var zero T

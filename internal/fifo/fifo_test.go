@@ -173,3 +173,31 @@ func TestConcurrentProducersOneConsumer(t *testing.T) {
 		t.Fatalf("%d left", q.Len())
 	}
 }
+
+// PopIf takes the oldest element only when it is accepted, and leaves the
+// queue (and its Ready) as it was otherwise.
+func TestPopIfStopsAtTheFirstRefused(t *testing.T) {
+	q := New[int](10)
+	for _, v := range []int{2, 4, 5, 6} {
+		q.Push(v)
+	}
+	even := func(v int) bool { return v%2 == 0 }
+	var got []int
+	for v, ok := q.PopIf(even); ok; v, ok = q.PopIf(even) {
+		got = append(got, v)
+	}
+	if len(got) != 2 || got[0] != 2 || got[1] != 4 {
+		t.Fatalf("PopIf took %v; want [2 4]", got)
+	}
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("not ready with a refused element queued")
+	}
+	if v, ok := q.Pop(); !ok || v != 5 {
+		t.Fatalf("pop after PopIf = %d, %v; want 5", v, ok)
+	}
+	if _, ok := New[int](1).PopIf(even); ok {
+		t.Fatal("PopIf from an empty queue reported an element")
+	}
+}

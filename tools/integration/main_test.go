@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(appEnv); spec != "" {
 		os.Exit(runApp(spec)) // this process is an app of named_test.go
 	}
+	if addr := os.Getenv(healthAppEnv); addr != "" {
+		os.Exit(runHealthApp(addr)) // a health app of candidateprobe_test.go
+	}
 	os.Exit(runMain(m))
 }
 

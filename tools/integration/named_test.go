@@ -406,3 +406,96 @@ func TestElectctlElect(t *testing.T) {
 		t.Errorf("electctl leader --election jobs: %v", r)
 	}
 }
+
+// TestNamedElectionsNodeKilled: node 1 leads many named elections (its
+// candidacies came first), node 2 stands in every one of them, node 3 has
+// no candidate. Node 1's process is SIGKILLed: every election gets node 2
+// as its leader at a higher token, as node 2's campaign streams and node
+// 3's view show it. The elections fail over together (one loop pass, one
+// synced write, one Batch call per peer), not one after the other.
+func TestNamedElectionsNodeKilled(t *testing.T) {
+	const elections = 40
+	forEachAlgorithm(t, func(t *testing.T, alg string) {
+		ps := startProcs(t, 3, alg)
+		waitProcAgreement(t, ps, 30*time.Second, "three processes agree on a leader", nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		names := make([]string, elections)
+		led := map[string]uint64{}
+		for i := range names {
+			names[i] = fmt.Sprintf("jobs-%03d", i)
+			cp, err := ps[0].cl.Campaign(ctx, names[i], "app-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := awaitCampaign(t, cp, names[i], "node 1 leads", func(ev client.CampaignEvent) bool { return ev.Event == "leader" })
+			led[names[i]] = uint64(ev.Leader.Term)
+		}
+		standing := map[string]*client.Campaign{}
+		for _, name := range names {
+			cp, err := ps[1].cl.Campaign(ctx, name, "app-2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaitCampaign(t, cp, name, "node 2 follows node 1", func(ev client.CampaignEvent) bool {
+				return ev.Event == "follower" && ev.Leader.ID == 1
+			})
+			standing[name] = cp
+		}
+		eventually(t, 10*time.Second, "node 3 shows node 1 leading every election", func() (bool, string) {
+			for _, name := range names {
+				li, err := ps[2].cl.ElectionLeader(ctx, name)
+				if err != nil || li.ID != 1 || uint64(li.Term) != led[name] {
+					return false, fmt.Sprint(name, li, err)
+				}
+			}
+			return true, ""
+		})
+
+		t0 := time.Now()
+		if err := ps[0].signal(syscall.SIGKILL, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		won := map[string]uint64{}
+		var last time.Duration
+		for _, name := range names {
+			ev := awaitCampaign(t, standing[name], name, "node 2 leads", func(ev client.CampaignEvent) bool {
+				return ev.Event == "leader" && uint64(ev.Leader.Term) > led[name]
+			})
+			won[name] = uint64(ev.Leader.Term)
+			last = max(last, time.Since(t0))
+		}
+		t.Logf("node 1 SIGKILLed while leading %d elections: node 2 read that it leads the last of them %v after the signal",
+			elections, last.Round(100*time.Microsecond))
+		eventually(t, 10*time.Second, "node 3 shows node 2 leading every election", func() (bool, string) {
+			for _, name := range names {
+				li, err := ps[2].cl.ElectionLeader(ctx, name)
+				if err != nil || li.ID != 2 || uint64(li.Term) != won[name] || li.Value != "app-2" {
+					return false, fmt.Sprint(name, li, err)
+				}
+			}
+			return true, ""
+		})
+	})
+}
+
+// awaitCampaign waits for an event of cp that satisfies ok.
+func awaitCampaign(t *testing.T, cp *client.Campaign, name, what string, ok func(client.CampaignEvent) bool) client.CampaignEvent {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	var seen []client.CampaignEvent
+	for {
+		select {
+		case ev, open := <-cp.Events():
+			if !open {
+				t.Fatalf("%s: the campaign ended waiting for %s (%v); saw %v", name, what, cp.Err(), seen)
+			}
+			seen = append(seen, ev)
+			if ok(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("%s: no %s within 10s; saw %v", name, what, seen)
+		}
+	}
+}

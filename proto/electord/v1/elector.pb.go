@@ -358,7 +358,11 @@ type StatusResponse struct {
 	// Every configured member, including the answering node.
 	Members []*MemberStatus `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
 	// The leader as seen by the answering node.
-	Leader        *LeaderInfo `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader *LeaderInfo `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Why the answering node is no candidate in the default election, empty
+	// while it is one: its candidate probe (--candidate-probe) fails; the
+	// text names the probe's URL and its last error.
+	NotStanding   string `protobuf:"bytes,5,opt,name=not_standing,json=notStanding,proto3" json:"not_standing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +423,13 @@ func (x *StatusResponse) GetLeader() *LeaderInfo {
 		return x.Leader
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetNotStanding() string {
+	if x != nil {
+		return x.NotStanding
+	}
+	return ""
 }
 
 // MemberStatus describes one cluster member as seen by the answering node.
@@ -1271,12 +1282,13 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x06leader\x18\x01 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\"\x0f\n" +
-	"\rStatusRequest\"\xad\x01\n" +
+	"\rStatusRequest\"\xd0\x01\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aself_id\x18\x01 \x01(\x04R\x06selfId\x12\x1c\n" +
 	"\talgorithm\x18\x02 \x01(\tR\talgorithm\x123\n" +
 	"\amembers\x18\x03 \x03(\v2\x19.electord.v1.MemberStatusR\amembers\x12/\n" +
-	"\x06leader\x18\x04 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\"\xee\x01\n" +
+	"\x06leader\x18\x04 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12!\n" +
+	"\fnot_standing\x18\x05 \x01(\tR\vnotStanding\"\xee\x01\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +

@@ -510,6 +510,9 @@ type Heartbeat struct {
 	// Quorum mode: the last lease_stamp this leader gave the follower (0:
 	// none); the leader counts the follower towards its lease from then on.
 	LeaseStamp uint64 `protobuf:"varint,5,opt,name=lease_stamp,json=leaseStamp,proto3" json:"lease_stamp,omitempty"`
+	// The follower does not stand in the election (its candidate probe
+	// fails): a preempting leader does not hand over to it.
+	NotStanding bool `protobuf:"varint,6,opt,name=not_standing,json=notStanding,proto3" json:"not_standing,omitempty"`
 	// The named election this message belongs to; empty: the node's default
 	// election (what every older node sends and means).
 	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
@@ -580,6 +583,13 @@ func (x *Heartbeat) GetLeaseStamp() uint64 {
 		return x.LeaseStamp
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetNotStanding() bool {
+	if x != nil {
+		return x.NotStanding
+	}
+	return false
 }
 
 func (x *Heartbeat) GetElection() string {
@@ -727,6 +737,9 @@ type TimeoutNow struct {
 	// Plain mode: the support of the leadership handed over, which the
 	// successor claims for a leader timeout (see Coordinator).
 	Support uint32 `protobuf:"varint,5,opt,name=support,proto3" json:"support,omitempty"`
+	// The sender does not stand in the election: it passes on a leadership
+	// handed to it (see Heartbeat.not_standing).
+	NotStanding bool `protobuf:"varint,6,opt,name=not_standing,json=notStanding,proto3" json:"not_standing,omitempty"`
 	// The named election this message belongs to; empty: the node's default
 	// election (what every older node sends and means).
 	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
@@ -797,6 +810,13 @@ func (x *TimeoutNow) GetSupport() uint32 {
 		return x.Support
 	}
 	return 0
+}
+
+func (x *TimeoutNow) GetNotStanding() bool {
+	if x != nil {
+		return x.NotStanding
+	}
+	return false
 }
 
 func (x *TimeoutNow) GetElection() string {
@@ -962,6 +982,332 @@ func (*Ack) Descriptor() ([]byte, []int) {
 	return file_electord_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
+// Batch carries, in one call, one-way messages of named elections (and
+// Candidacy messages) queued for the same peer, in the order they were
+// queued: a node that takes over many elections at once sends each peer one
+// call, not one per election. Each message is exactly what its own RPC
+// carries and is checked as it would be; a Heartbeat, which waits for its
+// answer, never travels in a Batch, and neither does a message of the
+// default election, so an older node is only ever sent a Batch by a node
+// that shares named elections with it (it answers Unimplemented; the sender
+// then sends one call per message to it, as before).
+type Batch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Envelope            `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_electord_v1_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Batch) GetMessages() []*Envelope {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// Envelope is one message of a Batch.
+type Envelope struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*Envelope_Election
+	//	*Envelope_Answer
+	//	*Envelope_Coordinator
+	//	*Envelope_CoordinatorAck
+	//	*Envelope_Notify
+	//	*Envelope_TimeoutNow
+	//	*Envelope_Candidacy
+	Message       isEnvelope_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Envelope) Reset() {
+	*x = Envelope{}
+	mi := &file_electord_v1_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Envelope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Envelope) ProtoMessage() {}
+
+func (x *Envelope) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
+func (*Envelope) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Envelope) GetMessage() isEnvelope_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *Envelope) GetElection() *Election {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_Election); ok {
+			return x.Election
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetAnswer() *Answer {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_Answer); ok {
+			return x.Answer
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetCoordinator() *Coordinator {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_Coordinator); ok {
+			return x.Coordinator
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetCoordinatorAck() *CoordinatorAck {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_CoordinatorAck); ok {
+			return x.CoordinatorAck
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetNotify() *HeartbeatReply {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_Notify); ok {
+			return x.Notify
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetTimeoutNow() *TimeoutNow {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_TimeoutNow); ok {
+			return x.TimeoutNow
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetCandidacy() *Candidacy {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_Candidacy); ok {
+			return x.Candidacy
+		}
+	}
+	return nil
+}
+
+type isEnvelope_Message interface {
+	isEnvelope_Message()
+}
+
+type Envelope_Election struct {
+	Election *Election `protobuf:"bytes,1,opt,name=election,proto3,oneof"`
+}
+
+type Envelope_Answer struct {
+	Answer *Answer `protobuf:"bytes,2,opt,name=answer,proto3,oneof"`
+}
+
+type Envelope_Coordinator struct {
+	Coordinator *Coordinator `protobuf:"bytes,3,opt,name=coordinator,proto3,oneof"`
+}
+
+type Envelope_CoordinatorAck struct {
+	CoordinatorAck *CoordinatorAck `protobuf:"bytes,4,opt,name=coordinator_ack,json=coordinatorAck,proto3,oneof"`
+}
+
+type Envelope_Notify struct {
+	Notify *HeartbeatReply `protobuf:"bytes,5,opt,name=notify,proto3,oneof"`
+}
+
+type Envelope_TimeoutNow struct {
+	TimeoutNow *TimeoutNow `protobuf:"bytes,6,opt,name=timeout_now,json=timeoutNow,proto3,oneof"`
+}
+
+type Envelope_Candidacy struct {
+	Candidacy *Candidacy `protobuf:"bytes,7,opt,name=candidacy,proto3,oneof"`
+}
+
+func (*Envelope_Election) isEnvelope_Message() {}
+
+func (*Envelope_Answer) isEnvelope_Message() {}
+
+func (*Envelope_Coordinator) isEnvelope_Message() {}
+
+func (*Envelope_CoordinatorAck) isEnvelope_Message() {}
+
+func (*Envelope_Notify) isEnvelope_Message() {}
+
+func (*Envelope_TimeoutNow) isEnvelope_Message() {}
+
+func (*Envelope_Candidacy) isEnvelope_Message() {}
+
+// BatchAck says which messages of a Batch the receiver refused, and why
+// (the gRPC code and message their own RPC would have failed with); the
+// others were delivered.
+type BatchAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Refused       []*Refusal             `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchAck) Reset() {
+	*x = BatchAck{}
+	mi := &file_electord_v1_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchAck) ProtoMessage() {}
+
+func (x *BatchAck) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
+func (*BatchAck) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BatchAck) GetRefused() []*Refusal {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+// Refusal is one refused message of a Batch.
+type Refusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its index in Batch.messages.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The gRPC status code its own RPC would have returned.
+	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refusal) Reset() {
+	*x = Refusal{}
+	mi := &file_electord_v1_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refusal) ProtoMessage() {}
+
+func (x *Refusal) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
+func (*Refusal) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Refusal) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Refusal) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Refusal) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_electord_v1_peer_proto protoreflect.FileDescriptor
 
 const file_electord_v1_peer_proto_rawDesc = "" +
@@ -1005,14 +1351,15 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\x98\x01\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xbb\x01\n" +
 	"\tHeartbeat\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1f\n" +
 	"\vlease_stamp\x18\x05 \x01(\x04R\n" +
-	"leaseStamp\x12\x1a\n" +
+	"leaseStamp\x12!\n" +
+	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
 	"\belection\x18\x14 \x01(\tR\belection\"\xe9\x01\n" +
 	"\x0eHeartbeatReply\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
@@ -1024,14 +1371,15 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"leaseStamp\x12\x18\n" +
 	"\arelease\x18\a \x01(\bR\arelease\x12\x18\n" +
 	"\asupport\x18\b \x01(\rR\asupport\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\x90\x01\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\xb3\x01\n" +
 	"\n" +
 	"TimeoutNow\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x14\n" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
-	"\asupport\x18\x05 \x01(\rR\asupport\x12\x1a\n" +
+	"\asupport\x18\x05 \x01(\rR\asupport\x12!\n" +
+	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
 	"\belection\x18\x14 \x01(\tR\belection\"\xcf\x01\n" +
 	"\tCandidacy\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
@@ -1042,7 +1390,25 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\bpriority\x18\x06 \x01(\x03R\bpriority\x12\x14\n" +
 	"\x05value\x18\a \x01(\tR\x05value\x12 \n" +
 	"\vincarnation\x18\b \x01(\x04R\vincarnation\"\x05\n" +
-	"\x03Ack2\xd3\x03\n" +
+	"\x03Ack\":\n" +
+	"\x05Batch\x121\n" +
+	"\bmessages\x18\x01 \x03(\v2\x15.electord.v1.EnvelopeR\bmessages\"\xaa\x03\n" +
+	"\bEnvelope\x123\n" +
+	"\belection\x18\x01 \x01(\v2\x15.electord.v1.ElectionH\x00R\belection\x12-\n" +
+	"\x06answer\x18\x02 \x01(\v2\x13.electord.v1.AnswerH\x00R\x06answer\x12<\n" +
+	"\vcoordinator\x18\x03 \x01(\v2\x18.electord.v1.CoordinatorH\x00R\vcoordinator\x12F\n" +
+	"\x0fcoordinator_ack\x18\x04 \x01(\v2\x1b.electord.v1.CoordinatorAckH\x00R\x0ecoordinatorAck\x125\n" +
+	"\x06notify\x18\x05 \x01(\v2\x1b.electord.v1.HeartbeatReplyH\x00R\x06notify\x12:\n" +
+	"\vtimeout_now\x18\x06 \x01(\v2\x17.electord.v1.TimeoutNowH\x00R\n" +
+	"timeoutNow\x126\n" +
+	"\tcandidacy\x18\a \x01(\v2\x16.electord.v1.CandidacyH\x00R\tcandidacyB\t\n" +
+	"\amessage\":\n" +
+	"\bBatchAck\x12.\n" +
+	"\arefused\x18\x01 \x03(\v2\x14.electord.v1.RefusalR\arefused\"M\n" +
+	"\aRefusal\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage2\x87\x04\n" +
 	"\x04Peer\x123\n" +
 	"\bElection\x12\x15.electord.v1.Election\x1a\x10.electord.v1.Ack\x12/\n" +
 	"\x06Answer\x12\x13.electord.v1.Answer\x1a\x10.electord.v1.Ack\x129\n" +
@@ -1052,7 +1418,8 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"TimeoutNow\x12\x17.electord.v1.TimeoutNow\x1a\x10.electord.v1.Ack\x127\n" +
 	"\x06Notify\x12\x1b.electord.v1.HeartbeatReply\x1a\x10.electord.v1.Ack\x125\n" +
-	"\tCandidacy\x12\x16.electord.v1.Candidacy\x1a\x10.electord.v1.AckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
+	"\tCandidacy\x12\x16.electord.v1.Candidacy\x1a\x10.electord.v1.Ack\x122\n" +
+	"\x05Batch\x12\x12.electord.v1.Batch\x1a\x15.electord.v1.BatchAckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
 var (
 	file_electord_v1_peer_proto_rawDescOnce sync.Once
@@ -1066,7 +1433,7 @@ func file_electord_v1_peer_proto_rawDescGZIP() []byte {
 	return file_electord_v1_peer_proto_rawDescData
 }
 
-var file_electord_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_electord_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_electord_v1_peer_proto_goTypes = []any{
 	(*Rank)(nil),           // 0: electord.v1.Rank
 	(*Election)(nil),       // 1: electord.v1.Election
@@ -1078,33 +1445,48 @@ var file_electord_v1_peer_proto_goTypes = []any{
 	(*TimeoutNow)(nil),     // 7: electord.v1.TimeoutNow
 	(*Candidacy)(nil),      // 8: electord.v1.Candidacy
 	(*Ack)(nil),            // 9: electord.v1.Ack
+	(*Batch)(nil),          // 10: electord.v1.Batch
+	(*Envelope)(nil),       // 11: electord.v1.Envelope
+	(*BatchAck)(nil),       // 12: electord.v1.BatchAck
+	(*Refusal)(nil),        // 13: electord.v1.Refusal
 }
 var file_electord_v1_peer_proto_depIdxs = []int32{
 	0,  // 0: electord.v1.Election.candidates:type_name -> electord.v1.Rank
 	0,  // 1: electord.v1.Election.from_rank:type_name -> electord.v1.Rank
 	0,  // 2: electord.v1.Election.initiator_rank:type_name -> electord.v1.Rank
 	0,  // 3: electord.v1.Coordinator.leader_rank:type_name -> electord.v1.Rank
-	1,  // 4: electord.v1.Peer.Election:input_type -> electord.v1.Election
-	2,  // 5: electord.v1.Peer.Answer:input_type -> electord.v1.Answer
-	3,  // 6: electord.v1.Peer.Coordinator:input_type -> electord.v1.Coordinator
-	4,  // 7: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
-	5,  // 8: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
-	7,  // 9: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
-	6,  // 10: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
-	8,  // 11: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
-	9,  // 12: electord.v1.Peer.Election:output_type -> electord.v1.Ack
-	9,  // 13: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
-	9,  // 14: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
-	9,  // 15: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
-	6,  // 16: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
-	9,  // 17: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
-	9,  // 18: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
-	9,  // 19: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	11, // 4: electord.v1.Batch.messages:type_name -> electord.v1.Envelope
+	1,  // 5: electord.v1.Envelope.election:type_name -> electord.v1.Election
+	2,  // 6: electord.v1.Envelope.answer:type_name -> electord.v1.Answer
+	3,  // 7: electord.v1.Envelope.coordinator:type_name -> electord.v1.Coordinator
+	4,  // 8: electord.v1.Envelope.coordinator_ack:type_name -> electord.v1.CoordinatorAck
+	6,  // 9: electord.v1.Envelope.notify:type_name -> electord.v1.HeartbeatReply
+	7,  // 10: electord.v1.Envelope.timeout_now:type_name -> electord.v1.TimeoutNow
+	8,  // 11: electord.v1.Envelope.candidacy:type_name -> electord.v1.Candidacy
+	13, // 12: electord.v1.BatchAck.refused:type_name -> electord.v1.Refusal
+	1,  // 13: electord.v1.Peer.Election:input_type -> electord.v1.Election
+	2,  // 14: electord.v1.Peer.Answer:input_type -> electord.v1.Answer
+	3,  // 15: electord.v1.Peer.Coordinator:input_type -> electord.v1.Coordinator
+	4,  // 16: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
+	5,  // 17: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
+	7,  // 18: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
+	6,  // 19: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
+	8,  // 20: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
+	10, // 21: electord.v1.Peer.Batch:input_type -> electord.v1.Batch
+	9,  // 22: electord.v1.Peer.Election:output_type -> electord.v1.Ack
+	9,  // 23: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
+	9,  // 24: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
+	9,  // 25: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
+	6,  // 26: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
+	9,  // 27: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
+	9,  // 28: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
+	9,  // 29: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
+	12, // 30: electord.v1.Peer.Batch:output_type -> electord.v1.BatchAck
+	22, // [22:31] is the sub-list for method output_type
+	13, // [13:22] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_electord_v1_peer_proto_init() }
@@ -1112,13 +1494,22 @@ func file_electord_v1_peer_proto_init() {
 	if File_electord_v1_peer_proto != nil {
 		return
 	}
+	file_electord_v1_peer_proto_msgTypes[11].OneofWrappers = []any{
+		(*Envelope_Election)(nil),
+		(*Envelope_Answer)(nil),
+		(*Envelope_Coordinator)(nil),
+		(*Envelope_CoordinatorAck)(nil),
+		(*Envelope_Notify)(nil),
+		(*Envelope_TimeoutNow)(nil),
+		(*Envelope_Candidacy)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_electord_v1_peer_proto_rawDesc), len(file_electord_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

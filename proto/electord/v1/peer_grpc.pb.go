@@ -31,6 +31,7 @@ const (
 	Peer_TimeoutNow_FullMethodName     = "/electord.v1.Peer/TimeoutNow"
 	Peer_Notify_FullMethodName         = "/electord.v1.Peer/Notify"
 	Peer_Candidacy_FullMethodName      = "/electord.v1.Peer/Candidacy"
+	Peer_Batch_FullMethodName          = "/electord.v1.Peer/Batch"
 )
 
 // PeerClient is the client API for Peer service.
@@ -59,6 +60,8 @@ type PeerClient interface {
 	Notify(ctx context.Context, in *HeartbeatReply, opts ...grpc.CallOption) (*Ack, error)
 	// Candidacy delivers a node's standing in a named election.
 	Candidacy(ctx context.Context, in *Candidacy, opts ...grpc.CallOption) (*Ack, error)
+	// Batch delivers several one-way messages of named elections in one call.
+	Batch(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*BatchAck, error)
 }
 
 type peerClient struct {
@@ -149,6 +152,16 @@ func (c *peerClient) Candidacy(ctx context.Context, in *Candidacy, opts ...grpc.
 	return out, nil
 }
 
+func (c *peerClient) Batch(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*BatchAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchAck)
+	err := c.cc.Invoke(ctx, Peer_Batch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -175,6 +188,8 @@ type PeerServer interface {
 	Notify(context.Context, *HeartbeatReply) (*Ack, error)
 	// Candidacy delivers a node's standing in a named election.
 	Candidacy(context.Context, *Candidacy) (*Ack, error)
+	// Batch delivers several one-way messages of named elections in one call.
+	Batch(context.Context, *Batch) (*BatchAck, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -208,6 +223,9 @@ func (UnimplementedPeerServer) Notify(context.Context, *HeartbeatReply) (*Ack, e
 }
 func (UnimplementedPeerServer) Candidacy(context.Context, *Candidacy) (*Ack, error) {
 	return nil, status.Error(codes.Unimplemented, "method Candidacy not implemented")
+}
+func (UnimplementedPeerServer) Batch(context.Context, *Batch) (*BatchAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method Batch not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -374,6 +392,24 @@ func _Peer_Candidacy_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Batch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Batch)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Batch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Batch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Batch(ctx, req.(*Batch))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -412,6 +448,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Candidacy",
 			Handler:    _Peer_Candidacy_Handler,
+		},
+		{
+			MethodName: "Batch",
+			Handler:    _Peer_Batch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -124,6 +124,12 @@ func checkPortRange() {
 // startCluster starts n electord processes with the default configuration,
 // on free loopback ports (see freePort), all joining node 1.
 func startCluster(bin, algo string, n int, extra []string, logf func(string, ...any)) (*cluster, error) {
+	return startClusterWith(bin, algo, n, extra, nil, logf)
+}
+
+// startClusterWith is startCluster with perNode's flags, if set, added to
+// node id's after extra.
+func startClusterWith(bin, algo string, n int, extra []string, perNode func(id int) []string, logf func(string, ...any)) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "electbench-")
 	if err != nil {
 		return nil, err
@@ -168,6 +174,9 @@ func startCluster(bin, algo string, n int, extra []string, logf func(string, ...
 			p.args = append(p.args, sec...)
 		}
 		p.args = append(p.args, extra...)
+		if perNode != nil {
+			p.args = append(p.args, perNode(i)...)
+		}
 		if p.conn, err = grpc.NewClient(p.api, grpc.WithTransportCredentials(creds)); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,220 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// dropOnce makes the network lose the first message drop matches, silently
+// (no delivery, no failure report: a lossy link), and says when it has.
+func dropOnce(net *transport.Network, drop func(election.Message) bool) (lost func() bool) {
+	var mu sync.Mutex
+	done := false
+	net.SetHook(func(m election.Message) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done && drop(m) {
+			done = true
+			return false
+		}
+		return true
+	})
+	return func() bool { mu.Lock(); defer mu.Unlock(); return done }
+}
+
+// resendCounts reads nd's resend counters on its loop.
+func resendCounts(t *testing.T, nd *Node) (resent, unchanged uint64) {
+	t.Helper()
+	if err := nd.do(context.Background(), func() error {
+		resent, unchanged = nd.named.resend.resent, nd.named.resend.unchanged
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return resent, unchanged
+}
+
+// A leader's Candidacy that says so to an observer is lost. Nothing else
+// would send it again while the leadership lasts: the next round of the
+// leader's resend repairs it (TestNamedLostCandidacy in election/sim is
+// the same case in the simulator).
+func TestNamedResendRepairsALostCandidacy(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			c.agree(10*time.Second, 0)
+			lost := dropOnce(c.net, func(m election.Message) bool {
+				return m.Type == election.MsgCandidacy && m.From == 1 && m.To == 3 && m.Term != 0
+			})
+			a, err := c.nodes[1].Campaign(context.Background(), "jobs", "app-a", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+			observed(t, c.nodes[2], "jobs", 1, "app-a", 10*time.Second)
+			// A round is every 20 heartbeat intervals (1 s at the test's
+			// timings): the observer learns the leader well within 5 s.
+			observed(t, c.nodes[3], "jobs", 1, "app-a", 5*time.Second)
+			if !lost() {
+				t.Fatal("no Candidacy was lost")
+			}
+			if resent, _ := resendCounts(t, c.nodes[1]); resent == 0 {
+				t.Fatal("node 3 learned the leader, but node 1 resent nothing: the loss was repaired by something else")
+			}
+		})
+	}
+}
+
+// A withdrawal that is lost: the observer would show the withdrawn app as
+// leading for good; the withdrawal's resend repairs it.
+func TestNamedResendRepairsALostWithdrawal(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	a, err := c.nodes[1].Campaign(context.Background(), "jobs", "app-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	observed(t, c.nodes[3], "jobs", 1, "app-a", 10*time.Second)
+	lost := dropOnce(c.net, func(m election.Message) bool {
+		return m.Type == election.MsgCandidacy && m.From == 1 && m.To == 3 && !m.Confirmed
+	})
+	a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		li, known := c.nodes[3].ElectionLeader("jobs")
+		if !known && lost() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the withdrawal node 3 shows %+v (known %v, withdrawal lost %v)", li, known, lost())
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
+// The copies a round sends are, on a settled cluster, what the receivers
+// hold already: each is dropped at once, with no event to apps or
+// watchers and nothing marked to publish.
+func TestNamedResendUnchangedCopyIsANoOp(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	a, err := c.nodes[1].Campaign(ctx, "jobs", "app-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	b, err := c.nodes[2].Campaign(ctx, "jobs", "app-b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	nextEvent(t, b, 10*time.Second, isEvent(EventFollower)) // sticky: a leads on
+	observed(t, c.nodes[3], "jobs", 1, "app-a", 10*time.Second)
+	w, err := c.nodes[3].WatchElection(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	<-w.C() // the current leadership
+
+	// Two rounds of every node reach the others (1 s each at the test's
+	// timings).
+	_, before := resendCounts(t, c.nodes[3])
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, now := resendCounts(t, c.nodes[3])
+		if now >= before+4 { // two rounds of nodes 1 and 2
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 3 took %d unchanged copies in 10 s, want 4", now-before)
+		}
+		select {
+		case li := <-w.C():
+			t.Fatalf("a watcher on node 3 got %+v from unchanged copies", li)
+		case ev := <-a.Events():
+			t.Fatalf("app a got %+v from unchanged copies", ev)
+		case ev := <-b.Events():
+			t.Fatalf("app b got %+v from unchanged copies", ev)
+		case <-time.After(20 * time.Millisecond): // polling interval
+		}
+	}
+
+	// One copy, stepped on node 2's loop as the inbox would: nothing is
+	// marked to publish, nothing asked of the store.
+	if err := c.nodes[2].do(ctx, func() error {
+		nd := c.nodes[2]
+		s, ok := nd.named.table.Get("jobs", 1)
+		if !ok {
+			t.Error("node 2 holds no candidacy of node 1")
+			return nil
+		}
+		m := election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs", Confirmed: true, Value: s.Value,
+			FromRank: election.Rank{Priority: s.Priority, ID: 1}, Term: s.LeaderTerm}
+		nd.stepNamed(transport.Inbound{Msg: m})
+		if len(nd.named.dirty) != 0 {
+			t.Errorf("an unchanged copy marked %v to publish", nd.named.dirty)
+		}
+		if nm := nd.named.machines["jobs"]; nm == nil || nm.sm.HasReady() {
+			t.Errorf("an unchanged copy gave node 2's machine something to do")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node killed while a withdrawal is still being resent (its named clock
+// runs on for it, with no machine left) stands again after its revive, and
+// its named clock ticks: its rounds run and the election is seen.
+func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	old, err := c.nodes[1].Campaign(ctx, "old", "x", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, old, 10*time.Second, isEvent(EventLeader))
+	old.Close() // node 1 withdraws from "old": its rounds resend that
+	if err := c.nodes[1].Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[1].Revive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.nodes[1].Campaign(ctx, "jobs", "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	b, err := c.nodes[2].Campaign(ctx, "jobs", "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
+	// Node 1's named clock ticks again: its rounds run.
+	before, _ := resendCounts(t, c.nodes[1])
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if now, _ := resendCounts(t, c.nodes[1]); now > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 1 resent nothing within 10 s of standing again after its revive")
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	observed(t, c.nodes[3], "jobs", 1, "a", 10*time.Second)
+}
