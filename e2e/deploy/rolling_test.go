@@ -46,7 +46,7 @@ package deploy
 // the app polls and does not hand over: Resign would need an admin client
 // certificate in the app, which is not simulated.
 //
-//	sudo go test -run TestRollingUpdateInDocker -v ./   (in e2e/deploy)
+//	sudo go test -run RollingUpdateInDocker -v ./   (in e2e/deploy; all three overlays)
 //	E2E_DEPLOY_ROLLS=10 for more updates (default 5 for plain, 2 for named)
 //	E2E_DEPLOY_LOGS=dir keeps each deleted pod's electord log there
 
