@@ -64,8 +64,15 @@ func TestChecksCatch(t *testing.T) {
 		{"pod IP not from the downward API", func(m *manifests) { setArg(m, "k8s-pod-ip", "10.0.0.1") }, "--k8s-pod-ip must come from the downward API"},
 		{"a flag electord does not have", func(m *manifests) { setArg(m, "leader-service", "x") }, "--leader-service, which electord does not have"},
 		{"a flag value that does not parse", func(m *manifests) { setArg(m, "quorum", "three") }, "do not parse"},
-		{"the Service follows another election than the app's", func(m *manifests) { setArg(m, "k8s-leader-election", "other") }, "CAMPAIGN_URL must be"},
-		{"quorum with a named election", func(m *manifests) { setArg(m, "quorum", "3") }, "named elections do not run in quorum mode"},
+		{"no quorum mode (a partitioned minority elects its own leader)", func(m *manifests) {
+			electord(m).Args = slices.DeleteFunc(electord(m).Args, func(a string) bool { return strings.HasPrefix(a, "--quorum=") })
+		}, "--quorum must be 3"},
+		{"the Service follows a named election the app does not campaign in", func(m *manifests) { setArg(m, "k8s-leader-election", "my-app") }, "CAMPAIGN_URL must be"},
+		{"the app campaigns, the Service follows the node's own election", func(m *manifests) {
+			app := &podSpec(m).Containers[0]
+			app.Env = append(app.Env, corev1.EnvVar{Name: "CAMPAIGN_URL", Value: "http://127.0.0.1:4040/elections/my-app/campaign"})
+		}, "CAMPAIGN_URL is set"},
+		{"the app polls another address than the sidecar's", func(m *manifests) { podSpec(m).Containers[0].Env[0].Value = "http://127.0.0.1:7074/leader/self" }, "LEADER_URL must be"},
 		{"no PDB", func(m *manifests) { m.PDBs = nil }, "PodDisruptionBudget"},
 		{"no NetworkPolicy", func(m *manifests) { m.NetworkPolicies = nil }, "no NetworkPolicy"},
 		{"gossip open to all", func(m *manifests) {
@@ -138,6 +145,20 @@ func TestChecksCatch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { breaks(t, dir, false, c.break_, c.want) })
+	}
+
+	// The named overlay: the app campaigns in the election the Service
+	// follows, and quorum mode is off (electord refuses it there).
+	named := filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", "named")
+	for _, c := range []struct {
+		name   string
+		break_ func(m *manifests)
+		want   string
+	}{
+		{"the Service follows another election than the app's", func(m *manifests) { setArg(m, "k8s-leader-election", "other") }, "CAMPAIGN_URL must be"},
+		{"quorum with a named election", func(m *manifests) { setArg(m, "quorum", "3") }, "named elections do not run in quorum mode"},
+	} {
+		t.Run("named/"+c.name, func(t *testing.T) { breaks(t, named, false, c.break_, c.want) })
 	}
 
 	// The secure overlay: its api is reachable by the app's pods only.

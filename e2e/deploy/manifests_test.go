@@ -179,6 +179,33 @@ func TestOverlaysBuildAndPass(t *testing.T) {
 	}
 }
 
+// TestNamedElectionWithSecure: the named-election component composes with
+// the secure overlay too, as docs/KUBERNETES.md tells those who want both
+// to do (a copy of overlays/secure with the component).
+func TestNamedElectionWithSecure(t *testing.T) {
+	k8s := filepath.Join(repoRoot(t), "deploy", "k8s")
+	dir := t.TempDir()
+	rel := func(path string) string { // kustomize refuses absolute roots
+		r, err := filepath.Rel(dir, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	kust := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n",
+		rel(filepath.Join(k8s, "overlays", "secure")), rel(filepath.Join(k8s, "components", "named-election")))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := build(t, dir)
+	for _, err := range append(check(m), checkSecurity(m, true)...) {
+		t.Error(err)
+	}
+	if p, err := findPod(m); err != nil || p.flags["k8s-leader-election"] != "my-app" {
+		t.Errorf("secure with the named-election component: --k8s-leader-election %q (%v), want my-app", p.flags["k8s-leader-election"], err)
+	}
+}
+
 func TestStrictDecodingRefusesUnknownFields(t *testing.T) {
 	out, err := kustomize(filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", "plain"))
 	if err != nil {
@@ -405,22 +432,7 @@ func check(m *manifests) (errs []error) {
 	} else if s := svcs[want]; s == nil || len(s.Spec.Selector) > 0 {
 		bad("Service %s: missing, or has a selector (the leader writes its EndpointSlice)", want)
 	}
-	// The app campaigns, through the sidecar in its pod, in the election
-	// the leader Service follows: else the Service would name nobody, or
-	// a pod whose app does not lead.
-	campaignURL := ""
-	if len(p.spec.Containers) > 0 {
-		for _, e := range p.spec.Containers[0].Env {
-			if e.Name == "CAMPAIGN_URL" {
-				campaignURL = e.Value
-			}
-		}
-	}
-	if el := p.flags["k8s-leader-election"]; el == "" {
-		bad("electord: --k8s-leader-election must name the election the app campaigns in")
-	} else if want := "http://" + p.flags["http-addr"] + "/elections/" + el + "/campaign"; campaignURL != want {
-		bad("app: CAMPAIGN_URL must be %s (the sidecar's campaign in the election the Service follows), got %q", want, campaignURL)
-	}
+	errs = append(errs, checkElection(p)...)
 	if s := svcs[p.sts.Spec.ServiceName]; s == nil || s.Spec.ClusterIP != corev1.ClusterIPNone || !s.Spec.PublishNotReadyAddresses || !selects(s.Spec.Selector, labels) {
 		bad("Service %s (serviceName): missing, not headless, not publishing not-ready pods or not selecting the pods", p.sts.Spec.ServiceName)
 	} else if !strings.HasPrefix(p.flags["join"], s.Name+".") {
@@ -443,6 +455,41 @@ func check(m *manifests) (errs []error) {
 	errs = append(errs, checkNetworkPolicy(m, labels, p.flags)...)
 	errs = append(errs, checkRBAC(m, p.spec.ServiceAccountName)...)
 	errs = append(errs, checkFlags(p)...)
+	return errs
+}
+
+// checkElection: the app follows the election the leader Service follows,
+// through the sidecar in its pod (else the Service would name nobody, or a
+// pod whose app does not lead). Either the node's own election in quorum
+// mode, a majority of the replicas to lead (the default: a partitioned
+// minority has no leader), polled at LEADER_URL; or, with
+// --k8s-leader-election (the named overlay), the app campaigns in that
+// election at CAMPAIGN_URL (and electord refuses --quorum with it:
+// checkFlags).
+func checkElection(p *pod) (errs []error) {
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	env := map[string]string{}
+	if len(p.spec.Containers) > 0 {
+		for _, e := range p.spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+	}
+	sidecar := "http://" + p.flags["http-addr"]
+	if el := p.flags["k8s-leader-election"]; el != "" {
+		if want := sidecar + "/elections/" + el + "/campaign"; env["CAMPAIGN_URL"] != want {
+			bad("app: CAMPAIGN_URL must be %s (the sidecar's campaign in the election the Service follows), got %q", want, env["CAMPAIGN_URL"])
+		}
+		return errs
+	}
+	if env["CAMPAIGN_URL"] != "" {
+		bad("app: CAMPAIGN_URL is set, but the leader Service follows the node's own election (no --k8s-leader-election)")
+	}
+	if want := sidecar + "/leader/self"; env["LEADER_URL"] != want {
+		bad("app: LEADER_URL must be %s (whether its node leads the election the Service follows), got %q", want, env["LEADER_URL"])
+	}
+	if want := fmt.Sprint(deref32(p.sts.Spec.Replicas)); p.flags["quorum"] != want {
+		bad("electord: --quorum must be %s, the replicas: without quorum mode a partitioned minority elects a leader of its own; got %q", want, p.flags["quorum"])
+	}
 	return errs
 }
 

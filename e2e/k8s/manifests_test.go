@@ -235,13 +235,13 @@ var brokenCases = map[string][]string{
 	},
 }
 
-// TestManifestsApply applies both overlays (and shows on broken variants
+// TestManifestsApply applies every overlay (and shows on broken variants
 // that each kind of finding fails: one API server for all).
 func TestManifestsApply(t *testing.T) {
 	cp := manifestsControlPlane(t)
 	overlays, err := filepath.Glob(filepath.Join("..", "..", "deploy", "k8s", "overlays", "*", "kustomization.yaml"))
-	if err != nil || len(overlays) < 2 {
-		t.Fatalf("want the plain and secure overlays under deploy/k8s/overlays, found %v (%v)", overlays, err)
+	if err != nil || len(overlays) < 3 {
+		t.Fatalf("want the plain, secure and named overlays under deploy/k8s/overlays, found %v (%v)", overlays, err)
 	}
 	for _, k := range overlays {
 		dir := filepath.Dir(k)
