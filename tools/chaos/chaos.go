@@ -14,6 +14,13 @@
 // with the leader is strictly larger (the other side is the affected one:
 // without quorum it may elect its own leader, which must yield after the
 // heal; with quorum the larger side is the majority).
+//
+// With Options.Named, the run adds named elections beside the default one,
+// each with one candidate app process per node (package candidate, started
+// in the node's namespace and kept standing by a supervisor, named.go), the
+// app faults (AppKinds) to the tour, and records and checks every election
+// on its own (history.Config.Named). Named elections refuse --quorum (the
+// voter role is not built), so they run in plain mode only.
 package chaos
 
 import (
@@ -74,7 +81,17 @@ type Options struct {
 	// Docker runs the nodes as containers (faultnet.Config.Docker);
 	// Binary must then be static (CGO_ENABLED=0).
 	Docker bool
-	Logf   func(format string, a ...any)
+	// Named is how many named elections run beside the default one
+	// (ElectionName(0), ...), each with one app per node; 0 = none.
+	// Plain mode only (Quorum 0), network namespaces only.
+	Named int
+	// AppCommand runs a candidate app (candidate.Main) with the flags that
+	// follow it, for example electbench's path and "app"; needed with
+	// Named.
+	AppCommand []string
+	// WithdrawnMax: see history.Config.
+	WithdrawnMax time.Duration
+	Logf         func(format string, a ...any)
 }
 
 // Result is what a run found.
@@ -84,16 +101,26 @@ type Result struct {
 	Faults  map[string]int
 	Elapsed time.Duration
 	Dir     string // where the logs were (gone if Options.Dir was "")
+	// Named are the named elections' findings, in ElectionName order.
+	Named []Election
+}
+
+// Election is what a run found in one named election.
+type Election struct {
+	Name    string
+	Report  history.Report
+	History history.History
 }
 
 type runner struct {
-	o    Options
-	c    *faultnet.Cluster
-	rec  *history.Recorder
-	rng  *rand.Rand
-	all  []int
-	logf func(string, ...any)
-	res  *Result
+	o     Options
+	c     *faultnet.Cluster
+	rec   *history.Recorder
+	rng   *rand.Rand
+	all   []int
+	named []*election
+	logf  func(string, ...any)
+	res   *Result
 }
 
 // Run starts the cluster, runs the schedule, stops everything and checks
@@ -114,6 +141,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Kinds == nil {
 		o.Kinds = Kinds
+		if o.Named > 0 {
+			o.Kinds = append(slices.Clone(Kinds), AppKinds...)
+		}
+	}
+	switch {
+	case o.Named > 0 && o.Quorum > 0:
+		return nil, fmt.Errorf("chaos: named elections refuse --quorum (the voter role is not built): run them with quorum 0")
+	case o.Named > 0 && o.Docker:
+		return nil, fmt.Errorf("chaos: named elections run in network namespaces only")
+	case o.Named > 0 && len(o.AppCommand) == 0:
+		return nil, fmt.Errorf("chaos: named elections need Options.AppCommand")
+	}
+	for _, k := range o.Kinds {
+		if slices.Contains(AppKinds, k) && o.Named == 0 {
+			return nil, fmt.Errorf("chaos: fault %s needs named elections", k)
+		}
 	}
 	logf := o.Logf
 	if logf == nil {
@@ -125,32 +168,59 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i := 1; i <= o.Nodes; i++ {
 		r.all = append(r.all, i)
 	}
+	for e := range o.Named {
+		el := &election{name: ElectionName(e), rec: history.NewRecorder()}
+		for n := 1; n <= o.Nodes; n++ {
+			el.apps = append(el.apps, &appSlot{node: n, el: el})
+		}
+		r.named = append(r.named, el)
+	}
 	t0 := time.Now()
 	c, err := faultnet.New(faultnet.Config{
 		Binary: o.Binary, Nodes: o.Nodes, Algorithm: o.Algorithm, Quorum: o.Quorum, Args: o.Args, Tag: o.Tag, Dir: o.Dir, Docker: o.Docker,
-		OnChange: func(t faultnet.Topology) { rec.Topology(history.Topology(t)) },
-		Logf:     logf,
+		OnChange: func(t faultnet.Topology) {
+			rec.Topology(history.Topology(t))
+			for _, el := range r.named {
+				el.rec.Topology(history.Topology(t))
+			}
+		},
+		Logf: logf,
 	})
 	if err != nil {
 		return nil, err
 	}
 	r.c = c
 	r.res.Dir = c.Dir()
-	stopPoll := Poll(c, rec)
+	stopPoll := Poll(c, rec, "")
+	var stopNamed []func()
+	for _, el := range r.named {
+		stopNamed = append(stopNamed, Poll(c, el.rec, "/elections/"+el.name))
+	}
+	stopApps := r.startApps()
 	runErr := r.schedule(ctx)
 	stopPoll()
+	for _, stop := range stopNamed {
+		stop()
+	}
+	stopApps()
 	if err := c.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
 	r.res.History = rec.History()
 	r.res.Report = history.Check(history.Config{Nodes: o.Nodes, Quorum: o.Quorum, Grace: o.Grace, AgreeMax: o.AgreeMax}, r.res.History)
+	for _, el := range r.named {
+		h := el.rec.History()
+		r.res.Named = append(r.res.Named, Election{Name: el.name, History: h, Report: history.Check(history.Config{
+			Nodes: o.Nodes, Grace: o.Grace, AgreeMax: o.AgreeMax, Named: true, WithdrawnMax: o.WithdrawnMax}, h)})
+	}
 	r.res.Elapsed = time.Since(t0)
 	return r.res, runErr
 }
 
 // Poll starts polling every node of c (history.Poller, from the
-// observer's place) into rec; stop ends it and waits for the poller.
-func Poll(c *faultnet.Cluster, rec *history.Recorder) (stop func()) {
+// observer's place) into rec, the election of prefix (history.Poller's
+// Prefix); stop ends it and waits for the poller.
+func Poll(c *faultnet.Cluster, rec *history.Recorder, prefix string) (stop func()) {
 	urls := map[int]string{}
 	for _, nd := range c.Nodes {
 		urls[nd.ID] = nd.HTTPURL
@@ -159,7 +229,7 @@ func Poll(c *faultnet.Cluster, rec *history.Recorder) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&history.Poller{Client: c.HTTPClient(), URLs: urls, Rec: rec}).Run(ctx)
+		(&history.Poller{Client: c.HTTPClient(), URLs: urls, Rec: rec, Prefix: prefix}).Run(ctx)
 	}()
 	return func() {
 		cancel()
@@ -173,16 +243,30 @@ func (r *runner) note(format string, a ...any) {
 	r.logf(format, a...)
 }
 
-// agreed waits for every up node to agree on a leader, with answers sent
-// after since.
+// agreed waits for every up node to agree on a leader of the default
+// election, with answers sent after since.
 func (r *runner) agreed(since time.Time, timeout time.Duration) (history.Agreement, bool) {
+	return r.agreedIn(r.rec, since, timeout)
+}
+
+// agreedIn waits for every up node to agree on a leader in rec's election.
+func (r *runner) agreedIn(rec *history.Recorder, since time.Time, timeout time.Duration) (history.Agreement, bool) {
 	var up []int
 	for _, n := range r.all {
 		if r.c.State(n) == faultnet.Running {
 			up = append(up, n)
 		}
 	}
-	return r.rec.WaitAgreed(up, since, timeout)
+	return rec.WaitAgreed(up, since, timeout)
+}
+
+// heal records a heal in every election's history.
+func (r *runner) heal(what, kind string, at time.Time) {
+	h := history.Heal{At: at, What: what, Kind: kind}
+	r.rec.Heal(h)
+	for _, el := range r.named {
+		el.rec.Heal(h)
+	}
 }
 
 func (r *runner) hold() time.Duration {
@@ -201,6 +285,12 @@ func (r *runner) schedule(ctx context.Context) error {
 		r.note("first agreement: node %d, term %d.%d", a.Leader, a.Term>>16, a.Term&0xffff)
 	} else {
 		r.note("no first agreement within 30s: going on")
+	}
+	if len(r.named) > 0 {
+		if !r.allStanding(ctx, 30*time.Second) {
+			r.note("not every app stood within 30s: going on")
+		}
+		r.agreedNamed("start", time.Now())
 	}
 	start := time.Now()
 	for tour := 1; ; tour++ {
@@ -346,6 +436,9 @@ func (r *runner) step(ctx context.Context, kind string) error {
 			}
 		}
 		hold = 0
+	case AppKill, AppKillLeader, AppPause:
+		// The default election's leader and followers must not notice.
+		return r.appFault(ctx, kind, calm(time.Now()))
 	case Rolling:
 		// As a StatefulSet does it: the highest ordinal first, each node
 		// restarted and the cluster agreed before the next.
@@ -358,10 +451,11 @@ func (r *runner) step(ctx context.Context, kind string) error {
 				break
 			}
 			at := r.c.Topology().At
-			r.rec.Heal(history.Heal{At: at, What: fmt.Sprintf("%s of node %d", kind, i), Kind: kind})
+			r.heal(fmt.Sprintf("%s of node %d", kind, i), kind, at)
 			if _, ok := r.agreed(at, r.o.AgreeTimeout); !ok {
 				r.note("%s: no agreement within %v after restarting node %d", kind, r.o.AgreeTimeout, i)
 			}
+			r.afterHeal(ctx, kind, at)
 		}
 		return err
 	default:
@@ -378,12 +472,13 @@ func (r *runner) step(ctx context.Context, kind string) error {
 	if endCalm != nil {
 		endCalm(at)
 	}
-	r.rec.Heal(history.Heal{At: at, What: kind, Kind: kind})
+	r.heal(kind, kind, at)
 	if a, ok := r.agreed(at, r.o.AgreeTimeout); ok {
 		r.note("%s: healed, agreed on node %d after %.0f ms", kind, a.Leader, float64(a.At.Sub(at).Microseconds())/1000)
 	} else {
 		r.note("%s: healed, no agreement within %v", kind, r.o.AgreeTimeout)
 	}
+	r.afterHeal(ctx, kind, at)
 	settle := 300 * time.Millisecond
 	switch kind {
 	case Partition, OneWay, Bridge, IsolateLeader, IsolateFollower, FollowerCut, Flap:
@@ -391,6 +486,19 @@ func (r *runner) step(ctx context.Context, kind string) error {
 	}
 	r.sleep(ctx, settle)
 	return nil
+}
+
+// afterHeal waits, with named elections, for every app to stand again (a
+// killed node's apps exited with it) and for every election's agreement,
+// so that the next fault starts from a settled cluster.
+func (r *runner) afterHeal(ctx context.Context, kind string, at time.Time) {
+	if len(r.named) == 0 {
+		return
+	}
+	if !r.allStanding(ctx, r.o.AgreeTimeout) {
+		r.note("%s: not every app stood again within %v", kind, r.o.AgreeTimeout)
+	}
+	r.agreedNamed(kind, at)
 }
 
 // LinkSettle is the pause after a fault that dropped packets on links,

@@ -5,6 +5,11 @@
 // the interval [Sent, Recv] in which the node produced it. The harness adds
 // what it did to the network and the processes (Topology, Heal, Calm).
 // Check then judges the whole history against the rules in rules.go.
+//
+// A named election is recorded the same way, by a Poller with the
+// election's Prefix (/elections/NAME/leader and /leader/self) into a
+// Recorder of its own, with the candidate apps' standings (App); Check
+// judges it with Config.Named.
 package history
 
 import (
@@ -95,6 +100,15 @@ type Calm struct {
 	What     string
 }
 
+// App is a change of one node's candidacy in a named election: from At on,
+// an app of Node stands there (Standing) or none does (its app was killed,
+// or exited with its node).
+type App struct {
+	At       time.Time
+	Node     int
+	Standing bool
+}
+
 // Recorder collects a history. It is safe for concurrent use.
 type Recorder struct {
 	mu     sync.Mutex
@@ -103,6 +117,7 @@ type Recorder struct {
 	heals  []Heal
 	calms  []Calm
 	notes  []Note
+	apps   []App
 	latest map[[2]int]Obs // node, kind -> latest answer
 	wake   chan struct{}
 }
@@ -149,6 +164,13 @@ func (r *Recorder) Calm(c Calm) {
 	r.calms = append(r.calms, c)
 }
 
+// App records a change of a node's candidacy (named elections).
+func (r *Recorder) App(a App) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.apps = append(r.apps, a)
+}
+
 // Notef adds a line to the fault log.
 func (r *Recorder) Notef(format string, a ...any) {
 	r.mu.Lock()
@@ -163,6 +185,7 @@ type History struct {
 	Heals []Heal
 	Calms []Calm
 	Notes []Note
+	Apps  []App
 }
 
 // History returns a copy of what was recorded so far.
@@ -170,7 +193,7 @@ func (r *Recorder) History() History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return History{Obs: slices.Clone(r.obs), Topo: slices.Clone(r.topo), Heals: slices.Clone(r.heals),
-		Calms: slices.Clone(r.calms), Notes: slices.Clone(r.notes)}
+		Calms: slices.Clone(r.calms), Notes: slices.Clone(r.notes), Apps: slices.Clone(r.apps)}
 }
 
 // Agreement is one leader that every node named agrees on.
@@ -263,6 +286,9 @@ type Poller struct {
 	Period  time.Duration  // pause between two rounds of one node; 0 = 20ms
 	Timeout time.Duration  // per request; 0 = 150ms
 	Rec     *Recorder
+	// Prefix goes before /leader and /leader/self: "" for the default
+	// election, "/elections/NAME" for a named one.
+	Prefix string
 }
 
 // Run polls until ctx ends.
@@ -310,9 +336,9 @@ type body struct {
 func (p *Poller) ask(ctx context.Context, id int, url string, k Kind, timeout time.Duration) Obs {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	path := "/leader"
+	path := p.Prefix + "/leader"
 	if k == Self {
-		path = "/leader/self"
+		path += "/self"
 	}
 	o := Obs{Node: id, Kind: k, Sent: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)

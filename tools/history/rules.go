@@ -18,7 +18,18 @@ const (
 	RuleMinorityLeader   = "minority-leader"     // quorum: a node that cannot reach a majority names a leader after the grace
 	RuleHealAgreement    = "heal-agreement"      // no agreed leader within AgreeMax of a heal
 	RuleCalm             = "follower-fault"      // a fault of followers only changed the leader
+	RuleWithdrawnLeads   = "withdrawn-leads"     // named: a node claims an election after its app withdrew, past WithdrawnMax
+	RuleDeadCandidate    = "dead-candidate"      // named: the leader agreed after a heal has no app standing
 )
+
+// DefaultWithdrawnMax is how long a node may go on claiming a named
+// election after its app's stream ended (the app killed), counted while the
+// node runs: the node sees the socket close at once and hands over, and the
+// known lag (the loop publishes the withdrawal after the synced write that
+// drops the election's record, tens of ms on a loaded host) is far below
+// it; the rest is the observer's poll and a loaded host's scheduling, as in
+// DefaultGrace.
+const DefaultWithdrawnMax = 1200 * time.Millisecond
 
 // Unkinded is the per-kind key of heals recorded without a kind or a
 // description.
@@ -48,6 +59,15 @@ type Config struct {
 	AgreeMax time.Duration
 	// SlotBits is how many low bits of a term name its owner (election.SlotBits).
 	SlotBits uint
+	// Named judges a named election's history: the terms of term-monotonic
+	// are those of answers that name a leader (a node that knows no leader
+	// of an election, an observer that saw its leader withdraw or a node
+	// restarted without its app, has no term of it to report), and the
+	// candidacies recorded (History.Apps) add withdrawn-leads and
+	// dead-candidate.
+	Named bool
+	// WithdrawnMax: see DefaultWithdrawnMax; 0 = that.
+	WithdrawnMax time.Duration
 }
 
 // Violation is one broken rule.
@@ -74,6 +94,15 @@ type Report struct {
 	Calms, LeaderChanges int
 	Obs, Errs            int // answers recorded, and requests that got none
 	Claims               int
+	// Overlaps are, without quorum, the episodes in which two nodes
+	// claimed at overlapping moments: plain mode promises no single
+	// claimant (a cut-off side elects its own leader), so they are
+	// reported here and are not violations.
+	Overlaps []Violation
+	// OverlapsWhole counts the Overlaps that began while every node was
+	// up and no link was cut (a resumed or restarted node's stale claim,
+	// or a handover's).
+	OverlapsWhole int
 }
 
 // KindHeals are the heal figures of one fault kind.
@@ -108,6 +137,9 @@ func Check(cfg Config, h History) Report {
 	if cfg.SlotBits == 0 {
 		cfg.SlotBits = 16
 	}
+	if cfg.WithdrawnMax == 0 {
+		cfg.WithdrawnMax = DefaultWithdrawnMax
+	}
 	obs := slices.Clone(h.Obs)
 	sort.SliceStable(obs, func(i, j int) bool { return obs[i].Sent.Before(obs[j].Sent) })
 	topo := slices.Clone(h.Topo)
@@ -135,6 +167,22 @@ func Check(cfg Config, h History) Report {
 	if cfg.Quorum > 0 {
 		c.twoClaims()
 		c.minority()
+	} else {
+		n := len(r.Violations)
+		c.twoClaims()
+		r.Overlaps = slices.Clone(r.Violations[n:])
+		r.Violations = r.Violations[:n]
+		for i, v := range r.Overlaps {
+			if c.whole(v.At) {
+				r.Overlaps[i].Detail += "; every node up and no link cut when it began"
+				r.OverlapsWhole++
+			}
+		}
+	}
+	if cfg.Named {
+		c.apps = slices.Clone(h.Apps)
+		sort.SliceStable(c.apps, func(i, j int) bool { return c.apps[i].At.Before(c.apps[j].At) })
+		c.withdrawnLeads()
 	}
 	c.heals(h.Heals)
 	c.calms(h.Calms)
@@ -146,6 +194,7 @@ type checker struct {
 	cfg  Config
 	obs  []Obs // by Sent
 	topo []Topology
+	apps []App // by At (named elections)
 	r    *Report
 }
 
@@ -208,7 +257,7 @@ func (c *checker) termMonotonic() {
 	}
 	st := map[int]*state{}
 	for _, o := range c.obs {
-		if o.Err != "" {
+		if o.Err != "" || (c.cfg.Named && o.Leads() == 0) {
 			continue
 		}
 		s := st[o.Node]
@@ -387,6 +436,21 @@ func (c *checker) minority() {
 	}
 }
 
+// whole says whether at t every node is up and no link is cut.
+func (c *checker) whole(t time.Time) bool {
+	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
+	if i < 0 {
+		return true
+	}
+	tp := c.topo[i]
+	for n := 1; n < len(tp.Up); n++ {
+		if !tp.Up[n] || slices.Contains(tp.Cut[n], true) {
+			return false
+		}
+	}
+	return true
+}
+
 // upAt returns the nodes up at t.
 func (c *checker) upAt(t time.Time) []int {
 	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
@@ -459,6 +523,10 @@ func (c *checker) heals(heals []Heal) {
 			}
 			c.add(h.At, RuleHealAgreement, "after %s healed, no agreed leader until %s; last answers: %s", h.What, until, c.lastViews(h.At, end))
 			continue
+		}
+		if c.cfg.Named && !c.standing(int(a.Leader), a.At) {
+			c.add(a.At, RuleDeadCandidate, "after %s healed, every node agreed on node %d (term %s), where no app stood",
+				h.What, a.Leader, c.term(a.Term))
 		}
 		d := a.At.Sub(h.At)
 		c.r.HealTimes = append(c.r.HealTimes, d)
@@ -548,6 +616,70 @@ func (c *checker) calms(calms []Calm) {
 			c.add(a.At, RuleCalm, "after %s (nodes %v only), the agreed leader is node %d at term %s, was node %d at term %s",
 				k.What, k.Affected, a.Leader, c.term(a.Term), k.Leader, c.term(k.Term))
 		}
+	}
+}
+
+// lastApp returns node n's last candidacy change at or before t.
+func (c *checker) lastApp(n int, t time.Time) (App, bool) {
+	var last App
+	ok := false
+	for _, a := range c.apps {
+		if a.At.After(t) {
+			break
+		}
+		if a.Node == n {
+			last, ok = a, true
+		}
+	}
+	return last, ok
+}
+
+// standing says whether an app of node n stood at t.
+func (c *checker) standing(n int, t time.Time) bool {
+	a, ok := c.lastApp(n, t)
+	return ok && a.Standing
+}
+
+// upSince returns since when node n has been up (running, not paused)
+// without interruption at t, and whether it is up at t. Before the first
+// topology every node is up.
+func (c *checker) upSince(n int, t time.Time) (time.Time, bool) {
+	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
+	since := time.Time{}
+	for ; i >= 0; i-- {
+		tp := c.topo[i]
+		if n >= len(tp.Up) || !tp.Up[n] {
+			return since, !since.IsZero()
+		}
+		since = tp.At
+	}
+	return since, true
+}
+
+// withdrawnLeads: a node whose app no longer stands stops claiming the
+// election within WithdrawnMax of the later of the app's end and the
+// node's last start or resume (a stopped node cannot act on the closed
+// stream). One violation per withdrawal.
+func (c *checker) withdrawnLeads() {
+	reported := map[App]bool{}
+	for _, o := range c.obs {
+		if !o.Claim() {
+			continue
+		}
+		a, ok := c.lastApp(o.Node, o.Sent)
+		if !ok || a.Standing || reported[a] {
+			continue
+		}
+		from := a.At
+		if up, isUp := c.upSince(o.Node, o.Sent); isUp && up.After(from) {
+			from = up
+		}
+		if o.Sent.Sub(from) <= c.cfg.WithdrawnMax {
+			continue
+		}
+		reported[a] = true
+		c.add(o.Sent, RuleWithdrawnLeads, "node %d claims the election at term %s %.0f ms after its app stopped standing (at %s; counted from %s)",
+			o.Node, c.term(o.Term), float64(o.Sent.Sub(a.At).Milliseconds()), c.rel(a.At), c.rel(from))
 	}
 }
 

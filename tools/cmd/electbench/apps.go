@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/electord/electord/proto/electord/v1"
+	"github.com/electord/electord/tools/internal/candidate"
 )
 
 // appsResult holds one algorithm's figures: one sample per election per
@@ -160,11 +161,11 @@ func measureApps(c *cluster, names []string, kills int, killNode bool, settle ti
 	if _, _, err := c.waitAgreed(30*time.Second, anyLeader); err != nil {
 		return nil, fmt.Errorf("the cluster's first election: %w", err)
 	}
-	apps := make([]*appProc, len(c.procs))
+	apps := make([]*candidate.Proc, len(c.procs))
 	defer func() {
 		for _, a := range apps {
 			if a != nil {
-				a.kill()
+				a.Kill()
 			}
 		}
 	}()
@@ -201,12 +202,12 @@ func measureApps(c *cluster, names []string, kills int, killNode bool, settle ti
 			c.kill(victim)
 			a := apps[lid-1]
 			select { // the app's candidacies ended with its node: it exits
-			case <-a.exited:
+			case <-a.Exited():
 			case <-time.After(10 * time.Second):
-				a.kill()
+				a.Kill()
 			}
 		} else {
-			apps[lid-1].kill()
+			apps[lid-1].Kill()
 		}
 		apps[lid-1] = nil
 		var last time.Duration

@@ -26,6 +26,12 @@ import (
 // heal-to-agreement p50/p99/max and every violation. It needs root.
 //
 //	electbench chaos --duration 1h --seed 7 --algorithm bully,ring --quorum 0,5
+//	electbench chaos --duration 10m --algorithm bully,ring --named 3
+//
+// With --named N, the runs with quorum 0 add N named elections with one
+// candidate app (`electbench app`) per node in each, and the app faults;
+// the runs with a quorum run the default election alone (named elections
+// refuse --quorum).
 //
 // The first SIGINT/SIGTERM ends the run after the current fault and still
 // reports; a second one cleans up and exits at once.
@@ -38,13 +44,14 @@ func chaosCmd(args []string) error {
 	nodes := fs.Int("nodes", 5, "electord processes")
 	bin := fs.String("electord", "", "electord binary (default: build cmd/electord)")
 	extra := fs.String("args", "", "extra electord flags, space-separated")
-	kinds := fs.String("kinds", "", "fault kinds, comma-separated (default all: "+strings.Join(chaos.Kinds, ",")+")")
+	kinds := fs.String("kinds", "", "fault kinds, comma-separated (default all: "+strings.Join(chaos.Kinds, ",")+"; with --named also "+strings.Join(chaos.AppKinds, ",")+")")
 	holdMin := fs.Duration("hold-min", 0, "shortest fault (0 = 600ms)")
 	holdMax := fs.Duration("hold-max", 0, "longest fault (0 = 2.5s)")
 	dir := fs.String("dir", "", "keep the nodes' data dirs and logs here (default: a temporary directory, removed)")
 	out := fs.String("out", "", "also write the report to this file")
 	verbose := fs.Bool("v", false, "log every fault and process change")
 	tag := fs.String("tag", "", "a label in the names of the namespaces and containers of the run (a-z, 0-9, at most 16)")
+	named := fs.Int("named", 0, "named elections beside the default one, each with an app per node, and app kills and pauses (quorum 0 runs only)")
 	docker := fs.Bool("docker", false, "run the nodes as containers of a FROM scratch image on a Docker network (electord built with CGO_ENABLED=0) instead of in network namespaces")
 	fs.Parse(args)
 	if err := faultnet.Available(); err != nil {
@@ -57,7 +64,7 @@ func chaosCmd(args []string) error {
 	if *kinds != "" {
 		ks = strings.Split(*kinds, ",")
 		for _, k := range ks {
-			if !slices.Contains(chaos.Kinds, k) {
+			if !slices.Contains(chaos.Kinds, k) && !slices.Contains(chaos.AppKinds, k) {
 				return fmt.Errorf("--kinds: unknown kind %q", k)
 			}
 		}
@@ -121,6 +128,13 @@ func chaosCmd(args []string) error {
 			logf("chaos: %s, quorum %d, %v", algo, q, *duration)
 			o := chaos.Options{Binary: path, Nodes: *nodes, Algorithm: algo, Quorum: q, Args: strings.Fields(*extra), Tag: *tag,
 				Seed: *seed, Duration: *duration, Kinds: ks, HoldMin: *holdMin, HoldMax: *holdMax, Logf: quiet, Docker: *docker}
+			if *named > 0 && q == 0 {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.Named, o.AppCommand = *named, []string{self, "app"}
+			}
 			if *verbose {
 				o.Logf = logf
 			}
@@ -154,6 +168,12 @@ func chaosCmd(args []string) error {
 		pr("| %s | %d | %.0f s | %d | %d | %s | %s | %s | %d | %d of %d | %s |\n", r.algo, r.quorum, r.res.Elapsed.Seconds(), faults, rep.Heals,
 			ms(history.Percentile(rep.HealTimes, .5)), ms(history.Percentile(rep.HealTimes, .99)), ms(history.Percentile(rep.HealTimes, 1)),
 			rep.Unhealed, rep.LeaderChanges, rep.Calms, ruleCounts(rep))
+		for _, el := range r.res.Named {
+			er := el.Report
+			pr("| %s, election %s | %d | | | %d | %s | %s | %s | %d | | %s |\n", r.algo, el.Name, r.quorum, er.Heals,
+				ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)), ms(history.Percentile(er.HealTimes, 1)),
+				er.Unhealed, ruleCounts(er))
+		}
 	}
 	pr("\n### Heal to agreement by fault kind (p50 / p99 / max ms, unhealed)\n\n")
 	var healKinds []string
@@ -245,19 +265,47 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 		pr("  - heals after %s: %d, heal-to-agreement p50 / p99 / max ms %s\n", k, rep.ByKind[k].Heals, kindHeals(rep.ByKind[k]))
 	}
 	pr("- violations: %s\n", ruleCounts(rep))
-	if len(rep.Violations) == 0 {
+	if len(rep.Overlaps) > 0 {
+		pr("- two nodes claimed at overlapping moments (plain mode: allowed, not violations): %d episodes, %d of them begun with every node up and no link cut\n", len(rep.Overlaps), rep.OverlapsWhole)
+	}
+	bad := len(rep.Violations) > 0
+	for _, el := range res.Named {
+		er := el.Report
+		apps := 0
+		for _, a := range el.History.Apps {
+			if a.Standing {
+				apps++
+			}
+		}
+		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes (allowed) %d (%d begun with every node up and no link cut); violations: %s\n",
+			el.Name, er.Obs, er.Errs, er.Claims, apps, er.Heals, ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)),
+			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, ruleCounts(er))
+		bad = bad || len(er.Violations) > 0 || len(er.Overlaps) > 0
+	}
+	if !bad {
 		return
 	}
-	pr("\n```\n")
 	const most = 200
-	for i, v := range rep.Violations {
-		if i == most {
-			pr("... and %d more\n", len(rep.Violations)-most)
-			break
+	printViolations := func(title string, rep history.Report, vs []history.Violation) {
+		if len(vs) == 0 {
+			return
 		}
-		pr("%s\n", rep.Format(v))
+		pr("\n%s:\n\n```\n", title)
+		for i, v := range vs {
+			if i == most {
+				pr("... and %d more\n", len(vs)-most)
+				break
+			}
+			pr("%s\n", rep.Format(v))
+		}
+		pr("```\n")
 	}
-	pr("```\n\nfault log:\n\n```\n")
+	printViolations("default election", rep, rep.Violations)
+	for _, el := range res.Named {
+		printViolations("election "+el.Name, el.Report, el.Report.Violations)
+		printViolations("election "+el.Name+", two claims at overlapping moments (allowed in plain mode)", el.Report, el.Report.Overlaps)
+	}
+	pr("\nfault log:\n\n```\n")
 	for _, n := range res.History.Notes {
 		pr("%9.3fs %s\n", n.At.Sub(rep.Start).Seconds(), n.Text)
 	}

@@ -4,7 +4,7 @@
 //	                     [--electord [label=]path,...] [--rounds 1] [--out file]
 //	electbench stability [--duration 10m] [--hogs 2]
 //	electbench rolling   [--terms 20] [--rolls 3] (graceful stops: rolling.go)
-//	electbench chaos     [--duration 10m] [--seed S] [--algorithm bully,ring] [--quorum 0,5]  (root; see chaos.go, docs/CHAOS.md)
+//	electbench chaos     [--duration 10m] [--seed S] [--algorithm bully,ring] [--quorum 0,5] [--named 3]  (root; see chaos.go, docs/CHAOS.md)
 //	electbench apps      [--kills 20] [--elections 1] [--kill app|node]  (candidate apps in named elections: apps.go)
 //	electbench probe     [--kills 20] [--periods 1s,100ms]  (--candidate-probe: the leader's health app killed; probe.go)
 //

@@ -72,7 +72,7 @@ func blips(t *testing.T, algo string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	defer chaos.Poll(c, rec)()
+	defer chaos.Poll(c, rec, "")()
 	b := &blipCluster{c: c, rec: rec, all: []int{1, 2, 3, 4, 5}}
 	for _, s := range []struct {
 		name  string

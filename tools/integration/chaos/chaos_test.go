@@ -21,6 +21,7 @@ import (
 	"github.com/electord/electord/tools/chaos"
 	"github.com/electord/electord/tools/faultnet"
 	"github.com/electord/electord/tools/history"
+	"github.com/electord/electord/tools/internal/candidate"
 	"github.com/electord/electord/tools/internal/repo"
 	"github.com/electord/electord/tools/internal/testlock"
 )
@@ -39,7 +40,17 @@ func needFaultnet(t *testing.T, what string) {
 
 var electordBin string
 
+// appEnv, set, makes this test binary a candidate app (candidate.Main)
+// instead of the tests: the named elections' apps are this binary run again
+// (see namedApp).
+const appEnv = "ELECTORD_CHAOS_APP"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(appEnv) == "1" {
+		err := candidate.Main(os.Args[1:])
+		fmt.Fprintln(os.Stderr, "app:", err)
+		os.Exit(1)
+	}
 	os.Exit(runMain(m))
 }
 
