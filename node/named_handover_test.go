@@ -12,7 +12,9 @@ import (
 )
 
 // sendSpy calls before with every message its node sends, before the
-// message leaves.
+// message leaves, on the sender's loop goroutine. Network.SetHook is not
+// enough here: it runs on a delivery goroutine after Send returned, when
+// the sender may already have published what the test looks for.
 type sendSpy struct {
 	transport.Transport
 	before func(election.Message)
