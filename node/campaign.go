@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/electord/electord/election/named"
@@ -35,6 +36,8 @@ type Candidacy struct {
 	Election string
 	Value    string
 	Priority int64
+	// Placement is PlacementSticky or PlacementSpread.
+	Placement string
 
 	n      *Node
 	events chan CandidacyEvent
@@ -57,20 +60,60 @@ type CandidacyEvent struct {
 	Candidacy named.ID
 }
 
+// Placements: how an election's candidates are ranked. Sticky (the
+// default, also spelled "") ranks them by priority, then node id, and a
+// leader keeps its leadership while it lives. Spread ranks them by a hash
+// of (election, node), so a node's leaderships over many elections are
+// balanced against the others'.
+const (
+	PlacementSticky = "sticky"
+	PlacementSpread = "spread"
+)
+
+// CheckPlacement accepts "", "sticky" and "spread".
+func CheckPlacement(p string) error {
+	switch p {
+	case "", PlacementSticky, PlacementSpread:
+		return nil
+	}
+	return fmt.Errorf("placement %q: want %q or %q", p, PlacementSticky, PlacementSpread)
+}
+
+// CampaignOptions says what a candidacy stands for.
+type CampaignOptions struct {
+	Election  string
+	Value     string
+	Priority  int64
+	Placement string // "" or PlacementSticky, or PlacementSpread
+}
+
 // Campaign stands value in the named election through this node until the
 // returned Candidacy is closed. Apps campaigning for one name on one node
 // queue in arrival order; the node stands for the first.
 func (n *Node) Campaign(ctx context.Context, election, value string, priority int64) (*Candidacy, error) {
+	return n.CampaignWith(ctx, CampaignOptions{Election: election, Value: value, Priority: priority})
+}
+
+// CampaignWith is Campaign with every option.
+func (n *Node) CampaignWith(ctx context.Context, o CampaignOptions) (*Candidacy, error) {
+	election, value := o.Election, o.Value
 	if err := named.CheckName(election); err != nil {
 		return nil, err
 	}
 	if err := named.CheckValue(value); err != nil {
 		return nil, err
 	}
+	if err := CheckPlacement(o.Placement); err != nil {
+		return nil, err
+	}
 	if n.cfg.Quorum > 0 {
 		return nil, ErrNamedQuorum
 	}
-	c := &Candidacy{Election: election, Value: value, Priority: priority, n: n, events: make(chan CandidacyEvent, candidacyBuffer)}
+	placement := o.Placement
+	if placement == "" {
+		placement = PlacementSticky
+	}
+	c := &Candidacy{Election: election, Value: value, Priority: o.Priority, Placement: placement, n: n, events: make(chan CandidacyEvent, candidacyBuffer)}
 	err := n.do(ctx, func() error {
 		if n.killed {
 			return ErrKilled
