@@ -47,7 +47,9 @@ var _ api.ElectionBackend = namedNode{}
 func (n namedNode) Campaign(context.Context, string, string, int64) (*node.Candidacy, error) {
 	return nil, fmt.Errorf("not in this fake")
 }
-func (n namedNode) NamedElections() []node.ElectionInfo { return nil }
+func (n namedNode) ListElections(node.ElectionQuery) (node.ElectionsPage, error) {
+	return node.ElectionsPage{}, nil
+}
 func (n namedNode) WatchElection(context.Context, string) (*node.ElectionWatch, error) {
 	return nil, fmt.Errorf("not in this fake")
 }

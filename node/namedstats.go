@@ -3,6 +3,8 @@ package node
 import (
 	"cmp"
 	"fmt"
+	"net/url"
+	"strconv"
 	"slices"
 	"strings"
 	"time"
@@ -100,23 +102,13 @@ func (n *Node) NamedByNode() []NodeTally {
 	return out
 }
 
-// The page sizes of every listing of named elections (the API's
-// ListElections, the sidecar's GET /elections, the status page's table and
-// GET /status/elections): this many rows when the caller names none, and at
-// most ElectionsPageMax, so an answer stays small whatever the count of
-// elections (10,000 rows of JSON would be megabytes).
-const (
-	ElectionsPageDefault = 100
-	ElectionsPageMax     = 1000
-)
-
 // ElectionQuery selects and pages named elections, by name.
 type ElectionQuery struct {
 	// After: only names that sort after it; "" from the first. The Next
 	// of a page is the After of the page that follows.
 	After string
-	// Limit: at most this many, 1 to ElectionsPageMax; 0 is
-	// ElectionsPageDefault.
+	// Limit: at most this many, 1 to named.PageMax; 0 is
+	// named.PageDefault.
 	Limit int
 	// Prefix: only names that start with it.
 	Prefix string
@@ -139,13 +131,42 @@ func (q ElectionQuery) Check() error {
 			return fmt.Errorf("prefix: %w", err)
 		}
 	}
-	if q.Limit < 0 || q.Limit > ElectionsPageMax {
-		return fmt.Errorf("limit: %d is not within 1 to %d (0: %d)", q.Limit, ElectionsPageMax, ElectionsPageDefault)
+	if q.Limit < 0 || q.Limit > named.PageMax {
+		return fmt.Errorf("limit: %d is not within 1 to %d (0: %d)", q.Limit, named.PageMax, named.PageDefault)
 	}
 	if q.Leader != 0 && q.Leaderless {
 		return fmt.Errorf("leader and leaderless: an election cannot have node %d as its leader and none", q.Leader)
 	}
 	return nil
+}
+
+// ElectionQueryFromURL reads a query from URL parameters of the same names
+// as its fields (after, limit, prefix, leader, leaderless: every listing
+// over HTTP takes them), checked; an error names the parameter.
+func ElectionQueryFromURL(v url.Values) (ElectionQuery, error) {
+	q := ElectionQuery{After: v.Get("after"), Prefix: v.Get("prefix")}
+	if s := v.Get("limit"); s != "" {
+		l, err := strconv.Atoi(s)
+		if err != nil {
+			return q, fmt.Errorf("limit: %q is not a number", s)
+		}
+		q.Limit = l
+	}
+	if s := v.Get("leader"); s != "" {
+		id, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || id == 0 {
+			return q, fmt.Errorf("leader: %q is not a node id (a positive integer)", s)
+		}
+		q.Leader = election.NodeID(id)
+	}
+	if s := v.Get("leaderless"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return q, fmt.Errorf("leaderless: %q is not true or false", s)
+		}
+		q.Leaderless = b
+	}
+	return q, q.Check()
 }
 
 // match reports whether e passes q's filters (not its paging).
@@ -177,7 +198,7 @@ func (n *Node) ListElections(q ElectionQuery) (ElectionsPage, error) {
 	}
 	limit := q.Limit
 	if limit == 0 {
-		limit = ElectionsPageDefault
+		limit = named.PageDefault
 	}
 	keep := limit + 1 // one more than the page: does a next page start?
 	n.mu.RLock()
@@ -218,10 +239,10 @@ func (n *Node) NamedElectionsPage(after string, limit int) (page []ElectionInfo,
 		defer n.mu.RUnlock()
 		return nil, len(n.elections)
 	}
-	// Up to ElectionsPageMax a page at a time; a caller asking more (a
+	// Up to named.PageMax a page at a time; a caller asking more (a
 	// test) gets the pages joined.
 	for {
-		p, err := n.ListElections(ElectionQuery{After: after, Limit: min(limit-len(page), ElectionsPageMax)})
+		p, err := n.ListElections(ElectionQuery{After: after, Limit: min(limit-len(page), named.PageMax)})
 		if err != nil {
 			return page, p.Total
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/named"
 )
 
 // withElections is a node whose published named elections are n made-up
@@ -88,7 +89,7 @@ func TestListElectionsFiltersAndPages(t *testing.T) {
 		nd.elections[e.Election] = e
 	}
 	p, err := nd.ListElections(ElectionQuery{})
-	if err != nil || len(p.Elections) != ElectionsPageDefault || p.Matched != 250 || p.Total != 250 || p.Next != "e00099" {
+	if err != nil || len(p.Elections) != named.PageDefault || p.Matched != 250 || p.Total != 250 || p.Next != "e00099" {
 		t.Fatalf("default: %d rows, matched %d of %d, next %q, %v", len(p.Elections), p.Matched, p.Total, p.Next, err)
 	}
 	var all []string
@@ -125,7 +126,7 @@ func TestListElectionsFiltersAndPages(t *testing.T) {
 		q    ElectionQuery
 		want string
 	}{
-		{ElectionQuery{Limit: ElectionsPageMax + 1}, "limit: 1001 is not within 1 to 1000"},
+		{ElectionQuery{Limit: named.PageMax + 1}, "limit: 1001 is not within 1 to 1000"},
 		{ElectionQuery{Limit: -1}, "limit: -1"},
 		{ElectionQuery{After: "a/b"}, "after: "},
 		{ElectionQuery{Prefix: "x y"}, "prefix: "},
