@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"net/url"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
