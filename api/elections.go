@@ -98,6 +98,7 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 		return s.campaignError(err)
 	}
 	defer c.Close()
+	defer s.own(ctx, c)()
 	var seq uint64
 	return pump(s, ctx, c.Events(), "candidacy", func(ev node.CandidacyEvent) error {
 		seq++
@@ -237,7 +238,11 @@ func (s *service) Proclaim(ctx context.Context, req *electordv1.ProclaimRequest)
 	if err := named.CheckName(req.GetElection()); err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := eb.Proclaim(ctx, req.GetElection(), named.ID(req.GetCandidacy()), req.GetValue()); err != nil {
+	id, err := s.proclaimable(ctx, req.GetElection(), named.ID(req.GetCandidacy()))
+	if err != nil {
+		return nil, err
+	}
+	if err := eb.Proclaim(ctx, req.GetElection(), id, req.GetValue()); err != nil {
 		if errors.Is(err, node.ErrNotStanding) {
 			return nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
 		}

@@ -193,8 +193,9 @@ func TestHTTPTransferNamed(t *testing.T) {
 
 // With TLS, resigning or transferring a named election's leadership needs
 // the admin role, as for the default election (the app that leads through
-// its sidecar on loopback needs none); proclaim needs only a certificate
-// of the cluster.
+// its sidecar on loopback needs none); proclaim passes the interceptor
+// with a certificate of the cluster (whose candidacy it may change is
+// TestSecureNamedProclaimIsTheCandidacys).
 func TestSecureNamedCommandsNeedAdmin(t *testing.T) {
 	sc := serveSecure(t)
 	client := sc.as(t, security.RoleClient, "app")
