@@ -150,6 +150,9 @@ func ElectionQueryFromURL(v url.Values) (ElectionQuery, error) {
 		if err != nil {
 			return q, fmt.Errorf("limit: %q is not a number", s)
 		}
+		if l < 1 { // given, so not the default: say so
+			return q, fmt.Errorf("limit: %d is not within 1 to %d", l, named.PageMax)
+		}
 		q.Limit = l
 	}
 	if s := v.Get("leader"); s != "" {
