@@ -285,7 +285,10 @@ type NamedObserver interface {
 // the election is no longer known): it counts a change of the shown
 // leadership, and times a failover: from when the node stopped showing a
 // leader to when it shows the next, carried in new.leaderless meanwhile.
-// Called by the loop, under mu.
+// Showing the same leadership again (one term has one leader) after a
+// while without it is no failover: a node that starts standing in an
+// election it observed shows no leader until the leader's first word to its
+// new machine. Called by the loop, under mu.
 func (n *Node) noteNamed(old ElectionInfo, new *ElectionInfo, known bool) {
 	var li LeaderInfo
 	if known {
@@ -297,10 +300,10 @@ func (n *Node) noteNamed(old ElectionInfo, new *ElectionInfo, known bool) {
 	}
 	switch had, has := old.Leader.ID != 0, li.ID != 0; {
 	case had && !has:
-		new.leaderless = time.Now()
+		new.leaderless, new.lostTerm = time.Now(), old.Leader.Term
 	case !had && !has:
-		new.leaderless = old.leaderless
-	case has && (had && (old.Leader.ID != li.ID || old.Leader.Term != li.Term) || !old.leaderless.IsZero()):
+		new.leaderless, new.lostTerm = old.leaderless, old.lostTerm
+	case has && (had && (old.Leader.ID != li.ID || old.Leader.Term != li.Term) || !old.leaderless.IsZero() && old.lostTerm != li.Term):
 		var d time.Duration
 		if !had {
 			d = time.Since(old.leaderless)

@@ -183,10 +183,12 @@ func TestNamedFailoverTimed(t *testing.T) {
 	step(LeaderInfo{})                // still none: the time carries
 	step(LeaderInfo{ID: 2, Term: 11}) // the next: 40 ms or more
 	step(LeaderInfo{ID: 3, Term: 12}) // straight to another: 0
+	step(LeaderInfo{})                // lost sight of it
+	step(LeaderInfo{ID: 3, Term: 12}) // the same leadership again: none
 	if len(f.d) != 2 || f.d[0] < 40*time.Millisecond || f.d[0] > time.Second || f.d[1] != 0 {
 		t.Fatalf("failovers %v, want [>=40ms 0]", f.d)
 	}
-	if got := nd.counters.NamedLeaderChanges.Load(); got != 4 {
-		t.Fatalf("leader changes %d, want 4", got)
+	if got := nd.counters.NamedLeaderChanges.Load(); got != 6 {
+		t.Fatalf("leader changes %d, want 6", got)
 	}
 }

@@ -46,8 +46,10 @@ type ElectionInfo struct {
 	CandidateIDs []election.NodeID `json:"-"`
 
 	// leaderless is when this node stopped showing a leader of the
-	// election, zero while it shows one or never showed one (noteNamed).
+	// election, zero while it shows one or never showed one, and lostTerm
+	// the term of the leadership it showed last (noteNamed).
 	leaderless time.Time
+	lostTerm   election.Term
 }
 
 // HasLeader reports whether a leader is known.
