@@ -286,7 +286,7 @@ func NewObserver() *Observer {
 		persist: h("term_persist_seconds", "How long writing the term to the data dir took (write and fsync), by result (ok, error).",
 			[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}, "result"),
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "named_failover_seconds",
-			Help: "Named elections' failovers as this node shows them: how long it showed no leader between a leadership and the next (0 when it went straight from one to the next), all elections together; its count is the failovers.",
+			Help:    "Named elections' failovers as this node shows them: how long it showed no leader between a leadership and the next (0 when it went straight from one to the next), all elections together; its count is the failovers.",
 			Buckets: durationBuckets}),
 	}
 }
