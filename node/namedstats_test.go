@@ -17,7 +17,8 @@ func withElections(n int) *Node {
 	nd := &Node{elections: map[string]ElectionInfo{}, counters: &Counters{}}
 	for i := range n {
 		name := fmt.Sprintf("e%05d", i)
-		e := ElectionInfo{Election: name, Candidates: 3, Leader: LeaderInfo{Election: name, ID: 2, Term: election.Term(i + 1)}}
+		e := ElectionInfo{Election: name, Candidates: 3, CandidateIDs: []election.NodeID{1, 2, 3},
+			Leader: LeaderInfo{Election: name, ID: 2, Term: election.Term(i + 1)}}
 		if i%3 == 0 {
 			e.Leader.ID, e.Leader.Self, e.Local = 1, true, 2
 		}
@@ -68,6 +69,20 @@ func BenchmarkNamedElectionsPage10k(b *testing.B) {
 	nd := withElections(10000)
 	for b.Loop() {
 		nd.NamedElectionsPage("", 100)
+	}
+}
+
+func BenchmarkNamedByNode10k(b *testing.B) {
+	nd := withElections(10000)
+	for b.Loop() {
+		nd.NamedByNode()
+	}
+}
+
+func BenchmarkNamedListLeaderFiltered10k(b *testing.B) {
+	nd := withElections(10000)
+	for b.Loop() {
+		nd.ListElections(ElectionQuery{Leader: 1, Prefix: "e0"})
 	}
 }
 
