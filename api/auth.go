@@ -36,8 +36,9 @@ const ForwardedForKey = "electord-forwarded-for"
 //   - Every call needs a verified client certificate of the cluster (the
 //     TLS handshake refuses a connection without one).
 //   - GetLeader, WatchLeader, Status, Members, ListElections, Campaign and
-//     Proclaim: any identity (client, admin or node). A Proclaim names the
-//     candidacy it changes; the server does not know which caller opened it.
+//     Proclaim: any identity (client, admin or node). A Proclaim of a
+//     candidacy another identity opened needs the admin role: the service
+//     records who opened each campaign stream (proclaimown.go).
 //   - Kill, Revive, Resign and Transfer, of the default election or a
 //     named one: the admin role (the API cannot tell which app a named
 //     leadership belongs to; an app gives its own up by closing its stream,

@@ -28,8 +28,10 @@ type ElectionBackend interface {
 	// Campaign stands value in a named election until the candidacy is
 	// closed.
 	Campaign(ctx context.Context, election, value string, priority int64) (*node.Candidacy, error)
-	// NamedElections lists the named elections the node knows.
-	NamedElections() []node.ElectionInfo
+	// ListElections lists a page of the named elections the node knows
+	// (node.ElectionQuery); an invalid query is its error, naming the
+	// field.
+	ListElections(q node.ElectionQuery) (node.ElectionsPage, error)
 	// ElectionLeader is a named election's leadership; ok false when the
 	// node knows nothing of it.
 	ElectionLeader(name string) (li node.LeaderInfo, ok bool)
@@ -96,6 +98,7 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 		return s.campaignError(err)
 	}
 	defer c.Close()
+	defer s.own(ctx, c)()
 	var seq uint64
 	return pump(s, ctx, c.Events(), "candidacy", func(ev node.CandidacyEvent) error {
 		seq++
@@ -235,7 +238,11 @@ func (s *service) Proclaim(ctx context.Context, req *electordv1.ProclaimRequest)
 	if err := named.CheckName(req.GetElection()); err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := eb.Proclaim(ctx, req.GetElection(), named.ID(req.GetCandidacy()), req.GetValue()); err != nil {
+	id, err := s.proclaimable(ctx, req.GetElection(), named.ID(req.GetCandidacy()))
+	if err != nil {
+		return nil, err
+	}
+	if err := eb.Proclaim(ctx, req.GetElection(), id, req.GetValue()); err != nil {
 		if errors.Is(err, node.ErrNotStanding) {
 			return nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
 		}
@@ -244,15 +251,29 @@ func (s *service) Proclaim(ctx context.Context, req *electordv1.ProclaimRequest)
 	return s.reply(fmt.Sprintf("proclaimed in %s", req.GetElection())), nil
 }
 
-// ListElections lists the named elections this node knows.
-func (s *service) ListElections(context.Context, *electordv1.ListElectionsRequest) (*electordv1.ListElectionsResponse, error) {
+// ListElections lists a page of the named elections this node knows,
+// filtered as the request asks (InvalidArgument naming a bad field).
+func (s *service) ListElections(_ context.Context, req *electordv1.ListElectionsRequest) (*electordv1.ListElectionsResponse, error) {
 	eb, err := s.elections()
 	if err != nil {
 		return nil, err
 	}
-	els := eb.NamedElections()
-	out := &electordv1.ListElectionsResponse{Elections: make([]*electordv1.ElectionInfo, len(els))}
-	for i, e := range els {
+	q := node.ElectionQuery{After: req.GetPageToken(), Prefix: req.GetPrefix(), Leader: election.NodeID(req.GetLeader()),
+		Leaderless: req.GetLeaderless(), Limit: int(req.GetPageSize())}
+	p, err := eb.ListElections(q)
+	if err != nil {
+		// The query names its fields as HTTP does; say the request's.
+		msg := err.Error()
+		for from, to := range map[string]string{"after:": "page_token:", "limit:": "page_size:"} {
+			if rest, ok := strings.CutPrefix(msg, from); ok {
+				msg = to + rest
+			}
+		}
+		return nil, grpcstatus.Error(codes.InvalidArgument, msg)
+	}
+	out := &electordv1.ListElectionsResponse{Elections: make([]*electordv1.ElectionInfo, len(p.Elections)),
+		NextPageToken: p.Next, Matched: uint32(p.Matched), Total: uint32(p.Total)}
+	for i, e := range p.Elections {
 		out.Elections[i] = &electordv1.ElectionInfo{Election: e.Election, Leader: LeaderToProto(e.Leader),
 			Candidates: uint32(e.Candidates), LocalCandidacies: uint32(e.Local)}
 	}
@@ -271,10 +292,10 @@ type CampaignBody struct {
 	Priority int64  `json:"priority"`
 }
 
-// ElectionsBody is the JSON of GET /elections.
-type ElectionsBody struct {
-	Elections []node.ElectionInfo `json:"elections"`
-}
+// ElectionsBody is the JSON of GET /elections: a page of elections by
+// name, how many match the query on every page and how many the node
+// knows, and the after= of the next page when more match.
+type ElectionsBody = node.ElectionsPage
 
 // serveElections serves /elections and /elections/{name}/...; it reports
 // whether the path was one of them.
@@ -292,11 +313,7 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 		if !allow(w, r, http.MethodGet, http.MethodHead) {
 			return true
 		}
-		els := eb.NamedElections()
-		if els == nil {
-			els = []node.ElectionInfo{}
-		}
-		writeJSON(w, http.StatusOK, ElectionsBody{Elections: els})
+		h.listElections(w, r, eb)
 		return true
 	}
 	name, verb, _ := strings.Cut(rest[1:], "/")
@@ -341,6 +358,21 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.URL.Path})
 	}
 	return true
+}
+
+// listElections: GET /elections[?after=NAME][&limit=N][&prefix=P]
+// [&leader=ID][&leaderless=true] lists a page of the named elections
+// (ElectionsBody); 400 naming a bad parameter.
+func (h *httpHandler) listElections(w http.ResponseWriter, r *http.Request, eb ElectionBackend) {
+	q, err := node.ElectionQueryFromURL(r.URL.Query())
+	if err == nil {
+		var p ElectionsBody
+		if p, err = eb.ListElections(q); err == nil {
+			writeJSON(w, http.StatusOK, p)
+			return
+		}
+	}
+	writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 }
 
 // allow answers 405 with an Allow header unless r's method is one of

@@ -100,6 +100,8 @@ type service struct {
 	electordv1.UnimplementedElectorServer
 	b   Backend
 	sec *Security // nil: plaintext, forwards too
+	// owners: who opened each candidacy (with TLS; proclaimown.go).
+	owners owners
 }
 
 // ---- conversions ----

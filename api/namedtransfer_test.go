@@ -47,7 +47,9 @@ var _ api.ElectionBackend = namedNode{}
 func (n namedNode) Campaign(context.Context, string, string, int64) (*node.Candidacy, error) {
 	return nil, fmt.Errorf("not in this fake")
 }
-func (n namedNode) NamedElections() []node.ElectionInfo { return nil }
+func (n namedNode) ListElections(node.ElectionQuery) (node.ElectionsPage, error) {
+	return node.ElectionsPage{}, nil
+}
 func (n namedNode) WatchElection(context.Context, string) (*node.ElectionWatch, error) {
 	return nil, fmt.Errorf("not in this fake")
 }
@@ -191,8 +193,9 @@ func TestHTTPTransferNamed(t *testing.T) {
 
 // With TLS, resigning or transferring a named election's leadership needs
 // the admin role, as for the default election (the app that leads through
-// its sidecar on loopback needs none); proclaim needs only a certificate
-// of the cluster.
+// its sidecar on loopback needs none); proclaim passes the interceptor
+// with a certificate of the cluster (whose candidacy it may change is
+// TestSecureNamedProclaimIsTheCandidacys).
 func TestSecureNamedCommandsNeedAdmin(t *testing.T) {
 	sc := serveSecure(t)
 	client := sc.as(t, security.RoleClient, "app")

@@ -178,20 +178,23 @@ func (c *Client) ElectionLeader(ctx context.Context, election string) (LeaderInf
 	return li, err
 }
 
-// ListElections lists the named elections the first answering node knows,
-// sorted by name.
+// ListElections lists every named election the first answering node
+// knows, sorted by name, asking for the largest pages (ListElectionsPage
+// pages and filters).
 func (c *Client) ListElections(ctx context.Context) ([]ElectionInfo, error) {
 	var out []ElectionInfo
-	err := c.call(ctx, func(ctx context.Context, api electordv1.ElectorClient) error {
-		p, err := api.ListElections(ctx, &electordv1.ListElectionsRequest{})
-		out = out[:0]
-		for _, e := range p.GetElections() {
-			out = append(out, ElectionInfo{Election: e.GetElection(), Leader: leaderFromProto(e.GetLeader()),
-				Candidates: int(e.GetCandidates()), Local: int(e.GetLocalCandidacies())})
+	q := ElectionsQuery{PageSize: ElectionsPageMax}
+	for {
+		p, err := c.ListElectionsPage(ctx, q)
+		if err != nil {
+			return out, err
 		}
-		return err
-	})
-	return out, err
+		out = append(out, p.Elections...)
+		if p.NextPageToken == "" {
+			return out, nil
+		}
+		q.PageToken = p.NextPageToken
+	}
 }
 
 // ResignElection makes a named election's leading candidacy step down

@@ -52,8 +52,14 @@ func TestNamedElectionMetricsAreCounts(t *testing.T) {
 	waitFor(t, 20*time.Second, "the counts in /metrics", func() bool {
 		sa, sb = scrapeOf(t, a), scrapeOf(t, b)
 		return sa.value("named_elections") == n && sa.value("named_elections_led") == n && sa.value("named_candidacies") == n+1 &&
-			sb.value("named_elections") == n && sb.value("named_elections_led") == 0 && sb.value("named_candidacies") == 1
+			sb.value("named_elections") == n && sb.value("named_elections_led") == 0 && sb.value("named_candidacies") == 1 &&
+			sa.value("named_elections_standing") == n && sb.value("named_elections_standing") == 1 &&
+			sa.value("named_elections_leaderless") == 0 && sb.value("named_elections_leaderless") == 0
 	})
+	// Every election got its first leader: no failover yet.
+	if fa, fb := sa.value("named_failover_seconds"), sb.value("named_failover_seconds"); fa != 0 || fb != 0 {
+		t.Errorf("named_failover_seconds counts %v and %v before any failover, want 0", fa, fb)
+	}
 	if got := sa.value("named_leader_changes_total"); got < n {
 		t.Errorf("a: named_leader_changes_total %v, want at least %d (each election got a leader)", got, n)
 	}
@@ -82,5 +88,15 @@ func TestNamedElectionMetricsAreCounts(t *testing.T) {
 	})
 	if got := sb.value("named_leader_changes_total"); got < before+n {
 		t.Errorf("b: named_leader_changes_total %v, was %v: want every election's change counted", got, before)
+	}
+	// job-000 passed from A's app to B's, job-001 to A's queued app: two
+	// failovers, each seen by both nodes; the 198 left with nobody are none.
+	deadline := time.Now().Add(20 * time.Second)
+	for sa.value("named_failover_seconds") != 2 || sb.value("named_failover_seconds") != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 20s: two failovers on each node (a counts %v, b %v)", sa.value("named_failover_seconds"), sb.value("named_failover_seconds"))
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+		sa, sb = scrapeOf(t, a), scrapeOf(t, b)
 	}
 }

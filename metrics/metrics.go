@@ -262,9 +262,15 @@ type Observer struct {
 	detection *prometheus.HistogramVec
 	election  *prometheus.HistogramVec
 	persist   *prometheus.HistogramVec
+	// failover: named elections' failovers, all elections in one
+	// histogram (no label per election).
+	failover prometheus.Histogram
 }
 
-var _ node.Observer = (*Observer)(nil)
+var (
+	_ node.Observer      = (*Observer)(nil)
+	_ node.NamedObserver = (*Observer)(nil)
+)
 
 // Buckets for durations that run from a millisecond to seconds.
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -279,8 +285,13 @@ func NewObserver() *Observer {
 		election:  h("election_duration_seconds", "How long the elections this node took part in took, by outcome (won, lost: another leader, none: no leader).", durationBuckets, "outcome"),
 		persist: h("term_persist_seconds", "How long writing the term to the data dir took (write and fsync), by result (ok, error).",
 			[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}, "result"),
+		failover: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "named_failover_seconds",
+			Help:    "Named elections' failovers as this node shows them: how long it showed no leader between a leadership and the next (0 when it went straight from one to the next), all elections together; its count is the failovers.",
+			Buckets: durationBuckets}),
 	}
 }
+
+func (o *Observer) NamedFailover(d time.Duration) { o.failover.Observe(d.Seconds()) }
 
 func (o *Observer) ElectionEnded(r node.ElectionRecord) {
 	outcome := "lost"
@@ -309,10 +320,12 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.detection.Describe(ch)
 	o.election.Describe(ch)
 	o.persist.Describe(ch)
+	o.failover.Describe(ch)
 }
 
 func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	o.detection.Collect(ch)
 	o.election.Collect(ch)
 	o.persist.Collect(ch)
+	o.failover.Collect(ch)
 }

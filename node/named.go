@@ -464,7 +464,7 @@ func (n *Node) bestOther(name string) (election.NodeID, bool) {
 func (n *Node) publishNamed(name string) {
 	info, known := n.namedInfo(name)
 	n.mu.Lock()
-	n.noteNamedLeader(n.elections[name].Leader, info.Leader)
+	n.noteNamed(n.elections[name], &info, known)
 	if known {
 		if n.elections == nil {
 			n.elections = map[string]ElectionInfo{}
@@ -536,6 +536,7 @@ func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 		}
 	}
 	info.Leader = li
+	info.CandidateIDs = candidateIDs(others, nm != nil && !n.killed, n.cfg.Self.ID)
 	return info, true
 }
 

@@ -91,7 +91,7 @@ type Counters struct {
 	LeaderChanges atomic.Uint64
 	PersistErrors atomic.Uint64
 	// NamedLeaderChanges: changes of a named election's leadership as this
-	// node shows it (noteNamedLeader).
+	// node shows it (noteNamed).
 	NamedLeaderChanges atomic.Uint64
 }
 

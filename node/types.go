@@ -41,6 +41,15 @@ type ElectionInfo struct {
 	Candidates int `json:"candidates"`
 	// Local: the apps campaigning in it through this node.
 	Local int `json:"local_candidacies"`
+	// CandidateIDs are the nodes standing in it (Candidates of them), for
+	// the tallies per node (NamedByNode).
+	CandidateIDs []election.NodeID `json:"-"`
+
+	// leaderless is when this node stopped showing a leader of the
+	// election, zero while it shows one or never showed one, and lostTerm
+	// the term of the leadership it showed last (noteNamed).
+	leaderless time.Time
+	lostTerm   election.Term
 }
 
 // HasLeader reports whether a leader is known.

@@ -84,6 +84,21 @@ func TestStatusShowsNamedElections(t *testing.T) {
 		t.Errorf("the leading app's value is not shown")
 	}
 
+	// The summary per node: a leads and stands in all 150, b stands in one.
+	for _, want := range []string{fmt.Sprintf(`data-node="%d" data-leads="150" data-stands="150"`, a.Node.Self()),
+		fmt.Sprintf(`data-node="%d" data-leads="0" data-stands="1"`, b.Node.Self()), `data-leaderless="0"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the summary per node lacks %s", want)
+		}
+	}
+	var f status.NamedView
+	if err := json.Unmarshal([]byte(get(t, hs.URL+"/status/elections?prefix=e14&leader="+fmt.Sprint(a.Node.Self()))), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Matched != 10 || len(f.Elections) != 10 || f.Total != total || len(f.ByNode) != 2 || f.ByNode[0].Leads+f.ByNode[1].Leads != total {
+		t.Errorf("prefix e14 led by a: matched %d, %d rows of %d, by node %+v", f.Matched, len(f.Elections), f.Total, f.ByNode)
+	}
+
 	// The JSON, by pages of 60: 60, 60, 30, every name once, in order.
 	var names []string
 	after := ""
@@ -115,7 +130,7 @@ func TestStatusShowsNamedElections(t *testing.T) {
 	if len(names) != total || names[0] != "e000" || names[total-1] != "e149" {
 		t.Fatalf("%d names by page, first %v", len(names), names[:min(3, len(names))])
 	}
-	for _, bad := range []string{"?limit=0", "?limit=1001", "?after=a/b"} {
+	for _, bad := range []string{"?limit=0", "?limit=1001", "?after=a/b", "?prefix=a%20", "?leader=x", "?leaderless=2"} {
 		resp, err := http.Get(hs.URL + "/status/elections" + bad)
 		if err != nil {
 			t.Fatal(err)

@@ -260,7 +260,7 @@ func build(ctx context.Context, n *node.Node, a asker, timeout time.Duration) Vi
 		v.Timeline[len(tl)-1-i] = Change{At: c.At, Leader: c.Leader, Term: termView(c.Term), Role: c.Role, Cause: c.Cause,
 			New: i == 0 || tl[i-1].Term != c.Term}
 	}
-	v.Named = namedView(n, "", namedPage)
+	v.Named, _ = namedView(n, node.ElectionQuery{}) // the zero query: the first page, valid
 	els := n.Elections()
 	v.Elections = make([]Election, len(els))
 	for i, e := range els {

@@ -101,45 +101,119 @@ func (g *globals) printCampaign(ev client.CampaignEvent) error {
 }
 
 func newElectionsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var (
+		q   client.ElectionsQuery
+		all bool
+	)
+	cmd := &cobra.Command{
 		Use:   "elections",
-		Short: "List the named elections, their leaders and values",
+		Short: "List the named elections, their leaders and values, a page at a time",
 		Long: `List the named elections the first answering endpoint knows, sorted by
 name: the leader's node and value, the term both ways, how many nodes stand,
-and how many apps campaign through that endpoint's node.`,
+and how many apps campaign through that endpoint's node.
+
+One page at a time (--limit, 100 by default, at most 1000), then how many
+elections match and the command for the next page (--after the last name
+shown); --all lists every page. --prefix, --leader ID and --leaderless
+keep only the elections whose names start with a prefix, that node ID
+leads, or that have no leader known.`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var els []client.ElectionInfo
-			if err := g.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-				els, err = c.ListElections(ctx)
-				return err
+			if q.PageSize < 0 || q.PageSize > client.ElectionsPageMax {
+				return usagef("--limit %d: want 1 to %d (0: the node's default, 100)", q.PageSize, client.ElectionsPageMax)
+			}
+			if all && q.PageSize == 0 {
+				q.PageSize = client.ElectionsPageMax
+			}
+			var p client.ElectionsPage
+			if err := g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				for {
+					next, err := c.ListElectionsPage(ctx, q)
+					p.Elections, p.Matched, p.Total, p.NextPageToken = append(p.Elections, next.Elections...), next.Matched, next.Total, next.NextPageToken
+					if err != nil || !all || next.NextPageToken == "" {
+						return err
+					}
+					q.PageToken = next.NextPageToken
+				}
 			}); err != nil {
 				return err
 			}
-			if g.json() {
-				type electionJSON struct {
-					Election   string     `json:"election"`
-					Leader     leaderJSON `json:"leader"`
-					Candidates int        `json:"candidates"`
-					Local      int        `json:"local_candidacies"`
-				}
-				out := make([]electionJSON, len(els))
-				for i, e := range els {
-					out[i] = electionJSON{e.Election, leaderOut(e.Leader), e.Candidates, e.Local}
-				}
-				return writeJSON(g.stdout, out)
-			}
-			w := table(g.stdout)
-			fmt.Fprintln(w, "ELECTION\tLEADER\tVALUE\tTERM\tFENCING TOKEN\tCANDIDATES\tLOCAL")
-			for _, e := range els {
-				term, token := termCells(e.Leader.Term, e.Leader.HasLeader())
-				leader := "none"
-				if e.Leader.HasLeader() {
-					leader = fmt.Sprint(e.Leader.ID)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.Election, leader, dash(e.Leader.Value), term, token, e.Candidates, e.Local)
-			}
-			return w.Flush()
+			return g.printElections(p)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&q.Prefix, "prefix", "", "only elections whose names start with this")
+	f.Var(nodeIDFlag{&q.Leader}, "leader", "only elections led by node `ID`")
+	f.BoolVar(&q.Leaderless, "leaderless", false, "only elections with no leader known")
+	f.IntVar(&q.PageSize, "limit", 0, "at most this many elections (0: the node's default, 100; at most 1000)")
+	f.StringVar(&q.PageToken, "after", "", "only elections whose names sort after `NAME` (the next page: the last name shown)")
+	f.BoolVar(&all, "all", false, "list every page")
+	return cmd
+}
+
+// nodeIDFlag is a flag holding a node id, checked as parseID checks one.
+type nodeIDFlag struct{ id *client.NodeID }
+
+func (f nodeIDFlag) String() string {
+	if f.id == nil || *f.id == 0 {
+		return ""
+	}
+	return fmt.Sprint(*f.id)
+}
+
+func (f nodeIDFlag) Set(s string) error {
+	id, err := parseID(s)
+	if err != nil {
+		return err
+	}
+	*f.id = id
+	return nil
+}
+
+func (nodeIDFlag) Type() string { return "ID" }
+
+// printElections writes a page of elections: a table, then how many
+// matched and how to ask for the next page; or one JSON object with the
+// same.
+func (g *globals) printElections(p client.ElectionsPage) error {
+	if g.json() {
+		type electionJSON struct {
+			Election   string     `json:"election"`
+			Leader     leaderJSON `json:"leader"`
+			Candidates int        `json:"candidates"`
+			Local      int        `json:"local_candidacies"`
+		}
+		out := struct {
+			Elections []electionJSON `json:"elections"`
+			Matched   int            `json:"matched"`
+			Total     int            `json:"total"`
+			Next      string         `json:"next,omitempty"`
+		}{Elections: make([]electionJSON, len(p.Elections)), Matched: p.Matched, Total: p.Total, Next: p.NextPageToken}
+		for i, e := range p.Elections {
+			out.Elections[i] = electionJSON{e.Election, leaderOut(e.Leader), e.Candidates, e.Local}
+		}
+		return writeJSON(g.stdout, out)
+	}
+	w := table(g.stdout)
+	fmt.Fprintln(w, "ELECTION\tLEADER\tVALUE\tTERM\tFENCING TOKEN\tCANDIDATES\tLOCAL")
+	for _, e := range p.Elections {
+		term, token := termCells(e.Leader.Term, e.Leader.HasLeader())
+		leader := "none"
+		if e.Leader.HasLeader() {
+			leader = fmt.Sprint(e.Leader.ID)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.Election, leader, dash(e.Leader.Value), term, token, e.Candidates, e.Local)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if p.NextPageToken == "" && len(p.Elections) == p.Total {
+		return nil // all of them: nothing to add
+	}
+	line := fmt.Sprintf("%d shown of %d matching (%d known to the node)", len(p.Elections), p.Matched, p.Total)
+	if p.NextPageToken != "" {
+		line += "; next page: --after " + p.NextPageToken
+	}
+	_, err := fmt.Fprintln(g.stdout, line)
+	return err
 }

@@ -392,8 +392,10 @@ func TestGracefulStopDrains(t *testing.T) {
 	res := make(chan error, 1)
 	go func() { res <- lftest.Echoed(ctx, cc, "block") }()
 	lftest.WaitEntered(t, ts.svc, 1)
-	stopped := make(chan struct{})
-	go func() { ts.stop(t, false); close(stopped) }()
+	// beginStop runs GracefulStop on a goroutine of its own; the checks
+	// that may fail the test (awaitStop) stay on the test's goroutine, as
+	// t.Fatal must.
+	stopped := ts.beginStop(false)
 	eventually(t, 10*time.Second, "listener closed", func() bool { return ts.listenerClosed.Load() })
 	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
 		c.Close()
@@ -405,6 +407,7 @@ func TestGracefulStopDrains(t *testing.T) {
 	default:
 	}
 	lftest.ReleaseAndWait(t, ctx, ts.svc, res, stopped)
+	ts.awaitStop(t, false, stopped)
 }
 
 // TestStopCancelsCalls: Stop cancels the handlers' context and closes

@@ -1111,9 +1111,23 @@ func (x *ProclaimRequest) GetValue() string {
 	return ""
 }
 
-// ListElectionsRequest lists the named elections the answering node knows.
+// ListElectionsRequest lists the named elections the answering node knows,
+// a page at a time, by name. Every field is optional; a bad one is
+// InvalidArgument naming it.
 type ListElectionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many elections (0: 100; at most 1000).
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous answer: only elections whose names
+	// sort after it (the token is the last name of that page, so a name
+	// works too).
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only elections whose names start with it.
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// Only elections led by this node id (0: any).
+	Leader uint64 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Only elections with no leader known to the answering node.
+	Leaderless    bool `protobuf:"varint,5,opt,name=leaderless,proto3" json:"leaderless,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1146,6 +1160,41 @@ func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListElectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListElectionsRequest) Descriptor() ([]byte, []int) {
 	return file_electord_v1_elector_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListElectionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListElectionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListElectionsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListElectionsRequest) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ListElectionsRequest) GetLeaderless() bool {
+	if x != nil {
+		return x.Leaderless
+	}
+	return false
 }
 
 // ElectionInfo is one named election as the answering node sees it.
@@ -1221,10 +1270,17 @@ func (x *ElectionInfo) GetLocalCandidacies() uint32 {
 	return 0
 }
 
-// ListElectionsResponse lists named elections, sorted by name.
+// ListElectionsResponse is a page of named elections, sorted by name.
 type ListElectionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Elections     []*ElectionInfo        `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Elections []*ElectionInfo        `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	// When more elections match after this page, the page_token of the next
+	// one; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many elections match the request's filters, on every page.
+	Matched uint32 `protobuf:"varint,3,opt,name=matched,proto3" json:"matched,omitempty"`
+	// How many named elections the answering node knows in all.
+	Total         uint32 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1264,6 +1320,27 @@ func (x *ListElectionsResponse) GetElections() []*ElectionInfo {
 		return x.Elections
 	}
 	return nil
+}
+
+func (x *ListElectionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListElectionsResponse) GetMatched() uint32 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *ListElectionsResponse) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
 }
 
 var File_electord_v1_elector_proto protoreflect.FileDescriptor
@@ -1339,17 +1416,28 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x0fProclaimRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x1c\n" +
 	"\tcandidacy\x18\x02 \x01(\x04R\tcandidacy\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\tR\x05value\"\x16\n" +
-	"\x14ListElectionsRequest\"\xa8\x01\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\xa2\x01\n" +
+	"\x14ListElectionsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1e\n" +
+	"\n" +
+	"leaderless\x18\x05 \x01(\bR\n" +
+	"leaderless\"\xa8\x01\n" +
 	"\fElectionInfo\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
 	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x1e\n" +
 	"\n" +
 	"candidates\x18\x03 \x01(\rR\n" +
 	"candidates\x12+\n" +
-	"\x11local_candidacies\x18\x04 \x01(\rR\x10localCandidacies\"P\n" +
+	"\x11local_candidacies\x18\x04 \x01(\rR\x10localCandidacies\"\xa8\x01\n" +
 	"\x15ListElectionsResponse\x127\n" +
-	"\telections\x18\x01 \x03(\v2\x19.electord.v1.ElectionInfoR\telections2\x9b\x06\n" +
+	"\telections\x18\x01 \x03(\v2\x19.electord.v1.ElectionInfoR\telections\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
+	"\amatched\x18\x03 \x01(\rR\amatched\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\rR\x05total2\x9b\x06\n" +
 	"\aElector\x12C\n" +
 	"\tGetLeader\x12\x1d.electord.v1.GetLeaderRequest\x1a\x17.electord.v1.LeaderInfo\x12J\n" +
 	"\vWatchLeader\x12\x1f.electord.v1.WatchLeaderRequest\x1a\x18.electord.v1.LeaderEvent0\x01\x12A\n" +
