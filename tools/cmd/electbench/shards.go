@@ -90,7 +90,7 @@ func shardsCmd(args []string) error {
 	window := fs.Duration("window", 10*time.Second, "idle measurement window (base and with N)")
 	settle := fs.Duration("settle", 5*time.Second, "wait after agreement before idle; after the crash before counting leaderless elections")
 	watch := fs.Int("watch", 500, "the crash's exact sample: WatchLeader streams on the observer, at most this many of the victim's elections (electord serves 1024 watches)")
-	timeout := fs.Duration("timeout", 120*time.Second, "longest wait for agreement")
+	timeout := fs.Duration("timeout", 120*time.Second, "longest wait for the campaigns to open, and for agreement")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
 	mk, ok := standModes[*streams]
@@ -280,14 +280,17 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	// start: n elections at once.
 	names := shardNames(n)
 	t0 := time.Now()
-	if err := apps.standAll(ctx, c.procs, names); err != nil {
-		return fmt.Errorf("start: %w", err)
+	octx, ocancel := context.WithTimeout(ctx, timeout)
+	err := apps.standAll(octx, c.procs, names)
+	ocancel()
+	if err != nil {
+		return fmt.Errorf("start, after %v: %w", time.Since(t0).Round(time.Millisecond), err)
 	}
 	f.opened = time.Since(t0)
 	logf("%s: %d campaigns open after %v", f.algo, n*len(c.procs), f.opened.Round(time.Millisecond))
 	leads, at, res, err := pollAgreed(ctx, c, names, timeout)
 	if err != nil {
-		return fmt.Errorf("start: %w", err)
+		return fmt.Errorf("start, %v after the campaigns opened: %w", f.opened.Round(time.Millisecond), err)
 	}
 	f.agreed, f.agreedRes = at.Sub(t0), res
 	f.restSpread = spreadString(leads, nodes)

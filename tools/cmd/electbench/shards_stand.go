@@ -106,6 +106,11 @@ feed:
 			case jobs <- job{cl, name}:
 			case err = <-errs:
 				break feed
+			case <-ctx.Done():
+				s.mu.Lock()
+				err = fmt.Errorf("%d of %d campaigns through %s open when it ended: %w", len(s.camps), len(names), s.api, ctx.Err())
+				s.mu.Unlock()
+				break feed
 			}
 		}
 	}

@@ -231,5 +231,10 @@ func logMessage(line string) string {
 		}
 		return rest
 	}
+	// A standard-library log line (memberlist's): drop the timestamp
+	// before its "[LEVEL]", which would make every line its own message.
+	if i := strings.Index(line, " ["); i >= 0 {
+		line = line[i+1:]
+	}
 	return line[:min(len(line), 80)]
 }
