@@ -78,6 +78,7 @@ type shardsFig struct {
 	returnSpread string
 
 	logs    []string // node log messages by count, all nodes
+	sends   []string // per node: peer messages sent and failed, by type
 	stopped string
 }
 
@@ -118,7 +119,7 @@ func shardsCmd(args []string) error {
 	pr("# electbench shards: %d elections × %d nodes\n\n", *nElections, *cf.nodes)
 	pr("`electbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	pr("- %s, %s/%s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg())
-	pr("- %d electord processes, %s; one candidate app per node candidateApp in every election through it (%s streams, held by the benchmark's process), placement %q\n",
+	pr("- %d electord processes, %s; one candidate app per node standing in every election through it (%s streams, held by the benchmark's process), placement %q\n",
 		*cf.nodes, sb.config, *streams, *placement)
 	pr("- electord: `%s` (%s)\n\n", bin.path, describe(bin.path))
 	var figs []*shardsFig
@@ -141,6 +142,9 @@ func shardsCmd(args []string) error {
 		f := &shardsFig{algo: algo, elections: *nElections}
 		err = measureShards(c, f, mk, opts, *nElections, *window, *settle, *watch, *timeout)
 		f.logs = clusterLogs(c)
+		for _, p := range running(c) {
+			f.sends = append(f.sends, fmt.Sprintf("node %d: %s", p.id, sendStats(p)))
+		}
 		c.stop()
 		if err != nil {
 			f.stopped = err.Error()
@@ -468,8 +472,10 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 		}
 		pr("| figure | value |\n|---|---|\n")
 		pr("| start: all campaigns registered | %s ms |\n", ms(f.opened))
-		pr("| start: every node agrees on every election | %s ms (resolution: one poll round, %s ms) |\n", ms(f.agreed), ms(f.agreedRes))
-		pr("| leaders per node at rest | %s |\n", f.restSpread)
+		if f.agreed > 0 {
+			pr("| start: every node agrees on every election | %s ms (resolution: one poll round, %s ms) |\n", ms(f.agreed), ms(f.agreedRes))
+			pr("| leaders per node at rest | %s |\n", f.restSpread)
+		}
 		cpu := func(us []procUsage) []float64 {
 			var v []float64
 			for _, u := range us {
@@ -508,6 +514,10 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 			pr("| return: restart until every node agrees on every election | %s ms |\n", ms(f.returned))
 			pr("| return: leaderships moved | %d |\n", f.movedBack)
 			pr("| leaders per node after the return | %s |\n", f.returnSpread)
+		}
+		pr("\nPeer messages at the end (/metrics of each running node: sent, and failed by type):\n\n")
+		for _, l := range f.sends {
+			pr("- %s\n", l)
 		}
 		pr("\nNode log lines (warn and above, all nodes), by message:\n\n")
 		if len(f.logs) == 0 {

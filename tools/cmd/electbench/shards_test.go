@@ -97,3 +97,16 @@ func TestShardsPlacementOption(t *testing.T) {
 		t.Fatal("placementOption(spread): no option and no error")
 	}
 }
+
+func TestShardsSummarizeSends(t *testing.T) {
+	text := `# HELP electord_messages_sent_total x
+electord_messages_sent_total{type="Candidacy"} 6056
+electord_messages_sent_total{type="Heartbeat"} 44
+electord_messages_send_failed_total{type="Answer"} 0
+electord_messages_send_failed_total{type="Candidacy"} 28072
+electord_messages_send_failed_total{type="Coordinator"} 3e+04
+`
+	if got, want := summarizeSends(text), "sent 6100, failed 58072: Candidacy 28072, Coordinator 30000"; got != want {
+		t.Errorf("summarizeSends = %q, want %q", got, want)
+	}
+}

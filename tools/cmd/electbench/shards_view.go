@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -237,4 +238,55 @@ func logMessage(line string) string {
 		line = line[i+1:]
 	}
 	return line[:min(len(line), 80)]
+}
+
+// sendStats reads p's peer message counters: the total sent, and the
+// failed sends by type ("sent 100, failed 20: Candidacy 15, Heartbeat 5").
+func sendStats(p *proc) string {
+	resp, err := http.Get("http://" + argValue(p.args, "--health-addr") + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return summarizeSends(string(b))
+}
+
+// summarizeSends is sendStats on a /metrics text.
+func summarizeSends(text string) string {
+	var sent, failed float64
+	byType := map[string]float64{}
+	for line := range strings.SplitSeq(text, "\n") {
+		for _, m := range []string{"electord_messages_sent_total{", "electord_messages_send_failed_total{"} {
+			rest, ok := strings.CutPrefix(line, m)
+			if !ok {
+				continue
+			}
+			labels, val, ok := strings.Cut(rest, "} ")
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				continue
+			}
+			if m == "electord_messages_sent_total{" {
+				sent += v
+				continue
+			}
+			failed += v
+			if t, ok := strings.CutPrefix(labels, `type="`); ok && v > 0 {
+				byType[strings.TrimSuffix(t, `"`)] += v
+			}
+		}
+	}
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(byType)) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", t, byType[t]))
+	}
+	s := fmt.Sprintf("sent %.0f, failed %.0f", sent, failed)
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	return s
 }
