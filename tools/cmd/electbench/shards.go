@@ -471,7 +471,9 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 			pr("**stopped**: %s\n\n", f.stopped)
 		}
 		pr("| figure | value |\n|---|---|\n")
-		pr("| start: all campaigns registered | %s ms |\n", ms(f.opened))
+		if f.opened > 0 {
+			pr("| start: all campaigns registered | %s ms |\n", ms(f.opened))
+		}
 		if f.agreed > 0 {
 			pr("| start: every node agrees on every election | %s ms (resolution: one poll round, %s ms) |\n", ms(f.agreed), ms(f.agreedRes))
 			pr("| leaders per node at rest | %s |\n", f.restSpread)
