@@ -22,6 +22,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -77,6 +79,7 @@ func shardCandMain(args []string) error {
 	name := fs.String("name", "", "this candidate's value")
 	n := fs.Int("elections", 10000, "elections to campaign in")
 	ttl := fs.Int("ttl", 2, "session TTL, seconds")
+	rate := fs.Int("rate", 2000, "Campaigns started a second")
 	fs.Parse(args)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		MaxCallRecvMsgSize: 256 << 20})
@@ -90,14 +93,28 @@ func shardCandMain(args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// All Campaigns at once (50,000 for 5 candidates × 10,000) made the
+	// members answer "too many requests" and time out: start them at --rate
+	// a second, and retry one that fails, as an application would.
+	tick := time.NewTicker(time.Second / time.Duration(max(*rate, 1)))
+	var retries atomic.Int64
 	for i := range *n {
+		<-tick.C
 		e := concurrency.NewElection(sess, shardsPrefix+shardName(i, *n))
 		go func() {
-			if err := e.Campaign(ctx, *name); err != nil && ctx.Err() == nil {
-				fmt.Println("error", err)
+			for ctx.Err() == nil {
+				err := e.Campaign(ctx, *name)
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				if retries.Add(1)%100 == 1 {
+					fmt.Println("error", err, "(retrying;", retries.Load(), "retries so far)")
+				}
+				time.Sleep(100*time.Millisecond + time.Duration(rand.IntN(100))*time.Millisecond)
 			}
 		}()
 	}
+	tick.Stop()
 	fmt.Println("ready")
 	<-sigs
 	cancel()
@@ -227,6 +244,7 @@ func shardsMain(args []string) error {
 	window := fs.Duration("window", 10*time.Second, "idle measurement window")
 	settle := fs.Duration("settle", 5*time.Second, "after the kill's failover, before counting elections still led by the dead candidate")
 	etcdBin := fs.String("etcd", "etcd", "the etcd server binary")
+	rate := fs.Int("rate", 2000, "Campaigns each candidate starts a second (all at once overloads the members)")
 	out := fs.String("out", "", "also write the report to this file")
 	fs.Parse(args)
 	dir, err := os.MkdirTemp("", "vsetcd-shards-")
@@ -252,8 +270,8 @@ func shardsMain(args []string) error {
 	defer e.stop()
 	pr("# vsetcd shards: %d elections × %d candidates on etcd\n\n`vsetcd %s`\n\n", *n, *nc, strings.Join(os.Args[1:], " "))
 	pr("- %s, %d CPUs, load average at start %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), loadavg())
-	pr("- etcd %s, %d members; %d candidate processes, candidate i through member i, each ONE concurrency.NewSession(WithTTL(%d)) and a Campaign per election on it\n",
-		e.version, *nc, *nc, *ttl)
+	pr("- etcd %s, %d members; %d candidate processes, candidate i through member i, each ONE concurrency.NewSession(WithTTL(%d)) and a Campaign per election on it, started at %d a second, a failed one retried\n",
+		e.version, *nc, *nc, *ttl, *rate)
 	pr("- observed by one ranged Get of the prefix on member 1 (leader: lowest create revision), exact to one Get\n\n")
 	cli, err := clientv3.New(clientv3.Config{Endpoints: e.endpoints[:1], DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallRecvMsgSize: 1 << 30})
 	if err != nil {
@@ -287,7 +305,7 @@ func shardsMain(args []string) error {
 			return err
 		}
 		c, err := startChild(self, []string{"shardcand", "--endpoint", e.endpoints[(i-1)%len(e.endpoints)], "--name", name,
-			"--elections", fmt.Sprint(*n), "--ttl", fmt.Sprint(*ttl)}, lw, logw, nil)
+			"--elections", fmt.Sprint(*n), "--ttl", fmt.Sprint(*ttl), "--rate", fmt.Sprint(*rate)}, lw, logw, nil)
 		if err != nil {
 			return err
 		}
@@ -301,7 +319,11 @@ func shardsMain(args []string) error {
 	var v shardsView
 	for {
 		if v, err = getShards(ctx, cli); err != nil {
-			return err
+			logf("get: %v", err)
+			if time.Since(t0) > 5*time.Minute {
+				return err
+			}
+			continue
 		}
 		full := 0
 		for _, c := range v.candidates {
