@@ -362,16 +362,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 		lists = append(lists, listOf(ctx, p))
 	}
 	after, reason := agreement(lists, names)
-	f.leaderless = 0
-	for _, l := range lists {
-		for _, name := range names {
-			if v := l.leads[name]; v.id == 0 || v.id == f.victim {
-				f.leaderless++
-				break
-			}
-		}
-		break // the observer's count; disagreement is reported below
-	}
+	f.leaderless = leaderless(lists, names, f.victim)
 	if after == nil {
 		logf("%s: after the crash: %s", f.algo, reason)
 		f.crashSpread = "not agreed: " + reason
@@ -509,7 +500,7 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 				len(f.watched), ms(f.watched.pct(0.5)), ms(f.watched.pct(0.99)), ms(f.watched.pct(1)), f.watchMissed)
 			pr("| crash: new leader seen, every election (ListElections polls of %s ms) | %d: p50 %s, p99 %s, max %s ms; %d not in 10 s |\n",
 				ms(f.pollRes), len(f.polled), ms(f.polled.pct(0.5)), ms(f.polled.pct(0.99)), ms(f.polled.pct(1)), f.pollMissed)
-			pr("| crash: leaderless (or led by the dead node) on the observer after the settle | %d |\n", f.leaderless)
+			pr("| crash: leaderless (or led by the dead node) on some survivor after the settle | %d |\n", f.leaderless)
 			pr("| leaders per node after the crash | %s |\n", f.crashSpread)
 		}
 		if f.returned > 0 {

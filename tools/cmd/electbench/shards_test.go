@@ -110,3 +110,15 @@ electord_messages_send_failed_total{type="Coordinator"} 3e+04
 		t.Errorf("summarizeSends = %q, want %q", got, want)
 	}
 }
+
+func TestShardsLeaderless(t *testing.T) {
+	lists := []nodeList{
+		{node: 1, leads: map[string]lead{"a": {2, 1}, "b": {3, 1}, "c": {2, 1}}},
+		{node: 2, leads: map[string]lead{"a": {2, 1}, "b": {0, 1}, "c": {5, 1}}},
+	}
+	// b has no leader on node 2, c is led by the dead node 5 there, d is
+	// missing everywhere.
+	if got := leaderless(lists, []string{"a", "b", "c", "d"}, 5); got != 3 {
+		t.Errorf("leaderless = %d, want 3", got)
+	}
+}

@@ -96,6 +96,21 @@ func agreement(lists []nodeList, names []string) (map[string]lead, string) {
 	return out, ""
 }
 
+// leaderless counts the names that some list shows with no leader, or led
+// by dead (a node that is gone).
+func leaderless(lists []nodeList, names []string, dead uint64) int {
+	n := 0
+	for _, name := range names {
+		for _, l := range lists {
+			if v := l.leads[name]; v.id == 0 || v.id == dead {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // perNode counts the leaderships each node holds.
 func perNode(leads map[string]lead) map[uint64]int {
 	n := map[uint64]int{}
