@@ -236,7 +236,7 @@ func usageString(us []usage) string {
 	return strings.Join(s, ", ")
 }
 
-func shardsMain(args []string) error {
+func shardsMain(args []string) (err error) {
 	fs := flag.NewFlagSet("vsetcd shards", flag.ExitOnError)
 	n := fs.Int("elections", 10000, "elections every candidate campaigns in")
 	nc := fs.Int("candidates", 5, "candidate processes, and etcd members (candidate i through member i)")
@@ -255,6 +255,9 @@ func shardsMain(args []string) error {
 	var w strings.Builder
 	pr := func(f string, a ...any) { fmt.Fprintf(&w, f, a...); fmt.Printf(f, a...) }
 	defer func() {
+		if err != nil {
+			pr("\n**stopped**: %v\n\nload average at the end %s\n", err, loadavg())
+		}
 		if *out != "" {
 			os.WriteFile(*out, []byte(w.String()), 0o644)
 		}
