@@ -293,6 +293,7 @@ func shardsMain(args []string) (err error) {
 	cands := map[string]*child{}
 	var mu sync.Mutex
 	ready := make(chan string, *nc)
+	gone := make(chan string, *nc) // a candidate that exited
 	t0 := time.Now()
 	for i := 1; i <= *nc; i++ {
 		name := fmt.Sprintf("c%d", i)
@@ -308,7 +309,7 @@ func shardsMain(args []string) (err error) {
 			return err
 		}
 		c, err := startChild(self, []string{"shardcand", "--endpoint", e.endpoints[(i-1)%len(e.endpoints)], "--name", name,
-			"--elections", fmt.Sprint(*n), "--ttl", fmt.Sprint(*ttl), "--rate", fmt.Sprint(*rate)}, lw, logw, nil)
+			"--elections", fmt.Sprint(*n), "--ttl", fmt.Sprint(*ttl), "--rate", fmt.Sprint(*rate)}, lw, logw, func(*child) { gone <- name })
 		if err != nil {
 			return err
 		}
@@ -317,7 +318,12 @@ func shardsMain(args []string) (err error) {
 		mu.Unlock()
 	}
 	for range *nc {
-		<-ready
+		select {
+		case <-ready:
+		case name := <-gone:
+			b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+			return fmt.Errorf("candidate %s exited before it campaigned: %s", name, strings.TrimSpace(string(b)))
+		}
 	}
 	var v shardsView
 	for {
