@@ -6,6 +6,7 @@
 //	electbench rolling   [--terms 20] [--rolls 3] (graceful stops: rolling.go)
 //	electbench chaos     [--duration 10m] [--seed S] [--algorithm bully,ring] [--quorum 0,5] [--named 3]  (root; see chaos.go, docs/CHAOS.md)
 //	electbench apps      [--kills 20] [--elections 1] [--kill app|node]  (candidate apps in named elections: apps.go)
+//	electbench shards    [--elections 1000] [--placement spread] [--streams per-election]  (N elections × 5 nodes: start, idle, crash, return; shards.go)
 //	electbench probe     [--kills 20] [--periods 1s,100ms]  (--candidate-probe: the leader's health app killed; probe.go)
 //
 // failover starts the electord processes with the default configuration,
@@ -71,6 +72,8 @@ func main() {
 		err = appsCmd(os.Args[2:])
 	case "app": // app.go: one candidate app, started by apps
 		err = appMain(os.Args[2:])
+	case "shards": // shards.go
+		err = shardsCmd(os.Args[2:])
 	case "probe": // probe.go
 		err = probeCmd(os.Args[2:])
 	case "healthapp": // probe.go: one health app, started by probe
@@ -87,7 +90,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale|chaos|crash|apps|probe [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: electbench failover|stability|rolling|idle|scale|chaos|crash|apps|shards|probe [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

@@ -63,3 +63,26 @@ func TestPct(t *testing.T) {
 		}
 	}
 }
+
+func TestParseShards(t *testing.T) {
+	kvs := []shardKV{
+		{shardsPrefix + "shard-00000/6a", "c2", 12},
+		{shardsPrefix + "shard-00000/6b", "c1", 9},
+		{shardsPrefix + "shard-00001/6a", "c2", 10},
+		{"/other/shard-00002/6a", "c3", 1},
+		{shardsPrefix + "nokey", "c4", 1},
+	}
+	leader, cands := parseShards(kvs)
+	if len(leader) != 2 || leader["shard-00000"] != "c1" || leader["shard-00001"] != "c2" {
+		t.Errorf("leaders = %v; want shard-00000 c1 (lowest create revision), shard-00001 c2", leader)
+	}
+	if cands["shard-00000"] != 2 || cands["shard-00001"] != 1 || len(cands) != 2 {
+		t.Errorf("candidates = %v", cands)
+	}
+	if got := shardName(7, 100000); got != "shard-00007" {
+		t.Errorf("shardName(7, 100000) = %q", got)
+	}
+	if got := shardName(7, 100001); got != "shard-000007" {
+		t.Errorf("shardName(7, 100001) = %q", got)
+	}
+}

@@ -3,6 +3,7 @@
 //
 //	go -C tools run ./cmd/vsetcd [--candidates 5] [--events 25] [--out file]
 //	go -C tools run ./cmd/vsetcd apps [--kills 20] [--algorithms bully,ring] [--systems electord,etcd]
+//	go -C tools run ./cmd/vsetcd shards [--elections 10000] [--ttl 2]  (many elections per session: shards.go)
 //
 // In one run it starts an etcd cluster (--etcd-members, one by default) with
 // --candidates etcdcandidate processes (go.etcd.io/etcd/client/v3/concurrency, at the
@@ -68,6 +69,10 @@ func cleanUp() {
 }
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "shards" || os.Args[1] == "shardcand") {
+		mainShards() // shards.go
+		return
+	}
 	mode, args := "failover", os.Args[1:]
 	if len(args) > 0 && args[0] == "apps" {
 		mode, args = "apps", args[1:]

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestShardsAgreement(t *testing.T) {
+	names := []string{"a", "b"}
+	l := func(node uint64, leads map[string]lead) nodeList { return nodeList{node: node, leads: leads} }
+	same := map[string]lead{"a": {1, 5}, "b": {2, 7}}
+	got, why := agreement([]nodeList{l(1, same), l(2, same)}, names)
+	if why != "" || got["a"] != (lead{1, 5}) || got["b"] != (lead{2, 7}) {
+		t.Fatalf("agreeing lists: %v, %q", got, why)
+	}
+	for _, c := range []struct {
+		lists []nodeList
+		want  string
+	}{
+		{[]nodeList{l(1, same), l(2, map[string]lead{"a": {1, 5}, "b": {2, 8}})}, "1 of 2 elections not agreed (first: b: node 1 shows 2/7, node 2 2/8)"},
+		{[]nodeList{l(1, map[string]lead{"a": {0, 5}, "b": {2, 7}})}, "1 of 2 elections not agreed (first: a: node 1 shows no leader)"},
+		{[]nodeList{l(1, map[string]lead{"b": {2, 7}})}, "1 of 2 elections not agreed (first: a: node 1 shows no leader)"},
+		{[]nodeList{{node: 3, err: errors.New("node 3: down")}}, "node 3: down"},
+		{nil, "no node answered"},
+	} {
+		if got, why := agreement(c.lists, names); got != nil || why != c.want {
+			t.Errorf("agreement = %v, %q; want nil, %q", got, why, c.want)
+		}
+	}
+}
+
+func TestShardsSpreadAndMoved(t *testing.T) {
+	a := map[string]lead{"x": {1, 1}, "y": {1, 1}, "z": {2, 1}}
+	if got, want := spreadString(a, []uint64{1, 2, 3}), "n1:2 n2:1 n3:0 (max/min inf)"; got != want {
+		t.Errorf("spreadString = %q, want %q", got, want)
+	}
+	if got, want := spreadString(a, []uint64{1, 2}), "n1:2 n2:1 (max/min 2.00)"; got != want {
+		t.Errorf("spreadString = %q, want %q", got, want)
+	}
+	// A new term on the same node is no move; another node, or an election
+	// only one side has, is.
+	b := map[string]lead{"x": {1, 9}, "y": {3, 2}, "w": {2, 1}}
+	if got := moved(a, b); got != 3 { // y moved, z missing, w new
+		t.Errorf("moved = %d, want 3", got)
+	}
+}
+
+func TestShardNames(t *testing.T) {
+	if got := shardNames(3); !slices.Equal(got, []string{"shard-00000", "shard-00001", "shard-00002"}) {
+		t.Errorf("shardNames(3) = %v", got)
+	}
+	if got := shardNames(100001); got[100000] != "shard-100000" || got[0] != "shard-000000" || !slices.IsSorted(got) {
+		t.Errorf("shardNames(100001): %s ... %s", got[0], got[100000])
+	}
+}
+
+func TestShardsMetricValue(t *testing.T) {
+	text := "# HELP go_memstats_heap_inuse_bytes x\ngo_memstats_heap_inuse_bytes_total 1\ngo_memstats_heap_inuse_bytes 4.194304e+06\n"
+	if v, ok := metricValue(strings.NewReader(text), "go_memstats_heap_inuse_bytes"); !ok || v != 4194304 {
+		t.Errorf("metricValue = %v, %v", v, ok)
+	}
+	if _, ok := metricValue(strings.NewReader(text), "absent"); ok {
+		t.Error("metricValue found an absent metric")
+	}
+}
+
+func TestShardsLogCounts(t *testing.T) {
+	log := `{"level":"warn","msg":"send queue full","peer":2}
+{"level":"warn","msg":"send queue full","peer":3}
+time=1 level=WARN msg="slow tick" n=4
+time=1 level=WARN msg=plain n=4
+2026/11/28 12:00:00 [WARN] memberlist: Refuting a suspect message (from: 4)
+`
+	got := logCounts(log)
+	want := []string{"2× send queue full", "1× [WARN] memberlist: Refuting a suspect message (from: 4)", "1× plain", "1× slow tick"}
+	if !slices.Equal(got, want) {
+		t.Errorf("logCounts =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestShardsPlacementOption(t *testing.T) {
+	if o, err := placementOption(""); o != nil || err != nil {
+		t.Errorf("placementOption(\"\") = %v, %v; want nothing", o, err)
+	}
+	// Until CampaignRequest carries a placement, asking for one is an
+	// error that says so; once it does, the option sets it.
+	o, err := placementOption("spread")
+	if err != nil {
+		if !strings.Contains(err.Error(), "no placement field") {
+			t.Errorf("placementOption(spread): %v", err)
+		}
+		return
+	}
+	if o == nil {
+		t.Fatal("placementOption(spread): no option and no error")
+	}
+}
+
+func TestShardsSummarizeSends(t *testing.T) {
+	text := `# HELP electord_messages_sent_total x
+electord_messages_sent_total{type="Candidacy"} 6056
+electord_messages_sent_total{type="Heartbeat"} 44
+electord_messages_send_failed_total{type="Answer"} 0
+electord_messages_send_failed_total{type="Candidacy"} 28072
+electord_messages_send_failed_total{type="Coordinator"} 3e+04
+`
+	if got, want := summarizeSends(text), "sent 6100, failed 58072: Candidacy 28072, Coordinator 30000"; got != want {
+		t.Errorf("summarizeSends = %q, want %q", got, want)
+	}
+}
+
+func TestShardsLeaderless(t *testing.T) {
+	lists := []nodeList{
+		{node: 1, leads: map[string]lead{"a": {2, 1}, "b": {3, 1}, "c": {2, 1}}},
+		{node: 2, leads: map[string]lead{"a": {2, 1}, "b": {0, 1}, "c": {5, 1}}},
+	}
+	// b has no leader on node 2, c is led by the dead node 5 there, d is
+	// missing everywhere.
+	if got := leaderless(lists, []string{"a", "b", "c", "d"}, 5); got != 3 {
+		t.Errorf("leaderless = %d, want 3", got)
+	}
+}
