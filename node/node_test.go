@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -129,11 +127,7 @@ func (c *cluster) start(id election.NodeID) *Node {
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	var lg *slog.Logger
-	if os.Getenv("NODE_TEST_LOG") != "" {
-		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", uint64(id))
-	}
-	nd, err := New(fast(Config{Logger: lg, Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum, BootstrapExpect: c.expect,
+	nd, err := New(fast(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum, BootstrapExpect: c.expect,
 		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }}))
 	if err != nil {
 		c.t.Fatal(err)
