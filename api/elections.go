@@ -77,8 +77,6 @@ func (s *service) campaignError(err error) error {
 	switch {
 	case errors.Is(err, named.ErrInvalidName), errors.Is(err, named.ErrValueTooLong):
 		return grpcstatus.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, node.ErrNamedQuorum):
-		return grpcstatus.Error(codes.FailedPrecondition, err.Error())
 	}
 	return s.statusError(err)
 }

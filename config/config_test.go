@@ -105,7 +105,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *Config) { c.BootstrapExpect = -1 }, "bootstrap-expect:"},
 		{func(c *Config) { c.K8sLeaderElection = "jobs" }, "k8s-leader-election: needs k8s-leader-service"},
 		{func(c *Config) { c.K8sLeaderService, c.K8sLeaderElection = "svc", "a/b" }, "k8s-leader-election: "},
-		{func(c *Config) { c.K8sLeaderService, c.K8sLeaderElection, c.Quorum = "svc", "jobs", 3 }, "k8s-leader-election: named elections do not run in quorum mode"},
 		{func(c *Config) { c.GossipPreset = "wan" }, "gossip-preset:"},
 		{func(c *Config) { c.MaxProcs = -1 }, "max-procs: must be between 0 (Go's default) and 1024, got -1"},
 		{func(c *Config) { c.Join = []string{"http://x"} }, "join:"},

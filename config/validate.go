@@ -101,11 +101,6 @@ func (c Config) Validate() error {
 			bad("k8s-leader-election", "%v", err)
 		case c.K8sLeaderService == "":
 			bad("k8s-leader-election", "needs k8s-leader-service (the Service that follows the election)")
-		case c.Quorum > 0:
-			// A campaign on a node in quorum mode is refused (named
-			// elections have no voter role yet), so the Service would
-			// never name anyone.
-			bad("k8s-leader-election", "named elections do not run in quorum mode yet: unset quorum, or follow the default election")
 		}
 	}
 	if _, err := membership.PresetNamed(c.GossipPreset); err != nil {

@@ -120,6 +120,8 @@ type Standing struct {
 	// Excluded: this node resigned or handed over and must not stand in the
 	// current round.
 	Excluded bool
+	// Withdrawn: this node does not stand (StateMachine.Stand(false)).
+	Withdrawn bool
 	// Resigned is the node that just resigned and handed this node the
 	// election (0 if none); it does not stand in this round.
 	Resigned NodeID

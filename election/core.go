@@ -162,6 +162,7 @@ func (c *core) standing() Standing {
 		LeaderFresh: c.leaderFresh(),
 		Proposing:   c.q != nil && c.q.proposing(),
 		Excluded:    c.excluded(),
+		Withdrawn:   c.withdrawn,
 		Resigned:    c.resigned,
 	}
 }

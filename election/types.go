@@ -221,6 +221,9 @@ type Message struct {
 	// leader's as the leader last told it). On a TimeoutNow, the support of
 	// the leadership handed over, which the successor claims for a leader
 	// timeout. 0: not given (an older peer), read as 1. See plain_mode.go.
+	// On a ring's Election (quorum mode): the members the round passed
+	// through that do not stand (Stand(false): a named election's voters,
+	// which forward it without joining it), counted as reachable.
 	Support uint32
 	// NotStanding: the sender does not stand (StateMachine.Stand(false)).
 	// On a follower's Heartbeat, and on the TimeoutNow with which such a

@@ -17,11 +17,6 @@ const (
 	EventFollower  = "follower"  // another candidacy leads
 )
 
-// ErrNamedQuorum refuses a campaign on a node in quorum mode: a named
-// election there needs every node's vote, which is not built yet (see
-// docs/ELECTIONS.md, "Observers").
-var ErrNamedQuorum = errors.New("node: named elections do not run in quorum mode yet")
-
 // candidacyBuffer is how many events a slow reader may fall behind before
 // the oldest is dropped; the newest, which says the current state, is
 // always kept.
@@ -105,9 +100,6 @@ func (n *Node) CampaignWith(ctx context.Context, o CampaignOptions) (*Candidacy,
 	}
 	if err := CheckPlacement(o.Placement); err != nil {
 		return nil, err
-	}
-	if n.cfg.Quorum > 0 {
-		return nil, ErrNamedQuorum
 	}
 	placement := o.Placement
 	if placement == "" {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/electord/electord/election"
@@ -34,6 +35,10 @@ type Inbox struct {
 	// refusing: the node refuses Elections (election.Status.RefusesElections,
 	// set by its loop after every change).
 	refusing atomic.Bool
+	// refusingNamed: the named elections whose machine here refuses
+	// Elections (a voter, in quorum mode; set by the loop, refuseNamed).
+	// Empty in plain mode.
+	refusingNamed sync.Map
 	// counters are the node's; the inbox counts its refusals and the
 	// failures it could not queue there.
 	counters *Counters
@@ -62,8 +67,17 @@ func (b *Inbox) Receive(in transport.Inbound) error {
 	// cluster has formed and apps campaign. A node's own ring round coming
 	// back is taken: a leader that stopped standing runs one without itself
 	// to hand over, and refused it would end only at its timeout.
-	if in.Msg.Type == election.MsgElection && in.Msg.Election == "" && b.refusing.Load() && in.Msg.Initiator != in.Msg.To {
-		return transport.ErrNotReady
+	if in.Msg.Type == election.MsgElection && in.Msg.Initiator != in.Msg.To {
+		if in.Msg.Election == "" && b.refusing.Load() {
+			return transport.ErrNotReady
+		}
+		if in.Msg.Election != "" {
+			// A voter refuses the election's Elections as a withdrawn node
+			// refuses the default election's.
+			if _, ok := b.refusingNamed.Load(in.Msg.Election); ok {
+				return transport.ErrNotReady
+			}
+		}
 	}
 	if !b.msgs.Push(in) {
 		b.counters.InboxFull.Add(1)
@@ -114,5 +128,14 @@ func (b *Inbox) drain() {
 		if in.Reply != nil {
 			close(in.Reply)
 		}
+	}
+}
+
+// refuseNamed sets whether the named election name refuses Elections.
+func (b *Inbox) refuseNamed(name string, on bool) {
+	if on {
+		b.refusingNamed.Store(name, struct{}{})
+	} else {
+		b.refusingNamed.Delete(name)
 	}
 }

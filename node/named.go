@@ -21,6 +21,7 @@ type namedMachine struct {
 	sm       election.StateMachine
 	reported election.Leadership // the leadership last announced to peers
 	since    time.Time           // when the leadership last changed
+	priority int64               // the rank it started with (Config.Priority)
 }
 
 // namedState is what the loop keeps of named elections.
@@ -123,7 +124,10 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	ecfg := n.cfg.electionConfig(saved.Term)
 	ecfg.LeaderTerm = saved.LeaderTerm
 	ecfg.Priority = head.Priority
-	ecfg.Quorum, ecfg.BootstrapExpect, ecfg.Volatile = 0, 0, false
+	ecfg.BootstrapExpect = 0
+	if !n.namedQuorum() {
+		ecfg.Quorum, ecfg.Volatile = 0, false
+	}
 	ecfg.Rand = electionRand(n.cfg.Self.ID, name)
 	sm, err := algorithms.New(n.cfg.Algorithm, ecfg)
 	if err != nil {
@@ -136,14 +140,17 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 		c.start()
 		n.named.clock = c
 	}
-	n.named.machines[name] = &namedMachine{sm: sm}
-	// The candidates the node knows of join one by one: a machine that knows
+	n.named.machines[name] = &namedMachine{sm: sm, priority: head.Priority}
+	_, standing := n.named.queues.Head(name)
+	if !standing {
+		sm.Stand(false) // a voter (quorum mode, namedvoter.go)
+	}
+	// The members the node knows of join one by one: a machine that knows
 	// earlier terms asks each who leads, instead of waiting to campaign.
-	others := n.named.table.Members(name)
-	for _, m := range others {
+	for _, m := range n.machinePeers(name) {
 		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
 	}
-	if len(others) == 0 && eager {
+	if len(n.named.table.Members(name)) == 0 && eager && standing {
 		sm.Campaign() // the only candidate: nobody to wait for
 	}
 	n.named.dirty[name] = true
@@ -238,8 +245,13 @@ func (n *Node) candidacyFrom(m election.Message) {
 		if nm := n.named.machines[name]; nm != nil && !n.halted() {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventDead, Member: election.Member{ID: m.From}})
+			if rec := n.members[m.From]; n.namedQuorum() && rec != nil && rec.alive {
+				// The new process is a live member, a voter at least.
+				nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From}})
+			}
 		}
 		n.named.dirty[name] = true
+		n.followVoters(name)
 	}
 	if renewal == named.Restarted && !n.halted() {
 		n.log.Info("named elections: a peer restarted; its earlier candidacies are void", "peer", uint64(m.From), "elections", len(voided))
@@ -259,19 +271,27 @@ func (n *Node) candidacyFrom(m election.Message) {
 	nm := n.named.machines[name]
 	if m.Confirmed {
 		joined, reranked := n.named.table.Set(name, m.From, standOf(m))
-		if nm != nil && (joined || reranked) && !n.halted() {
+		if nm == nil && n.namedQuorum() {
+			n.followVoters(name) // a voter's machine, the sender a member of it
+		} else if nm != nil && (joined || reranked) && !n.halted() {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
 		}
-		if joined && nm != nil && renewal != named.Restarted {
+		if joined && n.standsIn(name) && renewal != named.Restarted {
 			// A candidate new to this node may not know this node stands
 			// either (its copy was lost, or sent before it served again):
 			// tell it. The answer is not new to it, so this ends there.
 			n.sendCandidacy(name, m.From)
 		}
 	} else if n.named.table.Withdraw(name, m.From) && nm != nil && !n.halted() {
-		n.catchUpNamed()
-		nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
+		if n.namedQuorum() {
+			// The sender stays a member (a voter now); its machine says so
+			// in its heartbeats. Nobody left standing: the voter goes.
+			n.followVoters(name)
+		} else {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
+		}
 	}
 	n.named.dirty[name] = true
 }
@@ -286,10 +306,25 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 		for _, name := range n.named.queues.Elections() {
 			n.sendCandidacy(name, id)
 		}
+		if n.namedQuorum() && !n.halted() {
+			n.voterMemberEvent(election.EventJoin, id)
+		}
 	case MemberLeave, MemberDead:
 		typ := election.EventDead
 		if ev.Type == MemberLeave {
 			typ = election.EventLeave
+		}
+		if n.namedQuorum() {
+			// Every machine has every member; those that have nobody left
+			// standing go.
+			if !n.halted() {
+				n.voterMemberEvent(typ, id)
+			}
+			for _, name := range n.named.table.Forget(id) {
+				n.named.dirty[name] = true
+				n.followVoters(name)
+			}
+			return
 		}
 		for _, name := range n.named.table.Forget(id) {
 			if nm := n.named.machines[name]; nm != nil && !n.halted() {
@@ -396,6 +431,10 @@ func (n *Node) stand(c *Candidacy) error {
 			return err
 		}
 		n.sendCandidacy(c.Election, 0)
+	} else if head, _ := n.named.queues.Head(c.Election); head.ID == cand.ID {
+		// Quorum mode: this node voted in the election and now stands.
+		n.followVoters(c.Election)
+		n.sendCandidacy(c.Election, 0)
 	}
 	n.named.dirty[c.Election] = true
 	return nil
@@ -432,6 +471,20 @@ func (n *Node) withdrawCandidacy(id named.ID) {
 					n.log.Warn("named election: handover on withdrawal failed", "election", name, "to", uint64(to), "err", err)
 				}
 			}
+		}
+		if n.namedQuorum() && !n.halted() {
+			// The machine stays while anyone stands (a voter, or the next
+			// app's): it withdraws first, so a leadership not handed over
+			// above ends here and the next app can lead only at a new term,
+			// never at the one the app before it held. followVoters then
+			// stands it for the next app, or drops it.
+			n.catchUpNamed()
+			nm.sm.Stand(false)
+			n.named.dirty[name] = true
+			n.processNamed(name)
+			n.followVoters(name)
+			n.sendCandidacy(name, 0)
+			return
 		}
 		n.dropMachine(name)
 	}
@@ -498,7 +551,9 @@ func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 	li := LeaderInfo{Election: name, State: StateNoLeader}
 	switch {
 	case nm != nil && !n.killed:
-		info.Candidates++
+		if info.Local > 0 {
+			info.Candidates++ // not a voter's machine
+		}
 		st := nm.sm.Status()
 		li.ID, li.Term, li.State, li.Since = st.Leader, st.LeaderTerm, roleState(st.Role), nm.since
 	case !n.killed:

@@ -188,6 +188,7 @@ func (n *Node) afterNamed() {
 	n.closeReplies()
 	for name := range n.named.dirty {
 		n.publishNamed(name)
+		n.refusesNamedElections(name)
 	}
 	clear(n.named.dirty)
 	n.resendNamed()

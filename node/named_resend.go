@@ -164,9 +164,12 @@ func (n *Node) resendRound() []string {
 	for _, rec := range n.members {
 		full = full && rec.alive
 	}
+	// A voter's machine (quorum mode) stands for nothing: its node's
+	// standing there is a withdrawal, counted down below like any other.
 	names := slices.Collect(maps.Keys(n.named.machines))
+	names = slices.DeleteFunc(names, func(name string) bool { return !n.standsIn(name) })
 	for name, w := range r.withdrawn {
-		if n.named.machines[name] != nil || w.full <= 0 || w.left <= 0 {
+		if n.standsIn(name) || w.full <= 0 || w.left <= 0 {
 			delete(r.withdrawn, name)
 			continue
 		}

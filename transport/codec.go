@@ -47,6 +47,7 @@ func Encode(m election.Message) (proto.Message, error) {
 			FromRank:      rankToProto(m.FromRank),
 			InitiatorRank: rankToProto(m.InitiatorRank),
 			Incumbent:     uint64(m.Leader),
+			Voters:        m.Support,
 		}, nil
 	case election.MsgAnswer:
 		return &pb.Answer{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election}, nil
@@ -124,6 +125,7 @@ func decode(x proto.Message) (election.Message, error) {
 			FromRank:      rankFromProto(x.GetFromRank()),
 			InitiatorRank: rankFromProto(x.GetInitiatorRank()),
 			Leader:        election.NodeID(x.GetIncumbent()),
+			Support:       x.GetVoters(),
 		}, nil
 	case *pb.Answer:
 		if x == nil {

@@ -156,7 +156,9 @@ func TestChecksCatch(t *testing.T) {
 		want   string
 	}{
 		{"the Service follows another election than the app's", func(m *manifests) { setArg(m, "k8s-leader-election", "other") }, "CAMPAIGN_URL must be"},
-		{"quorum with a named election", func(m *manifests) { setArg(m, "quorum", "3") }, "named elections do not run in quorum mode"},
+		{"no quorum mode with a named election", func(m *manifests) {
+			electord(m).Args = slices.DeleteFunc(electord(m).Args, func(a string) bool { return strings.HasPrefix(a, "--quorum=") })
+		}, "--quorum must be 3"},
 	} {
 		t.Run("named/"+c.name, func(t *testing.T) { breaks(t, named, false, c.break_, c.want) })
 	}

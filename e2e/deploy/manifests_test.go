@@ -464,8 +464,8 @@ func check(m *manifests) (errs []error) {
 // mode, a majority of the replicas to lead (the default: a partitioned
 // minority has no leader), polled at LEADER_URL; or, with
 // --k8s-leader-election (the named overlay), the app campaigns in that
-// election at CAMPAIGN_URL (and electord refuses --quorum with it:
-// checkFlags).
+// election at CAMPAIGN_URL, also in quorum mode (every node votes in a
+// named election).
 func checkElection(p *pod) (errs []error) {
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	env := map[string]string{}
@@ -475,6 +475,9 @@ func checkElection(p *pod) (errs []error) {
 		}
 	}
 	sidecar := "http://" + p.flags["http-addr"]
+	if want := fmt.Sprint(deref32(p.sts.Spec.Replicas)); p.flags["quorum"] != want {
+		bad("electord: --quorum must be %s, the replicas: without quorum mode a partitioned minority elects a leader of its own; got %q", want, p.flags["quorum"])
+	}
 	if el := p.flags["k8s-leader-election"]; el != "" {
 		if want := sidecar + "/elections/" + el + "/campaign"; env["CAMPAIGN_URL"] != want {
 			bad("app: CAMPAIGN_URL must be %s (the sidecar's campaign in the election the Service follows), got %q", want, env["CAMPAIGN_URL"])
@@ -486,9 +489,6 @@ func checkElection(p *pod) (errs []error) {
 	}
 	if want := sidecar + "/leader/self"; env["LEADER_URL"] != want {
 		bad("app: LEADER_URL must be %s (whether its node leads the election the Service follows), got %q", want, env["LEADER_URL"])
-	}
-	if want := fmt.Sprint(deref32(p.sts.Spec.Replicas)); p.flags["quorum"] != want {
-		bad("electord: --quorum must be %s, the replicas: without quorum mode a partitioned minority elects a leader of its own; got %q", want, p.flags["quorum"])
 	}
 	return errs
 }

@@ -137,7 +137,7 @@ func TestRollingUpdateInDocker(t *testing.T) {
 }
 
 // TestNamedRollingUpdateInDocker runs the named overlay's pods: the apps
-// campaign in the named election, the nodes run without quorum mode, and
+// campaign in the named election, the nodes run in quorum mode (voters), and
 // each leading app hands over by closing its campaign. Fewer updates than
 // plain by default: the pods, the update and the measure are the same.
 func TestNamedRollingUpdateInDocker(t *testing.T) {

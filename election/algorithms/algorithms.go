@@ -59,3 +59,14 @@ func lookup(name string) (Factory, bool) {
 	}
 	return nil, false
 }
+
+// VotersForward reports whether, in a named election in quorum mode, a
+// member that does not stand (a voter) takes the algorithm's Elections
+// rather than refusing them at its inbox. The ring's voter forwards the
+// round and is counted in it as reachable (Message.Support), since the
+// round's initiator elects only when a majority is reachable; refused, it
+// would be skipped, and a round over fewer candidates than a majority
+// could never elect. The bully's voter refuses: a campaign skips it as it
+// skips a dead node (an Answer from it would stop a candidate that it
+// never replaces).
+func VotersForward(name string) bool { return name == ring.Name }

@@ -207,6 +207,12 @@ func (r *Ring) Step(h election.Host, m election.Message) {
 	r.active, r.own, r.current, r.elapsed = true, false, in, 0
 	if !st.Excluded {
 		m.Candidates = append(append([]election.Rank(nil), m.Candidates...), self)
+	} else if st.Withdrawn && h.Config().Majority() > 1 {
+		// A member that does not stand (a named election's voter, which
+		// the node lets through its inbox) is reachable all the same: the
+		// majority below counts it, or a round over fewer candidates than
+		// a majority could never elect, though a majority would acknowledge.
+		m.Support++
 	}
 	if m.MaxTerm < st.Term {
 		m.MaxTerm = st.Term
@@ -222,7 +228,7 @@ func (r *Ring) complete(h election.Host, m election.Message) {
 	r.active, r.own = false, false
 	cands := m.Candidates
 	cfg := h.Config()
-	if len(cands) == 0 || (cfg.Majority() > 0 && len(cands) < cfg.Majority()) {
+	if len(cands) == 0 || (cfg.Majority() > 0 && len(cands)+int(m.Support) < cfg.Majority()) {
 		h.NoLeader() // too few reachable: try again later
 		return
 	}

@@ -146,8 +146,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	switch {
-	case o.Named > 0 && o.Quorum > 0:
-		return nil, fmt.Errorf("chaos: named elections refuse --quorum (the voter role is not built): run them with quorum 0")
 	case o.Named > 0 && o.Docker:
 		return nil, fmt.Errorf("chaos: named elections run in network namespaces only")
 	case o.Named > 0 && len(o.AppCommand) == 0:

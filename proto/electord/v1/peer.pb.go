@@ -105,6 +105,11 @@ type Election struct {
 	// Ring: the sitting leader, when it forwarded the token (0 otherwise).
 	// Without preempt the sitting leader keeps its place.
 	Incumbent uint64 `protobuf:"varint,9,opt,name=incumbent,proto3" json:"incumbent,omitempty"`
+	// Ring, quorum mode: how many members the round passed through that do
+	// not stand (a named election's voters), so the initiator counts them
+	// as reachable beside the candidates. 0 (an older node, or the default
+	// election, whose non-standing nodes refuse Elections) says none.
+	Voters uint32 `protobuf:"varint,10,opt,name=voters,proto3" json:"voters,omitempty"`
 	// The named election this message belongs to; empty: the node's default
 	// election (what every older node sends and means).
 	Election      string `protobuf:"bytes,20,opt,name=election,proto3" json:"election,omitempty"`
@@ -201,6 +206,13 @@ func (x *Election) GetInitiatorRank() *Rank {
 func (x *Election) GetIncumbent() uint64 {
 	if x != nil {
 		return x.Incumbent
+	}
+	return 0
+}
+
+func (x *Election) GetVoters() uint32 {
+	if x != nil {
+		return x.Voters
 	}
 	return 0
 }
@@ -1327,7 +1339,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x16electord/v1/peer.proto\x12\velectord.v1\"2\n" +
 	"\x04Rank\x12\x1a\n" +
 	"\bpriority\x18\x01 \x01(\x03R\bpriority\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\xd2\x02\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\xea\x02\n" +
 	"\bElection\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -1339,7 +1351,9 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\bmax_term\x18\x06 \x01(\x04R\amaxTerm\x12.\n" +
 	"\tfrom_rank\x18\a \x01(\v2\x11.electord.v1.RankR\bfromRank\x128\n" +
 	"\x0einitiator_rank\x18\b \x01(\v2\x11.electord.v1.RankR\rinitiatorRank\x12\x1c\n" +
-	"\tincumbent\x18\t \x01(\x04R\tincumbent\x12\x1a\n" +
+	"\tincumbent\x18\t \x01(\x04R\tincumbent\x12\x16\n" +
+	"\x06voters\x18\n" +
+	" \x01(\rR\x06voters\x12\x1a\n" +
 	"\belection\x18\x14 \x01(\tR\belection\"\\\n" +
 	"\x06Answer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +

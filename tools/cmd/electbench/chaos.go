@@ -28,10 +28,9 @@ import (
 //	electbench chaos --duration 1h --seed 7 --algorithm bully,ring --quorum 0,5
 //	electbench chaos --duration 10m --algorithm bully,ring --named 3
 //
-// With --named N, the runs with quorum 0 add N named elections with one
-// candidate app (`electbench app`) per node in each, and the app faults;
-// the runs with a quorum run the default election alone (named elections
-// refuse --quorum).
+// With --named N, every run adds N named elections with one candidate app
+// (`electbench app`) per node in each, and the app faults; in the runs
+// with a quorum every node votes in them (docs/ELECTIONS.md, voters).
 //
 // The first SIGINT/SIGTERM ends the run after the current fault and still
 // reports; a second one cleans up and exits at once.
@@ -51,7 +50,7 @@ func chaosCmd(args []string) error {
 	out := fs.String("out", "", "also write the report to this file")
 	verbose := fs.Bool("v", false, "log every fault and process change")
 	tag := fs.String("tag", "", "a label in the names of the namespaces and containers of the run (a-z, 0-9, at most 16)")
-	named := fs.Int("named", 0, "named elections beside the default one, each with an app per node, and app kills and pauses (quorum 0 runs only)")
+	named := fs.Int("named", 0, "named elections beside the default one, each with an app per node, and app kills and pauses")
 	docker := fs.Bool("docker", false, "run the nodes as containers of a FROM scratch image on a Docker network (electord built with CGO_ENABLED=0) instead of in network namespaces")
 	fs.Parse(args)
 	if err := faultnet.Available(); err != nil {
@@ -128,7 +127,7 @@ func chaosCmd(args []string) error {
 			logf("chaos: %s, quorum %d, %v", algo, q, *duration)
 			o := chaos.Options{Binary: path, Nodes: *nodes, Algorithm: algo, Quorum: q, Args: strings.Fields(*extra), Tag: *tag,
 				Seed: *seed, Duration: *duration, Kinds: ks, HoldMin: *holdMin, HoldMax: *holdMax, Logf: quiet, Docker: *docker}
-			if *named > 0 && q == 0 {
+			if *named > 0 {
 				self, err := os.Executable()
 				if err != nil {
 					return err
