@@ -11,7 +11,9 @@ import (
 // "leader" (it leads; Leader.Term is its fencing token) or "follower"
 // (another candidacy leads, Leader.Value says whose).
 type CampaignEvent struct {
-	Event  string
+	// Election is the election the event is of (as Leader.Election).
+	Election string
+	Event    string
 	Leader LeaderInfo
 	// QueuedBehind counts the apps ahead of this one on its node (0: the
 	// node stands for it).
@@ -24,6 +26,15 @@ type CampaignOption func(*electordv1.CampaignRequest)
 // WithPriority ranks the candidacy's node in the election (higher wins).
 func WithPriority(p int64) CampaignOption {
 	return func(r *electordv1.CampaignRequest) { r.Priority = p }
+}
+
+// WithPlacement sets how the election's candidates are ranked: "sticky"
+// (the default) by priority and a leader keeps its leadership; "spread"
+// by a hash of (election, node), so that leaderships over many elections
+// are balanced over the nodes. Any other value is refused
+// (InvalidArgument).
+func WithPlacement(p string) CampaignOption {
+	return func(r *electordv1.CampaignRequest) { r.Placement = p }
 }
 
 // Campaign is an application's candidacy in a named election. It lasts
@@ -113,7 +124,7 @@ func startCampaign(ep *endpoint, req *electordv1.CampaignRequest) (*Campaign, er
 }
 
 func campaignEventFromProto(p *electordv1.CampaignEvent) CampaignEvent {
-	return CampaignEvent{Event: p.GetEvent(), Leader: leaderFromProto(p.GetLeader()), QueuedBehind: int(p.GetQueuedBehind())}
+	return CampaignEvent{Election: p.GetLeader().GetElection(), Event: p.GetEvent(), Leader: leaderFromProto(p.GetLeader()), QueuedBehind: int(p.GetQueuedBehind())}
 }
 
 // deliver records ev and queues it, dropping the oldest queued event if the
