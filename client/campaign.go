@@ -14,7 +14,7 @@ type CampaignEvent struct {
 	// Election is the election the event is of (as Leader.Election).
 	Election string
 	Event    string
-	Leader LeaderInfo
+	Leader   LeaderInfo
 	// QueuedBehind counts the apps ahead of this one on its node (0: the
 	// node stands for it).
 	QueuedBehind int
