@@ -28,6 +28,11 @@ type ElectionBackend interface {
 	// Campaign stands value in a named election until the candidacy is
 	// closed.
 	Campaign(ctx context.Context, election, value string, priority int64) (*node.Candidacy, error)
+	// CampaignWith is Campaign with every option (placement).
+	CampaignWith(ctx context.Context, o node.CampaignOptions) (*node.Candidacy, error)
+	// CampaignMany stands a candidacy in each listed election, all held
+	// by one set until it is closed.
+	CampaignMany(ctx context.Context, opts []node.CampaignOptions) (*node.CandidacySet, error)
 	// NamedElections lists the named elections the node knows.
 	NamedElections() []node.ElectionInfo
 	// ElectionLeader is a named election's leadership; ok false when the
@@ -73,7 +78,7 @@ func (s *service) elections() (ElectionBackend, error) {
 // campaignError maps a Campaign refusal to its gRPC status.
 func (s *service) campaignError(err error) error {
 	switch {
-	case errors.Is(err, named.ErrInvalidName), errors.Is(err, named.ErrValueTooLong):
+	case badCampaign(err):
 		return grpcstatus.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, node.ErrNamedQuorum):
 		return grpcstatus.Error(codes.FailedPrecondition, err.Error())
@@ -91,7 +96,11 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 	}
 	defer release()
 	ctx := stream.Context()
-	c, err := eb.Campaign(ctx, req.GetElection(), req.GetValue(), req.GetPriority())
+	if err := node.CheckPlacement(req.GetPlacement()); err != nil {
+		return grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	c, err := eb.CampaignWith(ctx, node.CampaignOptions{Election: req.GetElection(), Value: req.GetValue(), Priority: req.GetPriority(),
+		Placement: req.GetPlacement()})
 	if err != nil {
 		return s.campaignError(err)
 	}
@@ -269,6 +278,8 @@ const maxCampaignBody = 8 << 10
 type CampaignBody struct {
 	Value    string `json:"value"`
 	Priority int64  `json:"priority"`
+	// Placement is "sticky" (the default, also "") or "spread".
+	Placement string `json:"placement,omitempty"`
 }
 
 // ElectionsBody is the JSON of GET /elections.
@@ -286,6 +297,14 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 	eb, ok := electionsOf(h.b)
 	if !ok {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this node serves no named elections"})
+		return true
+	}
+	if rest == "/campaign" {
+		// Many elections on one stream. (No election's path is this: an
+		// election's campaign is /elections/{name}/campaign.)
+		if allow(w, r, http.MethodPost) {
+			h.campaignMany(w, r, eb)
+		}
 		return true
 	}
 	if rest == "" || rest == "/" {
@@ -372,26 +391,31 @@ func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb Electi
 	// Read to the end: only then does the server watch the connection and
 	// end the request's context when the client goes away.
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxCampaignBody))
+	if err := node.CheckPlacement(body.Placement); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
 	release, err := streamSlot(h.b)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 		return
 	}
 	defer release()
-	c, err := eb.Campaign(r.Context(), name, body.Value, body.Priority)
+	c, err := eb.CampaignWith(r.Context(), node.CampaignOptions{Election: name, Value: body.Value, Priority: body.Priority, Placement: body.Placement})
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, named.ErrInvalidName) || errors.Is(err, named.ErrValueTooLong) {
-			code = http.StatusBadRequest
-		}
-		writeJSON(w, code, map[string]string{"error": err.Error()})
+		writeJSON(w, campaignHTTPCode(err), map[string]string{"error": err.Error()})
 		return
 	}
 	defer c.Close()
 	sseLoop(h, r, sseStart(w), c.Events(), func(ev node.CandidacyEvent) (string, any) {
-		return ev.Event, campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind,
-			Candidacy: uint64(ev.Candidacy)}
+		return ev.Event, campaignEventJSON(ev)
 	})
+}
+
+// campaignEventJSON is the data of a campaign event.
+func campaignEventJSON(ev node.CandidacyEvent) campaignEventBody {
+	return campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind,
+		Candidacy: uint64(ev.Candidacy)}
 }
 
 // sseLoop writes each value from ch as a Server-Sent Event (encode names

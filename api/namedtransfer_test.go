@@ -47,6 +47,12 @@ var _ api.ElectionBackend = namedNode{}
 func (n namedNode) Campaign(context.Context, string, string, int64) (*node.Candidacy, error) {
 	return nil, fmt.Errorf("not in this fake")
 }
+func (n namedNode) CampaignWith(context.Context, node.CampaignOptions) (*node.Candidacy, error) {
+	return nil, fmt.Errorf("not in this fake")
+}
+func (n namedNode) CampaignMany(context.Context, []node.CampaignOptions) (*node.CandidacySet, error) {
+	return nil, fmt.Errorf("not in this fake")
+}
 func (n namedNode) NamedElections() []node.ElectionInfo { return nil }
 func (n namedNode) WatchElection(context.Context, string) (*node.ElectionWatch, error) {
 	return nil, fmt.Errorf("not in this fake")
