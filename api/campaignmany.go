@@ -105,6 +105,31 @@ func (s *service) CampaignMany(req *electordv1.CampaignManyRequest, stream grpc.
 	}
 }
 
+// openCampaign reads a campaign's JSON body into v (at most limit bytes;
+// none is {}), checks its placement and takes a slot of max-watchers,
+// which release gives back. On a refusal it has answered (400, or 503
+// when the slots are taken) and release is nil.
+func (h *httpHandler) openCampaign(w http.ResponseWriter, r *http.Request, v any, limit int64, placement func() string) (release func()) {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
+		return nil
+	}
+	// Read to the end: only then does the server watch the connection and
+	// end the request's context when the client goes away.
+	_, _ = io.Copy(io.Discard, r.Body)
+	if err := node.CheckPlacement(placement()); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return nil
+	}
+	release, err := streamSlot(h.b)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return nil
+	}
+	return release
+}
+
 // CampaignManyBody is the JSON body of POST /elections/campaign.
 type CampaignManyBody struct {
 	// Elections lists the elections, no name twice, at most
@@ -125,21 +150,8 @@ type CampaignManyBody struct {
 // the client goes away or the server shuts down.
 func (h *httpHandler) campaignMany(w http.ResponseWriter, r *http.Request, eb ElectionBackend) {
 	var body CampaignManyBody
-	r.Body = http.MaxBytesReader(w, r.Body, maxCampaignManyBody)
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
-		return
-	}
-	// Read to the end: only then does the server watch the connection and
-	// end the request's context when the client goes away.
-	_, _ = io.Copy(io.Discard, r.Body)
-	if err := node.CheckPlacement(body.Placement); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	release, err := streamSlot(h.b)
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	release := h.openCampaign(w, r, &body, maxCampaignManyBody, func() string { return body.Placement })
+	if release == nil {
 		return
 	}
 	defer release()

@@ -383,21 +383,8 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 // socket) or the server shuts down.
 func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb ElectionBackend, name string) {
 	var body CampaignBody
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxCampaignBody))
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
-		return
-	}
-	// Read to the end: only then does the server watch the connection and
-	// end the request's context when the client goes away.
-	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxCampaignBody))
-	if err := node.CheckPlacement(body.Placement); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	release, err := streamSlot(h.b)
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	release := h.openCampaign(w, r, &body, maxCampaignBody, func() string { return body.Placement })
+	if release == nil {
 		return
 	}
 	defer release()

@@ -66,25 +66,33 @@ func (c *Client) Campaign(ctx context.Context, election, value string, opts ...C
 	for _, o := range opts {
 		o(req)
 	}
+	return onFirstEndpoint(ctx, c, func(ep *endpoint) (*Campaign, error) { return startCampaign(ep, req) })
+}
+
+// onFirstEndpoint opens a campaign's stream with start on the first
+// endpoint that answers: an endpoint that cannot be reached is passed
+// over, any other refusal is the answer.
+func onFirstEndpoint[T any](ctx context.Context, c *Client, start func(*endpoint) (T, error)) (T, error) {
+	var zero T
 	var tried []EndpointError
 	for _, ep := range c.eps {
 		if c.isClosed() {
-			return nil, ErrClosed
+			return zero, ErrClosed
 		}
 		err := c.ready(ctx, ep)
 		if err == nil {
-			var cp *Campaign
-			cp, err = startCampaign(ep, req)
+			var v T
+			v, err = start(ep)
 			if err == nil || !unreachable(err) {
-				return cp, err
+				return v, err
 			}
 		}
 		tried = append(tried, EndpointError{Endpoint: ep.addr, Err: err})
 		if ctx.Err() != nil {
-			return nil, &NoEndpointError{Tried: tried, Ctx: ctx.Err()}
+			return zero, &NoEndpointError{Tried: tried, Ctx: ctx.Err()}
 		}
 	}
-	return nil, &NoEndpointError{Tried: tried}
+	return zero, &NoEndpointError{Tried: tried}
 }
 
 func startCampaign(ep *endpoint, req *electordv1.CampaignRequest) (*Campaign, error) {

@@ -50,25 +50,7 @@ func (c *Client) CampaignMany(ctx context.Context, elections []string, value str
 		o(one)
 	}
 	req := &electordv1.CampaignManyRequest{Elections: elections, Value: value, Priority: one.GetPriority(), Placement: one.GetPlacement()}
-	var tried []EndpointError
-	for _, ep := range c.eps {
-		if c.isClosed() {
-			return nil, ErrClosed
-		}
-		err := c.ready(ctx, ep)
-		if err == nil {
-			var cs *Campaigns
-			cs, err = startCampaigns(ep, req)
-			if err == nil || !unreachable(err) {
-				return cs, err
-			}
-		}
-		tried = append(tried, EndpointError{Endpoint: ep.addr, Err: err})
-		if ctx.Err() != nil {
-			return nil, &NoEndpointError{Tried: tried, Ctx: ctx.Err()}
-		}
-	}
-	return nil, &NoEndpointError{Tried: tried}
+	return onFirstEndpoint(ctx, c, func(ep *endpoint) (*Campaigns, error) { return startCampaigns(ep, req) })
 }
 
 func startCampaigns(ep *endpoint, req *electordv1.CampaignManyRequest) (*Campaigns, error) {
