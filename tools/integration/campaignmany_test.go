@@ -106,7 +106,7 @@ func TestCampaignManyAppKilled(t *testing.T) {
 		t0 := time.Now()
 		appA.kill()
 		ledB := appB.awaitAll(20*time.Second, k, "leader", 2)
-		t.Logf("app-a (%d elections on one stream) SIGKILLed: app-b leads all %d, %v after the signal", k, k, time.Since(t0).Round(time.Millisecond))
+		t.Logf("%s: app-a (%d elections on one stream) SIGKILLed: app-b leads all %d, %v after the signal", alg, k, k, time.Since(t0).Round(time.Millisecond))
 		for name, ev := range ledB {
 			if ev.term <= ledA[name].term {
 				t.Fatalf("%s: app-b leads at term %d, app-a led at %d", name, ev.term, ledA[name].term)
