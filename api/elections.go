@@ -32,6 +32,11 @@ type ElectionBackend interface {
 	// (node.ElectionQuery); an invalid query is its error, naming the
 	// field.
 	ListElections(q node.ElectionQuery) (node.ElectionsPage, error)
+	// CampaignWith is Campaign with every option (placement).
+	CampaignWith(ctx context.Context, o node.CampaignOptions) (*node.Candidacy, error)
+	// CampaignMany stands a candidacy in each listed election, all held
+	// by one set until it is closed.
+	CampaignMany(ctx context.Context, opts []node.CampaignOptions) (*node.CandidacySet, error)
 	// ElectionLeader is a named election's leadership; ok false when the
 	// node knows nothing of it.
 	ElectionLeader(name string) (li node.LeaderInfo, ok bool)
@@ -75,7 +80,7 @@ func (s *service) elections() (ElectionBackend, error) {
 // campaignError maps a Campaign refusal to its gRPC status.
 func (s *service) campaignError(err error) error {
 	switch {
-	case errors.Is(err, named.ErrInvalidName), errors.Is(err, named.ErrValueTooLong):
+	case badCampaign(err):
 		return grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
 	return s.statusError(err)
@@ -91,7 +96,11 @@ func (s *service) Campaign(req *electordv1.CampaignRequest, stream grpc.ServerSt
 	}
 	defer release()
 	ctx := stream.Context()
-	c, err := eb.Campaign(ctx, req.GetElection(), req.GetValue(), req.GetPriority())
+	if err := node.CheckPlacement(req.GetPlacement()); err != nil {
+		return grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	c, err := eb.CampaignWith(ctx, node.CampaignOptions{Election: req.GetElection(), Value: req.GetValue(), Priority: req.GetPriority(),
+		Placement: req.GetPlacement()})
 	if err != nil {
 		return s.campaignError(err)
 	}
@@ -288,6 +297,8 @@ const maxCampaignBody = 8 << 10
 type CampaignBody struct {
 	Value    string `json:"value"`
 	Priority int64  `json:"priority"`
+	// Placement is "sticky" (the default, also "") or "spread".
+	Placement string `json:"placement,omitempty"`
 }
 
 // ElectionsBody is the JSON of GET /elections: a page of elections by
@@ -305,6 +316,14 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 	eb, ok := electionsOf(h.b)
 	if !ok {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this node serves no named elections"})
+		return true
+	}
+	if rest == "/campaign" {
+		// Many elections on one stream. (No election's path is this: an
+		// election's campaign is /elections/{name}/campaign.)
+		if allow(w, r, http.MethodPost) {
+			h.campaignMany(w, r, eb)
+		}
 		return true
 	}
 	if rest == "" || rest == "/" {
@@ -394,34 +413,26 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 // socket) or the server shuts down.
 func (h *httpHandler) campaign(w http.ResponseWriter, r *http.Request, eb ElectionBackend, name string) {
 	var body CampaignBody
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxCampaignBody))
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
-		return
-	}
-	// Read to the end: only then does the server watch the connection and
-	// end the request's context when the client goes away.
-	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxCampaignBody))
-	release, err := streamSlot(h.b)
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	release := h.openCampaign(w, r, &body, maxCampaignBody, func() string { return body.Placement })
+	if release == nil {
 		return
 	}
 	defer release()
-	c, err := eb.Campaign(r.Context(), name, body.Value, body.Priority)
+	c, err := eb.CampaignWith(r.Context(), node.CampaignOptions{Election: name, Value: body.Value, Priority: body.Priority, Placement: body.Placement})
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, named.ErrInvalidName) || errors.Is(err, named.ErrValueTooLong) {
-			code = http.StatusBadRequest
-		}
-		writeJSON(w, code, map[string]string{"error": err.Error()})
+		writeJSON(w, campaignHTTPCode(err), map[string]string{"error": err.Error()})
 		return
 	}
 	defer c.Close()
 	sseLoop(h, r, sseStart(w), c.Events(), func(ev node.CandidacyEvent) (string, any) {
-		return ev.Event, campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind,
-			Candidacy: uint64(ev.Candidacy)}
+		return ev.Event, campaignEventJSON(ev)
 	})
+}
+
+// campaignEventJSON is the data of a campaign event.
+func campaignEventJSON(ev node.CandidacyEvent) campaignEventBody {
+	return campaignEventBody{LeaderBody: LeaderBody{ev.Leader, ev.Leader.Term.String()}, QueuedBehind: ev.QueuedBehind,
+		Candidacy: uint64(ev.Candidacy)}
 }
 
 // sseLoop writes each value from ch as a Server-Sent Event (encode names

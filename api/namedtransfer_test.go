@@ -50,6 +50,12 @@ func (n namedNode) Campaign(context.Context, string, string, int64) (*node.Candi
 func (n namedNode) ListElections(node.ElectionQuery) (node.ElectionsPage, error) {
 	return node.ElectionsPage{}, nil
 }
+func (n namedNode) CampaignWith(context.Context, node.CampaignOptions) (*node.Candidacy, error) {
+	return nil, fmt.Errorf("not in this fake")
+}
+func (n namedNode) CampaignMany(context.Context, []node.CampaignOptions) (*node.CandidacySet, error) {
+	return nil, fmt.Errorf("not in this fake")
+}
 func (n namedNode) WatchElection(context.Context, string) (*node.ElectionWatch, error) {
 	return nil, fmt.Errorf("not in this fake")
 }

@@ -35,6 +35,23 @@ type owners struct {
 
 type owner struct{ election, who string }
 
+// ownAll records that the caller of ctx opened every one of cs (one
+// stream's candidacies), until the returned func is called.
+func (s *service) ownAll(ctx context.Context, cs []*node.Candidacy) func() {
+	if s.sec == nil {
+		return func() {}
+	}
+	undo := make([]func(), len(cs))
+	for i, c := range cs {
+		undo[i] = s.own(ctx, c)
+	}
+	return func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+}
+
 // own records that the caller of ctx opened c, until the returned func is
 // called (at the stream's end). A no-op without TLS.
 func (s *service) own(ctx context.Context, c *node.Candidacy) func() {

@@ -11,8 +11,10 @@ import (
 // "leader" (it leads; Leader.Term is its fencing token) or "follower"
 // (another candidacy leads, Leader.Value says whose).
 type CampaignEvent struct {
-	Event  string
-	Leader LeaderInfo
+	// Election is the election the event is of (as Leader.Election).
+	Election string
+	Event    string
+	Leader   LeaderInfo
 	// QueuedBehind counts the apps ahead of this one on its node (0: the
 	// node stands for it).
 	QueuedBehind int
@@ -24,6 +26,15 @@ type CampaignOption func(*electordv1.CampaignRequest)
 // WithPriority ranks the candidacy's node in the election (higher wins).
 func WithPriority(p int64) CampaignOption {
 	return func(r *electordv1.CampaignRequest) { r.Priority = p }
+}
+
+// WithPlacement sets how the election's candidates are ranked: "sticky"
+// (the default) by priority and a leader keeps its leadership; "spread"
+// by a hash of (election, node), so that leaderships over many elections
+// are balanced over the nodes. Any other value is refused
+// (InvalidArgument).
+func WithPlacement(p string) CampaignOption {
+	return func(r *electordv1.CampaignRequest) { r.Placement = p }
 }
 
 // Campaign is an application's candidacy in a named election. It lasts
@@ -55,25 +66,33 @@ func (c *Client) Campaign(ctx context.Context, election, value string, opts ...C
 	for _, o := range opts {
 		o(req)
 	}
+	return onFirstEndpoint(ctx, c, func(ep *endpoint) (*Campaign, error) { return startCampaign(ep, req) })
+}
+
+// onFirstEndpoint opens a campaign's stream with start on the first
+// endpoint that answers: an endpoint that cannot be reached is passed
+// over, any other refusal is the answer.
+func onFirstEndpoint[T any](ctx context.Context, c *Client, start func(*endpoint) (T, error)) (T, error) {
+	var zero T
 	var tried []EndpointError
 	for _, ep := range c.eps {
 		if c.isClosed() {
-			return nil, ErrClosed
+			return zero, ErrClosed
 		}
 		err := c.ready(ctx, ep)
 		if err == nil {
-			var cp *Campaign
-			cp, err = startCampaign(ep, req)
+			var v T
+			v, err = start(ep)
 			if err == nil || !unreachable(err) {
-				return cp, err
+				return v, err
 			}
 		}
 		tried = append(tried, EndpointError{Endpoint: ep.addr, Err: err})
 		if ctx.Err() != nil {
-			return nil, &NoEndpointError{Tried: tried, Ctx: ctx.Err()}
+			return zero, &NoEndpointError{Tried: tried, Ctx: ctx.Err()}
 		}
 	}
-	return nil, &NoEndpointError{Tried: tried}
+	return zero, &NoEndpointError{Tried: tried}
 }
 
 func startCampaign(ep *endpoint, req *electordv1.CampaignRequest) (*Campaign, error) {
@@ -113,7 +132,7 @@ func startCampaign(ep *endpoint, req *electordv1.CampaignRequest) (*Campaign, er
 }
 
 func campaignEventFromProto(p *electordv1.CampaignEvent) CampaignEvent {
-	return CampaignEvent{Event: p.GetEvent(), Leader: leaderFromProto(p.GetLeader()), QueuedBehind: int(p.GetQueuedBehind())}
+	return CampaignEvent{Election: p.GetLeader().GetElection(), Event: p.GetEvent(), Leader: leaderFromProto(p.GetLeader()), QueuedBehind: int(p.GetQueuedBehind())}
 }
 
 // deliver records ev and queues it, dropping the oldest queued event if the

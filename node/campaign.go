@@ -35,10 +35,15 @@ type Candidacy struct {
 	Placement string
 
 	n      *Node
-	events chan CandidacyEvent
-	last   CandidacyEvent // the last event offered (owned by the loop)
+	events chan CandidacyEvent // nil in a CandidacySet (set says)
+	last   CandidacyEvent      // the last event offered (written by the loop; under set.mu in a set)
 	sent   bool
 	once   sync.Once
+	// set, when not nil, holds this candidacy with others on one stream:
+	// its events go to the set's queue (CandidacySet), not to a channel
+	// of its own. queued (under set.mu): last is in that queue, untaken.
+	set    *CandidacySet
+	queued bool
 }
 
 // CandidacyEvent is one change of a candidacy's standing.
@@ -160,6 +165,10 @@ func (c *Candidacy) offer(li LeaderInfo, head bool, pos int) {
 
 // push sends ev (see pushLatest).
 func (c *Candidacy) push(ev CandidacyEvent) {
+	if c.set != nil {
+		c.set.push(c, ev)
+		return
+	}
 	c.last, c.sent = ev, true
 	pushLatest(c.events, ev)
 }

@@ -445,60 +445,95 @@ func (n *Node) stand(c *Candidacy) error {
 // transfers the leadership to the best-ranked other candidate before it is
 // dropped. An app queued next stands with a machine of its own, so it never
 // inherits the token of the app before it.
-func (n *Node) withdrawCandidacy(id named.ID) {
-	c := n.named.subs[id]
-	delete(n.named.subs, id)
-	gone, wasHead, next, more, err := n.named.queues.Remove(id)
-	if err != nil {
-		return
+func (n *Node) withdrawCandidacy(id named.ID) { n.withdrawCandidacies([]named.ID{id}) }
+
+// withdrawCandidacies ends local candidacies, each of a different election,
+// as withdrawCandidacy ends one, but in one batch: the machines that stop
+// send their last messages (the handovers) in one drain, which syncs the
+// terms once, and the records of the elections this node no longer stands
+// in are dropped with one synced write. The order per election is
+// withdrawCandidacy's, so the batch says what one by one would.
+func (n *Node) withdrawCandidacies(ids []named.ID) {
+	type ended struct {
+		name          string
+		next          named.Candidacy
+		more, machine bool
 	}
-	name := gone.Election
-	n.named.dirty[name] = true
-	if c != nil {
-		close(c.events)
-	}
-	if !wasHead {
-		return
-	}
-	if !more {
-		n.named.resend.withdrew(name)
-	}
-	if nm := n.named.machines[name]; nm != nil {
-		if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {
-			if to, ok := n.bestOther(name); ok {
-				n.catchUpNamed()
-				if err := nm.sm.Transfer(to); err != nil {
-					n.log.Warn("named election: handover on withdrawal failed", "election", name, "to", uint64(to), "err", err)
+	var heads []ended
+	var drain []string
+	for _, id := range ids {
+		c := n.named.subs[id]
+		delete(n.named.subs, id)
+		gone, wasHead, next, more, err := n.named.queues.Remove(id)
+		if err != nil {
+			continue
+		}
+		name := gone.Election
+		n.named.dirty[name] = true
+		if c != nil && c.events != nil {
+			close(c.events)
+		}
+		if !wasHead {
+			continue
+		}
+		if !more {
+			n.named.resend.withdrew(name)
+		}
+		e := ended{name: name, next: next, more: more}
+		if nm := n.named.machines[name]; nm != nil {
+			if st := nm.sm.Status(); st.Role == election.RoleLeader && !n.halted() {
+				if to, ok := n.bestOther(name); ok {
+					n.catchUpNamed()
+					if err := nm.sm.Transfer(to); err != nil {
+						n.log.Warn("named election: handover on withdrawal failed", "election", name, "to", uint64(to), "err", err)
+					}
 				}
 			}
+			if n.namedQuorum() && !n.halted() {
+				// The machine stays while anyone stands (a voter, or the
+				// next app's): it withdraws first, so a leadership not
+				// handed over above ends here and the next app can lead
+				// only at a new term, never at the one the app before it
+				// held. followVoters then stands it for the next app, or
+				// drops it.
+				n.catchUpNamed()
+				nm.sm.Stand(false)
+				n.named.dirty[name] = true
+				n.processNamed(name)
+				n.followVoters(name)
+				n.sendCandidacy(name, 0)
+				continue
+			}
+			e.machine = true
+			drain = append(drain, name)
 		}
-		if n.namedQuorum() && !n.halted() {
-			// The machine stays while anyone stands (a voter, or the next
-			// app's): it withdraws first, so a leadership not handed over
-			// above ends here and the next app can lead only at a new term,
-			// never at the one the app before it held. followVoters then
-			// stands it for the next app, or drops it.
-			n.catchUpNamed()
-			nm.sm.Stand(false)
-			n.named.dirty[name] = true
-			n.processNamed(name)
-			n.followVoters(name)
-			n.sendCandidacy(name, 0)
-			return
-		}
-		n.dropMachine(name)
+		heads = append(heads, e)
 	}
-	if more {
-		if err := n.newMachine(name, next, true); err != nil {
-			n.log.Error("named election: cannot stand for the next app", "election", name, "err", err)
+	if len(drain) > 0 {
+		n.drainNamed(drain)
+	}
+	dropped := 0
+	for _, e := range heads {
+		if e.machine {
+			n.forgetMachine(e.name)
 		}
-	} else {
-		n.named.store.Drop(name)
+		if e.more {
+			if err := n.newMachine(e.name, e.next, true); err != nil {
+				n.log.Error("named election: cannot stand for the next app", "election", e.name, "err", err)
+			}
+		} else {
+			n.named.store.Drop(e.name)
+			dropped++
+		}
+	}
+	if dropped > 0 {
 		if err := n.named.store.Flush(); err != nil {
-			n.log.Warn("named election: cannot drop a finished election's record", "election", name, "err", err)
+			n.log.Warn("named election: cannot drop finished elections' records", "elections", dropped, "err", err)
 		}
 	}
-	n.sendCandidacy(name, 0)
+	for _, e := range heads {
+		n.sendCandidacy(e.name, 0)
+	}
 }
 
 // bestOther is the best-ranked other node standing in name.

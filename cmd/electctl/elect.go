@@ -20,8 +20,9 @@ type electJSON struct {
 
 func newElectCmd(g *globals) *cobra.Command {
 	var (
-		listen   bool
-		priority int64
+		listen    bool
+		priority  int64
+		placement string
 	)
 	cmd := &cobra.Command{
 		Use:   "elect NAME [VALUE]",
@@ -55,7 +56,7 @@ as etcdctl elect -l does.`,
 			if len(args) == 2 {
 				value = args[1]
 			}
-			cp, err := c.Campaign(ctx, args[0], value, client.WithPriority(priority))
+			cp, err := c.Campaign(ctx, args[0], value, client.WithPriority(priority), client.WithPlacement(placement))
 			if err != nil {
 				return &runError{err}
 			}
@@ -77,6 +78,7 @@ as etcdctl elect -l does.`,
 	}
 	cmd.Flags().BoolVarP(&listen, "listen", "l", false, "observe the election instead of campaigning")
 	cmd.Flags().Int64Var(&priority, "priority", 0, "rank of this candidacy's node in the election (higher wins)")
+	cmd.Flags().StringVar(&placement, "placement", "", `how the election's candidates are ranked: "sticky" (the default: a leader keeps its leadership) or "spread" (leaderships balanced over the nodes)`)
 	return cmd
 }
 

@@ -46,6 +46,8 @@ func runApp(spec string) int {
 		err = appHTTP(addr, name, value)
 	case "grpc":
 		err = appGRPC(addr, name, value)
+	case "many":
+		err = appMany(addr, name, value)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}

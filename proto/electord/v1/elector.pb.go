@@ -903,7 +903,12 @@ type CampaignRequest struct {
 	// The candidacy's value, shown to everyone while it leads; at most 1 KiB.
 	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// Ranks this candidacy's node in the election (higher wins).
-	Priority      int64 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int64 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	// How the election's candidates are ranked: "sticky" (the default, also
+	// ""): by priority, then node id, and a leader keeps its leadership;
+	// "spread": by a hash of (election, node), so leaderships over many
+	// elections are balanced over the nodes.
+	Placement     string `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -957,6 +962,13 @@ func (x *CampaignRequest) GetPriority() int64 {
 		return x.Priority
 	}
 	return 0
+}
+
+func (x *CampaignRequest) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
 }
 
 // CampaignEvent is one change of a candidacy: "candidate" (standing, or
@@ -1111,6 +1123,132 @@ func (x *ProclaimRequest) GetValue() string {
 	return ""
 }
 
+// CampaignManyRequest stands an application in many named elections at
+// once, one candidacy per election, all on one stream: they all end when
+// the stream ends. The list is checked whole before anything stands: a bad
+// name, a name listed twice or more than 100,000 names is InvalidArgument
+// naming the first offender (its index and name).
+type CampaignManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The elections, each as CampaignRequest.election; no name twice.
+	Elections []string `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	// The value of every candidacy, at most 1 KiB.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Ranks this node in every listed election (higher wins).
+	Priority int64 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	// As CampaignRequest.placement, for every listed election.
+	Placement     string `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CampaignManyRequest) Reset() {
+	*x = CampaignManyRequest{}
+	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CampaignManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CampaignManyRequest) ProtoMessage() {}
+
+func (x *CampaignManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CampaignManyRequest.ProtoReflect.Descriptor instead.
+func (*CampaignManyRequest) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CampaignManyRequest) GetElections() []string {
+	if x != nil {
+		return x.Elections
+	}
+	return nil
+}
+
+func (x *CampaignManyRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *CampaignManyRequest) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *CampaignManyRequest) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
+}
+
+// CampaignManyResponse carries the changes of a CampaignMany's candidacies
+// in the order they happened, each a CampaignEvent whose leader.election
+// names its election; seq increases over the whole stream. A reader that
+// falls behind loses no election's newest state: the node keeps one
+// pending event per candidacy (its newest) and sends those.
+type CampaignManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*CampaignEvent       `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CampaignManyResponse) Reset() {
+	*x = CampaignManyResponse{}
+	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CampaignManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CampaignManyResponse) ProtoMessage() {}
+
+func (x *CampaignManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CampaignManyResponse.ProtoReflect.Descriptor instead.
+func (*CampaignManyResponse) Descriptor() ([]byte, []int) {
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CampaignManyResponse) GetEvents() []*CampaignEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // ListElectionsRequest lists the named elections the answering node knows,
 // a page at a time, by name. Every field is optional; a bad one is
 // InvalidArgument naming it.
@@ -1134,7 +1272,7 @@ type ListElectionsRequest struct {
 
 func (x *ListElectionsRequest) Reset() {
 	*x = ListElectionsRequest{}
-	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	mi := &file_electord_v1_elector_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1284,7 @@ func (x *ListElectionsRequest) String() string {
 func (*ListElectionsRequest) ProtoMessage() {}
 
 func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_elector_proto_msgTypes[17]
+	mi := &file_electord_v1_elector_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1297,7 @@ func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListElectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListElectionsRequest) Descriptor() ([]byte, []int) {
-	return file_electord_v1_elector_proto_rawDescGZIP(), []int{17}
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListElectionsRequest) GetPageSize() uint32 {
@@ -1214,7 +1352,7 @@ type ElectionInfo struct {
 
 func (x *ElectionInfo) Reset() {
 	*x = ElectionInfo{}
-	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	mi := &file_electord_v1_elector_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1364,7 @@ func (x *ElectionInfo) String() string {
 func (*ElectionInfo) ProtoMessage() {}
 
 func (x *ElectionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_elector_proto_msgTypes[18]
+	mi := &file_electord_v1_elector_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1377,7 @@ func (x *ElectionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionInfo.ProtoReflect.Descriptor instead.
 func (*ElectionInfo) Descriptor() ([]byte, []int) {
-	return file_electord_v1_elector_proto_rawDescGZIP(), []int{18}
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ElectionInfo) GetElection() string {
@@ -1287,7 +1425,7 @@ type ListElectionsResponse struct {
 
 func (x *ListElectionsResponse) Reset() {
 	*x = ListElectionsResponse{}
-	mi := &file_electord_v1_elector_proto_msgTypes[19]
+	mi := &file_electord_v1_elector_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1437,7 @@ func (x *ListElectionsResponse) String() string {
 func (*ListElectionsResponse) ProtoMessage() {}
 
 func (x *ListElectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_elector_proto_msgTypes[19]
+	mi := &file_electord_v1_elector_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1450,7 @@ func (x *ListElectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListElectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListElectionsResponse) Descriptor() ([]byte, []int) {
-	return file_electord_v1_elector_proto_rawDescGZIP(), []int{19}
+	return file_electord_v1_elector_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListElectionsResponse) GetElections() []*ElectionInfo {
@@ -1402,11 +1540,12 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\belection\x18\x02 \x01(\tR\belection\"\\\n" +
 	"\x0fCommandResponse\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12/\n" +
-	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\"_\n" +
+	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\"}\n" +
 	"\x0fCampaignRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1a\n" +
-	"\bpriority\x18\x03 \x01(\x03R\bpriority\"\xab\x01\n" +
+	"\bpriority\x18\x03 \x01(\x03R\bpriority\x12\x1c\n" +
+	"\tplacement\x18\x04 \x01(\tR\tplacement\"\xab\x01\n" +
 	"\rCampaignEvent\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12/\n" +
 	"\x06leader\x18\x02 \x01(\v2\x17.electord.v1.LeaderInfoR\x06leader\x12\x10\n" +
@@ -1416,7 +1555,14 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x0fProclaimRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x1c\n" +
 	"\tcandidacy\x18\x02 \x01(\x04R\tcandidacy\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\tR\x05value\"\xa2\x01\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\x83\x01\n" +
+	"\x13CampaignManyRequest\x12\x1c\n" +
+	"\telections\x18\x01 \x03(\tR\telections\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1a\n" +
+	"\bpriority\x18\x03 \x01(\x03R\bpriority\x12\x1c\n" +
+	"\tplacement\x18\x04 \x01(\tR\tplacement\"J\n" +
+	"\x14CampaignManyResponse\x122\n" +
+	"\x06events\x18\x01 \x03(\v2\x1a.electord.v1.CampaignEventR\x06events\"\xa2\x01\n" +
 	"\x14ListElectionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1437,7 +1583,7 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\telections\x18\x01 \x03(\v2\x19.electord.v1.ElectionInfoR\telections\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
 	"\amatched\x18\x03 \x01(\rR\amatched\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\rR\x05total2\x9b\x06\n" +
+	"\x05total\x18\x04 \x01(\rR\x05total2\xf2\x06\n" +
 	"\aElector\x12C\n" +
 	"\tGetLeader\x12\x1d.electord.v1.GetLeaderRequest\x1a\x17.electord.v1.LeaderInfo\x12J\n" +
 	"\vWatchLeader\x12\x1f.electord.v1.WatchLeaderRequest\x1a\x18.electord.v1.LeaderEvent0\x01\x12A\n" +
@@ -1447,7 +1593,8 @@ const file_electord_v1_elector_proto_rawDesc = "" +
 	"\x06Revive\x12\x1a.electord.v1.ReviveRequest\x1a\x1c.electord.v1.CommandResponse\x12B\n" +
 	"\x06Resign\x12\x1a.electord.v1.ResignRequest\x1a\x1c.electord.v1.CommandResponse\x12F\n" +
 	"\bTransfer\x12\x1c.electord.v1.TransferRequest\x1a\x1c.electord.v1.CommandResponse\x12F\n" +
-	"\bCampaign\x12\x1c.electord.v1.CampaignRequest\x1a\x1a.electord.v1.CampaignEvent0\x01\x12V\n" +
+	"\bCampaign\x12\x1c.electord.v1.CampaignRequest\x1a\x1a.electord.v1.CampaignEvent0\x01\x12U\n" +
+	"\fCampaignMany\x12 .electord.v1.CampaignManyRequest\x1a!.electord.v1.CampaignManyResponse0\x01\x12V\n" +
 	"\rListElections\x12!.electord.v1.ListElectionsRequest\x1a\".electord.v1.ListElectionsResponse\x12F\n" +
 	"\bProclaim\x12\x1c.electord.v1.ProclaimRequest\x1a\x1c.electord.v1.CommandResponseB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
@@ -1463,7 +1610,7 @@ func file_electord_v1_elector_proto_rawDescGZIP() []byte {
 	return file_electord_v1_elector_proto_rawDescData
 }
 
-var file_electord_v1_elector_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_electord_v1_elector_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_electord_v1_elector_proto_goTypes = []any{
 	(*LeaderInfo)(nil),            // 0: electord.v1.LeaderInfo
 	(*GetLeaderRequest)(nil),      // 1: electord.v1.GetLeaderRequest
@@ -1482,9 +1629,11 @@ var file_electord_v1_elector_proto_goTypes = []any{
 	(*CampaignRequest)(nil),       // 14: electord.v1.CampaignRequest
 	(*CampaignEvent)(nil),         // 15: electord.v1.CampaignEvent
 	(*ProclaimRequest)(nil),       // 16: electord.v1.ProclaimRequest
-	(*ListElectionsRequest)(nil),  // 17: electord.v1.ListElectionsRequest
-	(*ElectionInfo)(nil),          // 18: electord.v1.ElectionInfo
-	(*ListElectionsResponse)(nil), // 19: electord.v1.ListElectionsResponse
+	(*CampaignManyRequest)(nil),   // 17: electord.v1.CampaignManyRequest
+	(*CampaignManyResponse)(nil),  // 18: electord.v1.CampaignManyResponse
+	(*ListElectionsRequest)(nil),  // 19: electord.v1.ListElectionsRequest
+	(*ElectionInfo)(nil),          // 20: electord.v1.ElectionInfo
+	(*ListElectionsResponse)(nil), // 21: electord.v1.ListElectionsResponse
 }
 var file_electord_v1_elector_proto_depIdxs = []int32{
 	0,  // 0: electord.v1.LeaderEvent.leader:type_name -> electord.v1.LeaderInfo
@@ -1493,35 +1642,38 @@ var file_electord_v1_elector_proto_depIdxs = []int32{
 	6,  // 3: electord.v1.MembersResponse.members:type_name -> electord.v1.MemberStatus
 	0,  // 4: electord.v1.CommandResponse.leader:type_name -> electord.v1.LeaderInfo
 	0,  // 5: electord.v1.CampaignEvent.leader:type_name -> electord.v1.LeaderInfo
-	0,  // 6: electord.v1.ElectionInfo.leader:type_name -> electord.v1.LeaderInfo
-	18, // 7: electord.v1.ListElectionsResponse.elections:type_name -> electord.v1.ElectionInfo
-	1,  // 8: electord.v1.Elector.GetLeader:input_type -> electord.v1.GetLeaderRequest
-	2,  // 9: electord.v1.Elector.WatchLeader:input_type -> electord.v1.WatchLeaderRequest
-	4,  // 10: electord.v1.Elector.Status:input_type -> electord.v1.StatusRequest
-	7,  // 11: electord.v1.Elector.Members:input_type -> electord.v1.MembersRequest
-	9,  // 12: electord.v1.Elector.Kill:input_type -> electord.v1.KillRequest
-	10, // 13: electord.v1.Elector.Revive:input_type -> electord.v1.ReviveRequest
-	11, // 14: electord.v1.Elector.Resign:input_type -> electord.v1.ResignRequest
-	12, // 15: electord.v1.Elector.Transfer:input_type -> electord.v1.TransferRequest
-	14, // 16: electord.v1.Elector.Campaign:input_type -> electord.v1.CampaignRequest
-	17, // 17: electord.v1.Elector.ListElections:input_type -> electord.v1.ListElectionsRequest
-	16, // 18: electord.v1.Elector.Proclaim:input_type -> electord.v1.ProclaimRequest
-	0,  // 19: electord.v1.Elector.GetLeader:output_type -> electord.v1.LeaderInfo
-	3,  // 20: electord.v1.Elector.WatchLeader:output_type -> electord.v1.LeaderEvent
-	5,  // 21: electord.v1.Elector.Status:output_type -> electord.v1.StatusResponse
-	8,  // 22: electord.v1.Elector.Members:output_type -> electord.v1.MembersResponse
-	13, // 23: electord.v1.Elector.Kill:output_type -> electord.v1.CommandResponse
-	13, // 24: electord.v1.Elector.Revive:output_type -> electord.v1.CommandResponse
-	13, // 25: electord.v1.Elector.Resign:output_type -> electord.v1.CommandResponse
-	13, // 26: electord.v1.Elector.Transfer:output_type -> electord.v1.CommandResponse
-	15, // 27: electord.v1.Elector.Campaign:output_type -> electord.v1.CampaignEvent
-	19, // 28: electord.v1.Elector.ListElections:output_type -> electord.v1.ListElectionsResponse
-	13, // 29: electord.v1.Elector.Proclaim:output_type -> electord.v1.CommandResponse
-	19, // [19:30] is the sub-list for method output_type
-	8,  // [8:19] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 6: electord.v1.CampaignManyResponse.events:type_name -> electord.v1.CampaignEvent
+	0,  // 7: electord.v1.ElectionInfo.leader:type_name -> electord.v1.LeaderInfo
+	20, // 8: electord.v1.ListElectionsResponse.elections:type_name -> electord.v1.ElectionInfo
+	1,  // 9: electord.v1.Elector.GetLeader:input_type -> electord.v1.GetLeaderRequest
+	2,  // 10: electord.v1.Elector.WatchLeader:input_type -> electord.v1.WatchLeaderRequest
+	4,  // 11: electord.v1.Elector.Status:input_type -> electord.v1.StatusRequest
+	7,  // 12: electord.v1.Elector.Members:input_type -> electord.v1.MembersRequest
+	9,  // 13: electord.v1.Elector.Kill:input_type -> electord.v1.KillRequest
+	10, // 14: electord.v1.Elector.Revive:input_type -> electord.v1.ReviveRequest
+	11, // 15: electord.v1.Elector.Resign:input_type -> electord.v1.ResignRequest
+	12, // 16: electord.v1.Elector.Transfer:input_type -> electord.v1.TransferRequest
+	14, // 17: electord.v1.Elector.Campaign:input_type -> electord.v1.CampaignRequest
+	17, // 18: electord.v1.Elector.CampaignMany:input_type -> electord.v1.CampaignManyRequest
+	19, // 19: electord.v1.Elector.ListElections:input_type -> electord.v1.ListElectionsRequest
+	16, // 20: electord.v1.Elector.Proclaim:input_type -> electord.v1.ProclaimRequest
+	0,  // 21: electord.v1.Elector.GetLeader:output_type -> electord.v1.LeaderInfo
+	3,  // 22: electord.v1.Elector.WatchLeader:output_type -> electord.v1.LeaderEvent
+	5,  // 23: electord.v1.Elector.Status:output_type -> electord.v1.StatusResponse
+	8,  // 24: electord.v1.Elector.Members:output_type -> electord.v1.MembersResponse
+	13, // 25: electord.v1.Elector.Kill:output_type -> electord.v1.CommandResponse
+	13, // 26: electord.v1.Elector.Revive:output_type -> electord.v1.CommandResponse
+	13, // 27: electord.v1.Elector.Resign:output_type -> electord.v1.CommandResponse
+	13, // 28: electord.v1.Elector.Transfer:output_type -> electord.v1.CommandResponse
+	15, // 29: electord.v1.Elector.Campaign:output_type -> electord.v1.CampaignEvent
+	18, // 30: electord.v1.Elector.CampaignMany:output_type -> electord.v1.CampaignManyResponse
+	21, // 31: electord.v1.Elector.ListElections:output_type -> electord.v1.ListElectionsResponse
+	13, // 32: electord.v1.Elector.Proclaim:output_type -> electord.v1.CommandResponse
+	21, // [21:33] is the sub-list for method output_type
+	9,  // [9:21] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_electord_v1_elector_proto_init() }
@@ -1535,7 +1687,7 @@ func file_electord_v1_elector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_electord_v1_elector_proto_rawDesc), len(file_electord_v1_elector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

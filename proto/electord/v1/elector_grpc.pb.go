@@ -32,6 +32,7 @@ const (
 	Elector_Resign_FullMethodName        = "/electord.v1.Elector/Resign"
 	Elector_Transfer_FullMethodName      = "/electord.v1.Elector/Transfer"
 	Elector_Campaign_FullMethodName      = "/electord.v1.Elector/Campaign"
+	Elector_CampaignMany_FullMethodName  = "/electord.v1.Elector/CampaignMany"
 	Elector_ListElections_FullMethodName = "/electord.v1.Elector/ListElections"
 	Elector_Proclaim_FullMethodName      = "/electord.v1.Elector/Proclaim"
 )
@@ -58,6 +59,9 @@ type ElectorClient interface {
 	Transfer(ctx context.Context, in *TransferRequest, opts ...grpc.CallOption) (*CommandResponse, error)
 	// Campaign stands in a named election for as long as the stream is open.
 	Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignEvent], error)
+	// CampaignMany stands in many named elections on one stream, for as long
+	// as it is open.
+	CampaignMany(ctx context.Context, in *CampaignManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignManyResponse], error)
 	// ListElections lists the named elections this node knows.
 	ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error)
 	// Proclaim changes a candidacy's value without an election.
@@ -180,6 +184,25 @@ func (c *electorClient) Campaign(ctx context.Context, in *CampaignRequest, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Elector_CampaignClient = grpc.ServerStreamingClient[CampaignEvent]
 
+func (c *electorClient) CampaignMany(ctx context.Context, in *CampaignManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignManyResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Elector_ServiceDesc.Streams[2], Elector_CampaignMany_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CampaignManyRequest, CampaignManyResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Elector_CampaignManyClient = grpc.ServerStreamingClient[CampaignManyResponse]
+
 func (c *electorClient) ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListElectionsResponse)
@@ -222,6 +245,9 @@ type ElectorServer interface {
 	Transfer(context.Context, *TransferRequest) (*CommandResponse, error)
 	// Campaign stands in a named election for as long as the stream is open.
 	Campaign(*CampaignRequest, grpc.ServerStreamingServer[CampaignEvent]) error
+	// CampaignMany stands in many named elections on one stream, for as long
+	// as it is open.
+	CampaignMany(*CampaignManyRequest, grpc.ServerStreamingServer[CampaignManyResponse]) error
 	// ListElections lists the named elections this node knows.
 	ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error)
 	// Proclaim changes a candidacy's value without an election.
@@ -262,6 +288,9 @@ func (UnimplementedElectorServer) Transfer(context.Context, *TransferRequest) (*
 }
 func (UnimplementedElectorServer) Campaign(*CampaignRequest, grpc.ServerStreamingServer[CampaignEvent]) error {
 	return status.Error(codes.Unimplemented, "method Campaign not implemented")
+}
+func (UnimplementedElectorServer) CampaignMany(*CampaignManyRequest, grpc.ServerStreamingServer[CampaignManyResponse]) error {
+	return status.Error(codes.Unimplemented, "method CampaignMany not implemented")
 }
 func (UnimplementedElectorServer) ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListElections not implemented")
@@ -438,6 +467,17 @@ func _Elector_Campaign_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Elector_CampaignServer = grpc.ServerStreamingServer[CampaignEvent]
 
+func _Elector_CampaignMany_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CampaignManyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ElectorServer).CampaignMany(m, &grpc.GenericServerStream[CampaignManyRequest, CampaignManyResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Elector_CampaignManyServer = grpc.ServerStreamingServer[CampaignManyResponse]
+
 func _Elector_ListElections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListElectionsRequest)
 	if err := dec(in); err != nil {
@@ -527,6 +567,11 @@ var Elector_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Campaign",
 			Handler:       _Elector_Campaign_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "CampaignMany",
+			Handler:       _Elector_CampaignMany_Handler,
 			ServerStreams: true,
 		},
 	},
