@@ -30,6 +30,9 @@ type Config struct {
 	// CandidateProbe is the candidate probe's URL ("" without one): the
 	// node does not stand until CandidateProbed says the probe passes.
 	CandidateProbe string
+	// Spread tunes the rebalancing of placement spread's leaderships
+	// (named_rebalance.go); a zero field takes its default.
+	Spread SpreadConfig
 	// Store persists the term; nil keeps it in memory.
 	Store *TermStore
 	// NewMembership starts gossip; called at start and on Revive.
