@@ -31,7 +31,7 @@ type Config struct {
 	// node does not stand until CandidateProbed says the probe passes.
 	CandidateProbe string
 	// Spread tunes the rebalancing of placement spread's leaderships
-	// (named_rebalance.go); a zero field takes its default.
+	// (named_rebalance.go); the zero value turns it off.
 	Spread SpreadConfig
 	// Store persists the term; nil keeps it in memory.
 	Store *TermStore
@@ -60,6 +60,9 @@ func (c *Config) check() error {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("node: Config.%s (%s) must be positive, got %v", f.field, f.key, f.v))
 		}
+	}
+	if err := c.Spread.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

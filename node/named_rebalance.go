@@ -2,6 +2,7 @@ package node
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -31,29 +32,33 @@ import (
 // top-ranked live candidate, and the rebalancer does not run: it would move
 // leaderships that preemption moves straight back.
 
-// SpreadConfig tunes the rebalancer; a zero field takes its default (in
-// election/named, the one place they are set).
+// SpreadConfig tunes the rebalancer (the spread-* keys; config.Default has
+// their values). The zero value turns it off.
 type SpreadConfig struct {
 	// Imbalance (spread-imbalance): leaderships move while the most a
 	// live candidate node leads is more than 1+Imbalance times the least.
 	Imbalance float64
 	// Interval (spread-rebalance-interval): how often a node may move.
 	Interval time.Duration
-	// Batch (spread-rebalance-batch): the most a node moves per interval.
+	// Batch (spread-rebalance-batch): the most a node moves per interval;
+	// 0: the rebalancer is off.
 	Batch int
 }
 
-func (s SpreadConfig) withDefaults() SpreadConfig {
-	if s.Imbalance <= 0 {
-		s.Imbalance = named.DefaultSpreadImbalance
+// check refuses a rebalancer that is on with a timing or threshold that is
+// not positive, naming the field and its key.
+func (s SpreadConfig) check() error {
+	switch {
+	case s.Batch < 0:
+		return fmt.Errorf("node: Config.Spread.Batch (spread-rebalance-batch) must not be negative, got %d", s.Batch)
+	case s.Batch == 0:
+		return nil
+	case s.Interval <= 0:
+		return fmt.Errorf("node: Config.Spread.Interval (spread-rebalance-interval) must be positive, got %v", s.Interval)
+	case !(s.Imbalance > 0):
+		return fmt.Errorf("node: Config.Spread.Imbalance (spread-imbalance) must be positive, got %v", s.Imbalance)
 	}
-	if s.Interval <= 0 {
-		s.Interval = named.DefaultSpreadInterval
-	}
-	if s.Batch <= 0 {
-		s.Batch = named.DefaultSpreadBatch
-	}
-	return s
+	return nil
 }
 
 // namedRebalance is the rebalancer's state, owned by the loop.
@@ -69,10 +74,10 @@ type namedRebalance struct {
 // while the node stands in any election (followers heartbeat, leaders are
 // heartbeaten), so it acts within a heartbeat interval of falling due.
 func (n *Node) rebalanceNamed() {
-	if n.cfg.Preempt || n.halted() || len(n.named.machines) == 0 {
+	cfg := n.cfg.Spread
+	if cfg.Batch == 0 || n.cfg.Preempt || n.halted() || len(n.named.machines) == 0 {
 		return
 	}
-	cfg := n.cfg.Spread.withDefaults()
 	r := &n.named.rebalance
 	now := time.Now()
 	if now.Before(r.next) {

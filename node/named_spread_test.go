@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/named"
 )
@@ -19,8 +20,9 @@ import (
 // (each election still heartbeats on its own), a rebalancing interval that
 // fits a test.
 func spreadTune(c *Config) {
-	c.HeartbeatInterval, c.HeartbeatTimeout = time.Second, 5*time.Second
-	c.Spread = SpreadConfig{Interval: 100 * time.Millisecond}
+	c.HeartbeatInterval, c.HeartbeatTimeout = 2*time.Second, 10*time.Second
+	d := config.Default()
+	c.Spread = SpreadConfig{Imbalance: d.SpreadImbalance, Interval: 100 * time.Millisecond, Batch: d.SpreadRebalanceBatch}
 }
 
 // spreadView is what the live nodes agree on: every election's leadership,
@@ -374,7 +376,7 @@ func testSpread(t *testing.T, algo string, elections int) {
 	if float64(moved) > 1.1*float64(least) {
 		t.Fatalf("moved %d leaderships, more than 10%% over the fewest that restore the bound (%d)", moved, least)
 	}
-	if timeout := 5 * time.Second; worst >= timeout {
+	if timeout := 10 * time.Second; worst >= timeout {
 		t.Fatalf("%s had no leader for %v, a leader timeout (%v) or more: not a handover's gap", worstName, worst, timeout)
 	}
 }

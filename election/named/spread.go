@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/electord/electord/election"
 )
@@ -60,25 +59,6 @@ func CheckSpreadPriority(p int64) error {
 	}
 	return nil
 }
-
-// The rebalancer's defaults: the one place they are set (config.Default
-// copies them, a node given zero uses them).
-const (
-	// DefaultSpreadImbalance: leaderships are moved while the most a live
-	// candidate node leads is more than 1.1 times the least (Kafka's
-	// leader.imbalance.per.broker.percentage, 10%).
-	DefaultSpreadImbalance = 0.1
-	// DefaultSpreadInterval: a node moves leaderships at most this often.
-	DefaultSpreadInterval = 250 * time.Millisecond
-	// DefaultSpreadBatch: a node moves at most this many leaderships per
-	// interval (64 a second at the default interval). Each is a handover:
-	// one TimeoutNow, then the receiver's claim, its Coordinator and its
-	// Candidacy to every peer; 16 per giver per interval keeps a receiver
-	// that four givers feed at once well under a peer's send queue (256).
-	// A node returning to 5 nodes and 10,000 elections takes its 2,000
-	// back in about 8 s.
-	DefaultSpreadBatch = 16
-)
 
 // Move is one giver's share of a rebalance: Count leaderships to To.
 type Move struct {
