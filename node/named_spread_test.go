@@ -20,7 +20,7 @@ import (
 // (each election still heartbeats on its own), a rebalancing interval that
 // fits a test.
 func spreadTune(c *Config) {
-	c.HeartbeatInterval, c.HeartbeatTimeout = 2*time.Second, 10*time.Second
+	c.HeartbeatInterval, c.HeartbeatTimeout = time.Second, 5*time.Second
 	d := config.Default()
 	c.Spread = SpreadConfig{Imbalance: d.SpreadImbalance, Interval: 100 * time.Millisecond, Batch: d.SpreadRebalanceBatch}
 }
@@ -254,47 +254,50 @@ var spreadElections = flag.Int("spread.elections", 1000, "elections in TestNamed
 func testSpread(t *testing.T, algo string, elections int) {
 	const bound = 1.1
 	c := newTunedCluster(t, algo, 5, 0, nil, spreadTune)
-	c.agree(10*time.Second, 0)
+	c.agree(60*time.Second, 0)
 	all := []election.NodeID{1, 2, 3, 4, 5}
 	names := make([]string, elections)
 	for i := range names {
 		names[i] = fmt.Sprintf("shard-%04d", i)
 	}
-	// Node 1 stands first in every election, and the others once
-	// they know it stands: candidates that stand at once, each
-	// knowing no other, each lead (eagerly), and when the messages
-	// that would reconcile them are lost (1,000 stands at once
-	// overflow a peer's send queue) the election stays split. The
-	// split is the named elections' own (docs/ELECTIONS.md, Known
-	// problems), not the placement's; it is kept out of this test.
+	// Node 1 stands first in every election, and the others once they know
+	// it stands, 50 elections at a time. Candidates that stand at once, each
+	// knowing no other, each lead (eagerly); and a node that stands in
+	// 1,000 elections at once sends each peer 1,000 Candidacy messages,
+	// which overflow its send queue (256): the lost ones wait for the
+	// resend round (20 heartbeats), an observer shows no leader until then,
+	// and a node that missed its peer's standing stands alone. Both are the
+	// named elections' own (docs/ELECTIONS.md, Known problems), not the
+	// placement's; they are kept out of this test.
 	start := time.Now()
-	campaign := func(id election.NodeID) error {
-		for _, name := range names {
-			if _, err := c.nodes[id].CampaignWith(context.Background(), CampaignOptions{Election: name, Value: fmt.Sprint(id), Placement: PlacementSpread}); err != nil {
-				return err
+	const chunk = 50
+	for lo := 0; lo < elections; lo += chunk {
+		part := names[lo:min(lo+chunk, elections)]
+		for _, name := range part {
+			if _, err := c.nodes[1].CampaignWith(context.Background(), CampaignOptions{Election: name, Value: "1", Placement: PlacementSpread}); err != nil {
+				t.Fatal(err)
 			}
 		}
-		return nil
-	}
-	if err := campaign(1); err != nil {
-		t.Fatal(err)
-	}
-	waitSpread(t, c, all, names, 60*time.Second, func(k map[election.NodeID]int) bool { return k[1] == elections })
-	var wg sync.WaitGroup
-	errs := make(chan error, len(all))
-	for _, id := range all[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := campaign(id); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+		waitSpread(t, c, all, part, 60*time.Second, func(map[election.NodeID]int) bool { return true })
+		var wg sync.WaitGroup
+		errs := make(chan error, len(all))
+		for _, id := range all[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, name := range part {
+					if _, err := c.nodes[id].CampaignWith(context.Background(), CampaignOptions{Election: name, Value: fmt.Sprint(id), Placement: PlacementSpread}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("campaigns open after %v", time.Since(start).Round(time.Millisecond))
 	balanced := func(k map[election.NodeID]int) bool { return spreadRatio(k) <= bound }
@@ -376,7 +379,7 @@ func testSpread(t *testing.T, algo string, elections int) {
 	if float64(moved) > 1.1*float64(least) {
 		t.Fatalf("moved %d leaderships, more than 10%% over the fewest that restore the bound (%d)", moved, least)
 	}
-	if timeout := 10 * time.Second; worst >= timeout {
+	if timeout := 5 * time.Second; worst >= timeout {
 		t.Fatalf("%s had no leader for %v, a leader timeout (%v) or more: not a handover's gap", worstName, worst, timeout)
 	}
 }
