@@ -64,6 +64,9 @@ func (s SpreadConfig) check() error {
 // namedRebalance is the rebalancer's state, owned by the loop.
 type namedRebalance struct {
 	next time.Time // when it may look again
+	// seen: when each live candidate node was first counted since it last
+	// was not (it joined, came back, or started standing).
+	seen map[election.NodeID]time.Time
 	// moved counts the leaderships this node handed over to rebalance.
 	moved uint64
 }
@@ -85,6 +88,7 @@ func (n *Node) rebalanceNamed() {
 	}
 	r.next = now.Add(cfg.Interval)
 	counts, led, settled := n.spreadCounts()
+	n.settleNewcomers(counts, now)
 	if !settled || len(led) == 0 || !named.Imbalanced(counts, cfg.Imbalance) {
 		return
 	}
@@ -102,6 +106,36 @@ func (n *Node) rebalanceNamed() {
 		}
 		if budget == 0 {
 			break
+		}
+	}
+}
+
+// settleNewcomers leaves out of counts the nodes first counted less than
+// two leader timeouts ago. A node that comes back, or starts standing,
+// has machines that have not heard their leaders yet, and a machine
+// refuses a TimeoutNow from a node it does not know as its leader: a
+// handover to it would leave the election without a leader until the
+// giver's handover wait ran out and someone campaigned. Within a leader
+// timeout every leader has announced itself to it (a leader re-announces
+// to members it has not heard from each leader timeout); the second is
+// the margin.
+func (n *Node) settleNewcomers(counts map[election.NodeID]int, now time.Time) {
+	r := &n.named.rebalance
+	if r.seen == nil {
+		r.seen = map[election.NodeID]time.Time{}
+	}
+	for id := range r.seen {
+		if _, ok := counts[id]; !ok {
+			delete(r.seen, id)
+		}
+	}
+	for id := range counts {
+		at, ok := r.seen[id]
+		if !ok {
+			r.seen[id], at = now, now
+		}
+		if id != n.cfg.Self.ID && now.Sub(at) < 2*n.cfg.HeartbeatTimeout {
+			delete(counts, id)
 		}
 	}
 }
