@@ -67,6 +67,11 @@ type Config struct {
 	CandidateProbeFailures  int           `mapstructure:"candidate-probe-failures"`
 	CandidateProbeSuccesses int           `mapstructure:"candidate-probe-successes"`
 
+	// Placement spread's rebalancing (docs/ELECTIONS.md, "Placement").
+	SpreadImbalance         float64       `mapstructure:"spread-imbalance"`
+	SpreadRebalanceInterval time.Duration `mapstructure:"spread-rebalance-interval"`
+	SpreadRebalanceBatch    int           `mapstructure:"spread-rebalance-batch"`
+
 	// Kubernetes leader-only routing (package k8s/leaderslice): on when
 	// K8sLeaderService is set.
 	K8sLeaderService string `mapstructure:"k8s-leader-service"`
@@ -190,6 +195,9 @@ func Register(fs *pflag.FlagSet) {
 	fs.Duration("candidate-probe-timeout", d.CandidateProbeTimeout, "how long a candidate probe may take before it counts as failed (at most candidate-probe-period)")
 	fs.Int("candidate-probe-failures", d.CandidateProbeFailures, "failed probes in a row before the node stops standing (a refused connection counts at once)")
 	fs.Int("candidate-probe-successes", d.CandidateProbeSuccesses, "passed probes in a row before the node stands again")
+	fs.Float64("spread-imbalance", d.SpreadImbalance, "placement spread: leaderships move while the most a live candidate node leads exceeds the least by more than this fraction")
+	fs.Duration("spread-rebalance-interval", d.SpreadRebalanceInterval, "placement spread: how often a node may hand leaderships over to rebalance")
+	fs.Int("spread-rebalance-batch", d.SpreadRebalanceBatch, "placement spread: the most leaderships a node hands over per spread-rebalance-interval")
 	fs.String("k8s-leader-service", "", "Kubernetes: the selector-less Service whose EndpointSlice the leader writes with its own pod address (empty: off)")
 	fs.String("k8s-leader-election", d.K8sLeaderElection, "Kubernetes: the named election k8s-leader-service follows: its EndpointSlice names the pod whose app leads it (empty: the default election, the node's own leadership)")
 	fs.String("k8s-namespace", "", "Kubernetes: the namespace of k8s-leader-service (default: the pod's, from the service account)")

@@ -41,6 +41,10 @@ func Default() Config {
 		CandidateProbeFailures:  DefaultCandidateProbeFailures,
 		CandidateProbeSuccesses: DefaultCandidateProbeSuccesses,
 
+		SpreadImbalance:         DefaultSpreadImbalance,
+		SpreadRebalanceInterval: DefaultSpreadRebalanceInterval,
+		SpreadRebalanceBatch:    DefaultSpreadRebalanceBatch,
+
 		// The leader Service follows the node's own election unless told
 		// a named one: the behaviour from before named elections existed.
 		K8sLeaderElection: DefaultK8sLeaderElection,

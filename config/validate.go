@@ -131,6 +131,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validateCandidateProbe(bad)
+	c.validateSpread(bad)
 	if c.TLS() {
 		for _, f := range []struct{ key, val string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-ca", c.TLSCA}} {
 			if f.val == "" {

@@ -268,7 +268,8 @@ func Start(cfg config.Config, opts Options) (*Daemon, error) {
 	nd, err := node.New(node.Config{Self: self, Algorithm: cfg.Algorithm, Tick: cfg.Tick,
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Quorum: cfg.Quorum, Preempt: cfg.Preempt, BootstrapExpect: cfg.BootstrapExpect, CandidateProbe: cfg.CandidateProbe,
-		Store: store, NewMembership: fresh,
+		Spread: node.SpreadConfig{Imbalance: cfg.SpreadImbalance, Interval: cfg.SpreadRebalanceInterval, Batch: cfg.SpreadRebalanceBatch},
+		Store:  store, NewMembership: fresh,
 		Transport: send, Inbox: inbox, Exit: opts.Exit, Logger: log})
 	if err != nil {
 		tr.Close()

@@ -106,6 +106,11 @@ func (n *Node) CampaignWith(ctx context.Context, o CampaignOptions) (*Candidacy,
 	if err := CheckPlacement(o.Placement); err != nil {
 		return nil, err
 	}
+	if o.Placement == PlacementSpread {
+		if err := named.CheckSpreadPriority(o.Priority); err != nil {
+			return nil, err
+		}
+	}
 	placement := o.Placement
 	if placement == "" {
 		placement = PlacementSticky

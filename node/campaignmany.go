@@ -85,6 +85,9 @@ func (n *Node) CampaignMany(ctx context.Context, opts []CampaignOptions) (*Candi
 		if err == nil {
 			err = CheckPlacement(o.Placement)
 		}
+		if err == nil && o.Placement == PlacementSpread {
+			err = named.CheckSpreadPriority(o.Priority)
+		}
 		if j, dup := seen[o.Election]; dup && err == nil {
 			err = fmt.Errorf("%w (first at elections[%d])", ErrDuplicateElection, j)
 		}

@@ -30,6 +30,9 @@ type Config struct {
 	// CandidateProbe is the candidate probe's URL ("" without one): the
 	// node does not stand until CandidateProbed says the probe passes.
 	CandidateProbe string
+	// Spread tunes the rebalancing of placement spread's leaderships
+	// (named_rebalance.go); the zero value turns it off.
+	Spread SpreadConfig
 	// Store persists the term; nil keeps it in memory.
 	Store *TermStore
 	// NewMembership starts gossip; called at start and on Revive.
@@ -57,6 +60,9 @@ func (c *Config) check() error {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("node: Config.%s (%s) must be positive, got %v", f.field, f.key, f.v))
 		}
+	}
+	if err := c.Spread.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

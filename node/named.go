@@ -46,7 +46,8 @@ type namedState struct {
 	// incarnation is this node's, as its candidacies say: new at start
 	// and at each revive (renewIncarnation).
 	incarnation uint64
-	resend      namedResend // anti-entropy for candidacies (named_resend.go)
+	resend      namedResend    // anti-entropy for candidacies (named_resend.go)
+	rebalance   namedRebalance // placement spread (named_rebalance.go)
 }
 
 // renewIncarnation takes this node's next incarnation (incarnation.go).
@@ -409,7 +410,7 @@ func (n *Node) sendToMembers(m election.Message, peer election.NodeID) {
 
 // stand registers a local candidacy (on the loop).
 func (n *Node) stand(c *Candidacy) error {
-	cand, _, err := n.named.queues.Add(c.Election, c.Value, c.Priority)
+	cand, _, err := n.named.queues.Add(c.Election, c.Value, c.standingPriority(n.cfg.Self.ID))
 	if err != nil {
 		return err
 	}

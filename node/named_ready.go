@@ -176,6 +176,7 @@ func (n *Node) namedStoreFailed(name string, err error) {
 // (a Step, an Observe, a command, a due Tick) marks its election dirty, so
 // the elections the iteration did not touch cost it nothing.
 func (n *Node) afterNamed() {
+	n.rebalanceNamed() // its handovers drain with the pass
 	var ready []string
 	for name := range n.named.dirty {
 		if nm := n.named.machines[name]; nm != nil && nm.sm.HasReady() {

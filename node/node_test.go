@@ -86,6 +86,8 @@ type cluster struct {
 	expect int
 	// wrap, if set, wraps each node's transport.
 	wrap func(election.NodeID, transport.Transport) transport.Transport
+	// tune, if set, changes each node's config before it starts.
+	tune func(*Config)
 }
 
 func newCluster(t *testing.T, algo string, n int) *cluster {
@@ -98,9 +100,15 @@ func newClusterWith(t *testing.T, algo string, n int, wrap func(election.NodeID,
 
 // newQuorumCluster starts n nodes with the given quorum (0: plain mode).
 func newQuorumCluster(t *testing.T, algo string, n, quorum int, wrap func(election.NodeID, transport.Transport) transport.Transport) *cluster {
+	return newTunedCluster(t, algo, n, quorum, wrap, nil)
+}
+
+// newTunedCluster is newQuorumCluster with tune applied to each node's
+// config before it starts.
+func newTunedCluster(t *testing.T, algo string, n, quorum int, wrap func(election.NodeID, transport.Transport) transport.Transport, tune func(*Config)) *cluster {
 	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
 		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{},
-		algo: algo, quorum: quorum, wrap: wrap, expect: n}
+		algo: algo, quorum: quorum, wrap: wrap, tune: tune, expect: n}
 	for i := 1; i <= n; i++ {
 		c.start(election.NodeID(i))
 	}
@@ -127,8 +135,12 @@ func (c *cluster) start(id election.NodeID) *Node {
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	nd, err := New(fast(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum, BootstrapExpect: c.expect,
-		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }}))
+	cfg := fast(Config{Self: self, Algorithm: c.algo, Store: store, Transport: tr, Inbox: in, Quorum: c.quorum, BootstrapExpect: c.expect,
+		NewMembership: func() (Membership, error) { return c.hub.join(self), nil }})
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	nd, err := New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
