@@ -45,7 +45,7 @@ type appSlot struct {
 	mu       sync.Mutex
 	proc     *candidate.Proc
 	held     bool // killed by the schedule: not restarted until released
-	standing bool
+	standing bool // the last record says an app stands or is starting
 }
 
 // startApps starts the supervisors of every app; stop kills every app and
@@ -98,18 +98,29 @@ func (r *runner) supervise(ctx context.Context, s *appSlot) {
 			}
 			continue
 		}
+		// From its start the app may stand: its node registers the
+		// candidacy, and may lead for it, before the app's Ready reaches
+		// this process (history.App.Starting).
+		s.mu.Lock()
+		s.standing = true
+		s.el.rec.App(history.App{At: time.Now(), Node: s.node, Starting: true})
+		s.mu.Unlock()
 		p, err := candidate.Start(ctx, spec)
 		if err != nil {
-			// The node is starting, or was killed or paused meanwhile.
+			// The node is starting, or was killed or paused meanwhile. The
+			// app has exited: a candidacy it registered ends with it.
+			s.down(time.Now())
 			if !retry() {
 				return
 			}
 			continue
 		}
+		// Recorded under s.mu, as down records, so that a kill's record
+		// never lands before this one.
 		s.mu.Lock()
-		s.proc, s.standing = p, true
-		s.mu.Unlock()
+		s.proc = p
 		s.el.rec.App(history.App{At: time.Now(), Node: s.node, Standing: true})
+		s.mu.Unlock()
 		select {
 		case <-p.Exited():
 		case <-ctx.Done():
@@ -124,12 +135,11 @@ func (r *runner) supervise(ctx context.Context, s *appSlot) {
 // was recorded already.
 func (s *appSlot) down(at time.Time) {
 	s.mu.Lock()
-	was := s.standing
-	s.standing, s.proc = false, nil
-	s.mu.Unlock()
-	if was {
+	defer s.mu.Unlock()
+	if s.standing {
 		s.el.rec.App(history.App{At: at, Node: s.node, Standing: false})
 	}
+	s.standing, s.proc = false, nil
 }
 
 // kill SIGKILLs s's app, recording its end at the signal, and holds it

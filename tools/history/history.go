@@ -101,13 +101,25 @@ type Calm struct {
 }
 
 // App is a change of one node's candidacy in a named election: from At on,
-// an app of Node stands there (Standing) or none does (its app was killed,
-// or exited with its node).
+// an app of Node stands there (Standing), may stand there (Starting), or
+// none does (its app was killed, exited with its node, or exited before it
+// stood).
 type App struct {
 	At       time.Time
 	Node     int
 	Standing bool
+	// Starting: an app process of Node was started and has not yet said
+	// that it stands. Its node registers the candidacy (and may lead for
+	// it) before the app's word reaches the recorder: the app's stream
+	// gets its first event, the app prints a line, the harness reads it,
+	// each a wake-up of a busy process; at a load of 25 on 2 cores that
+	// took up to 1.5 s, longer than a restarted node waits before it
+	// campaigns. So the rules count a starting app as standing.
+	Starting bool
 }
+
+// MayStand says whether, from a.At on, an app may stand.
+func (a App) MayStand() bool { return a.Standing || a.Starting }
 
 // Recorder collects a history. It is safe for concurrent use.
 type Recorder struct {

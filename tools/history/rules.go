@@ -634,10 +634,11 @@ func (c *checker) lastApp(n int, t time.Time) (App, bool) {
 	return last, ok
 }
 
-// standing says whether an app of node n stood at t.
+// standing says whether an app of node n stood, or may have stood (it was
+// starting), at t.
 func (c *checker) standing(n int, t time.Time) bool {
 	a, ok := c.lastApp(n, t)
-	return ok && a.Standing
+	return ok && a.MayStand()
 }
 
 // upSince returns since when node n has been up (running, not paused)
@@ -659,7 +660,9 @@ func (c *checker) upSince(n int, t time.Time) (time.Time, bool) {
 // withdrawnLeads: a node whose app no longer stands stops claiming the
 // election within WithdrawnMax of the later of the app's end and the
 // node's last start or resume (a stopped node cannot act on the closed
-// stream). One violation per withdrawal.
+// stream). One violation per withdrawal. A node whose new app is starting
+// may claim: its candidacy may be registered before the app says it
+// stands (App.Starting).
 func (c *checker) withdrawnLeads() {
 	reported := map[App]bool{}
 	for _, o := range c.obs {
@@ -667,7 +670,7 @@ func (c *checker) withdrawnLeads() {
 			continue
 		}
 		a, ok := c.lastApp(o.Node, o.Sent)
-		if !ok || a.Standing || reported[a] {
+		if !ok || a.MayStand() || reported[a] {
 			continue
 		}
 		from := a.At
