@@ -133,6 +133,8 @@ type grpcLink struct {
 	// Unimplemented (an older node); until then its messages go one call
 	// each (see batchRetry).
 	noBatchUntil atomic.Int64
+	// noHeartbeatsUntil is noBatchUntil for the Heartbeats call.
+	noHeartbeatsUntil atomic.Int64
 }
 
 // NewGRPC returns a transport for node cfg.Self. It opens no connection.
@@ -447,7 +449,6 @@ func staticWindow(maxMessageBytes int) int32 {
 // send makes the RPC for m and reports the outcome. It returns true when the
 // RPC reached its own deadline (SendTimeout) while ctx was still live.
 func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
-	t := l.t
 	x, err := Encode(m)
 	if err != nil {
 		l.fail(m, err)
@@ -481,17 +482,24 @@ func (l *grpcLink) send(ctx context.Context, m election.Message) bool {
 	if !delivered || reply == nil {
 		return silent
 	}
+	l.received(reply)
+	return false
+}
+
+// received hands a Heartbeat's reply to the local node, or counts it
+// dropped (invalid, or refused by the node).
+func (l *grpcLink) received(reply *pb.HeartbeatReply) {
+	t := l.t
 	r, err := Decode(reply, t.cfg.Self)
 	if err != nil {
 		t.dropped.Add(1)
-		return false
+		return
 	}
 	if err := t.cfg.Receiver.Receive(Inbound{Msg: r}); err != nil {
 		t.dropped.Add(1)
-		return false
+		return
 	}
 	t.replies.Add(1)
-	return false
 }
 
 // fail reports m as not delivered.
@@ -535,9 +543,10 @@ func (l *grpcLink) rpc(ctx context.Context, ms []election.Message, call func(con
 		return false, false
 	}
 	if err != nil {
-		if len(ms) == 1 && ms[0].Type == election.MsgHeartbeat && ctx.Err() == nil {
-			// A refused or reset heartbeat, confirmed by one re-dial, is
-			// evidence that the peer's process is gone (ErrPeerDown).
+		if len(ms) > 0 && ms[0].Type == election.MsgHeartbeat && ctx.Err() == nil {
+			// A refused or reset heartbeat (or a Heartbeats call, which
+			// carries nothing else), confirmed by one re-dial, is evidence
+			// that the peer's process is gone (ErrPeerDown).
 			err = t.peerDown(err, addr)
 		}
 		// Timed out: our deadline fired, or the server's copy of it did

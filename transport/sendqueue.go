@@ -211,8 +211,24 @@ func (q *sendQueues) run(p *peerQueue) {
 
 // sendNext sends m, the oldest message queued for p, and, if p's link
 // carries batches and m may travel in one, the batchable messages queued
-// right behind it, in one call. It returns true when the peer was silent.
+// right behind it, in one call; a named Heartbeat likewise takes the named
+// Heartbeats right behind it into one Heartbeats call. It returns true
+// when the peer was silent.
 func (q *sendQueues) sendNext(p *peerQueue, m election.Message) bool {
+	if hl, ok := p.link.(heartbeatsLink); ok && coalescable(m) {
+		ms := []election.Message{m}
+		for len(ms) < maxBatch {
+			next, ok := p.queue.PopIf(coalescable)
+			if !ok {
+				break
+			}
+			ms = append(ms, next)
+		}
+		if len(ms) > 1 {
+			return hl.sendHeartbeats(p.ctx, ms)
+		}
+		return p.link.send(p.ctx, m)
+	}
 	bl, ok := p.link.(batchLink)
 	if !ok || !batchable(m) {
 		return p.link.send(p.ctx, m)

@@ -250,6 +250,12 @@ func (s *PeerService) Heartbeat(ctx context.Context, x *pb.Heartbeat) (*pb.Heart
 	}
 	ctx, cancel := context.WithTimeout(ctx, MaxHeartbeatWait)
 	defer cancel()
+	return s.awaitHeartbeat(ctx, reply)
+}
+
+// awaitHeartbeat waits for the node's answer to a delivered Heartbeat on
+// reply, until ctx ends.
+func (s *PeerService) awaitHeartbeat(ctx context.Context, reply chan election.Message) (*pb.HeartbeatReply, error) {
 	select {
 	case r, ok := <-reply:
 		if !ok {

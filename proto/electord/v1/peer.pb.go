@@ -1059,6 +1059,168 @@ func (x *Batch) GetMessages() []*Envelope {
 	return nil
 }
 
+// Heartbeats carries, in one call, the Heartbeats of named elections queued
+// for the same peer: followers of many elections led by one node heartbeat
+// it once per period and pair, not once per election. Each is delivered as
+// its own Heartbeat call would deliver it. A default-election Heartbeat
+// never travels here (its call stays as it is), so an older node is only
+// ever sent Heartbeats by a node that shares named elections with it; it
+// answers Unimplemented, and the sender then sends one Heartbeat call each,
+// as before.
+type Heartbeats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Heartbeats    []*Heartbeat           `protobuf:"bytes,1,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Heartbeats) Reset() {
+	*x = Heartbeats{}
+	mi := &file_electord_v1_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Heartbeats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Heartbeats) ProtoMessage() {}
+
+func (x *Heartbeats) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Heartbeats.ProtoReflect.Descriptor instead.
+func (*Heartbeats) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Heartbeats) GetHeartbeats() []*Heartbeat {
+	if x != nil {
+		return x.Heartbeats
+	}
+	return nil
+}
+
+// HeartbeatsReply answers a Heartbeats call, one HeartbeatAnswer per
+// Heartbeat, in the same order.
+type HeartbeatsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Answers       []*HeartbeatAnswer     `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatsReply) Reset() {
+	*x = HeartbeatsReply{}
+	mi := &file_electord_v1_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatsReply) ProtoMessage() {}
+
+func (x *HeartbeatsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatsReply.ProtoReflect.Descriptor instead.
+func (*HeartbeatsReply) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HeartbeatsReply) GetAnswers() []*HeartbeatAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+// HeartbeatAnswer is the answer to one Heartbeat of a Heartbeats call:
+// the reply its own call would have returned, or the gRPC code and message
+// it would have failed with.
+type HeartbeatAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Reply *HeartbeatReply        `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	// 0 (OK) with a reply; otherwise the code of the refusal.
+	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatAnswer) Reset() {
+	*x = HeartbeatAnswer{}
+	mi := &file_electord_v1_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatAnswer) ProtoMessage() {}
+
+func (x *HeartbeatAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_electord_v1_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatAnswer.ProtoReflect.Descriptor instead.
+func (*HeartbeatAnswer) Descriptor() ([]byte, []int) {
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeartbeatAnswer) GetReply() *HeartbeatReply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *HeartbeatAnswer) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *HeartbeatAnswer) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Envelope is one message of a Batch.
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1078,7 +1240,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_electord_v1_peer_proto_msgTypes[11]
+	mi := &file_electord_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1252,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_peer_proto_msgTypes[11]
+	mi := &file_electord_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1265,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_electord_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Envelope) GetMessage() isEnvelope_Message {
@@ -1234,7 +1396,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_electord_v1_peer_proto_msgTypes[12]
+	mi := &file_electord_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1408,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_peer_proto_msgTypes[12]
+	mi := &file_electord_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1421,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_electord_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BatchAck) GetRefused() []*Refusal {
@@ -1283,7 +1445,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_electord_v1_peer_proto_msgTypes[13]
+	mi := &file_electord_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1457,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_electord_v1_peer_proto_msgTypes[13]
+	mi := &file_electord_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1470,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_electord_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_electord_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Refusal) GetIndex() uint32 {
@@ -1419,7 +1581,18 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x16leader_since_unix_nano\x18\t \x01(\x03R\x13leaderSinceUnixNano\"\x05\n" +
 	"\x03Ack\":\n" +
 	"\x05Batch\x121\n" +
-	"\bmessages\x18\x01 \x03(\v2\x15.electord.v1.EnvelopeR\bmessages\"\xaa\x03\n" +
+	"\bmessages\x18\x01 \x03(\v2\x15.electord.v1.EnvelopeR\bmessages\"D\n" +
+	"\n" +
+	"Heartbeats\x126\n" +
+	"\n" +
+	"heartbeats\x18\x01 \x03(\v2\x16.electord.v1.HeartbeatR\n" +
+	"heartbeats\"I\n" +
+	"\x0fHeartbeatsReply\x126\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1c.electord.v1.HeartbeatAnswerR\aanswers\"r\n" +
+	"\x0fHeartbeatAnswer\x121\n" +
+	"\x05reply\x18\x01 \x01(\v2\x1b.electord.v1.HeartbeatReplyR\x05reply\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xaa\x03\n" +
 	"\bEnvelope\x123\n" +
 	"\belection\x18\x01 \x01(\v2\x15.electord.v1.ElectionH\x00R\belection\x12-\n" +
 	"\x06answer\x18\x02 \x01(\v2\x13.electord.v1.AnswerH\x00R\x06answer\x12<\n" +
@@ -1435,7 +1608,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\aRefusal\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage2\x87\x04\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage2\xcc\x04\n" +
 	"\x04Peer\x123\n" +
 	"\bElection\x12\x15.electord.v1.Election\x1a\x10.electord.v1.Ack\x12/\n" +
 	"\x06Answer\x12\x13.electord.v1.Answer\x1a\x10.electord.v1.Ack\x129\n" +
@@ -1446,7 +1619,9 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"TimeoutNow\x12\x17.electord.v1.TimeoutNow\x1a\x10.electord.v1.Ack\x127\n" +
 	"\x06Notify\x12\x1b.electord.v1.HeartbeatReply\x1a\x10.electord.v1.Ack\x125\n" +
 	"\tCandidacy\x12\x16.electord.v1.Candidacy\x1a\x10.electord.v1.Ack\x122\n" +
-	"\x05Batch\x12\x12.electord.v1.Batch\x1a\x15.electord.v1.BatchAckB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
+	"\x05Batch\x12\x12.electord.v1.Batch\x1a\x15.electord.v1.BatchAck\x12C\n" +
+	"\n" +
+	"Heartbeats\x12\x17.electord.v1.Heartbeats\x1a\x1c.electord.v1.HeartbeatsReplyB;Z9github.com/electord/electord/proto/electord/v1;electordv1b\x06proto3"
 
 var (
 	file_electord_v1_peer_proto_rawDescOnce sync.Once
@@ -1460,60 +1635,68 @@ func file_electord_v1_peer_proto_rawDescGZIP() []byte {
 	return file_electord_v1_peer_proto_rawDescData
 }
 
-var file_electord_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_electord_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_electord_v1_peer_proto_goTypes = []any{
-	(*Rank)(nil),           // 0: electord.v1.Rank
-	(*Election)(nil),       // 1: electord.v1.Election
-	(*Answer)(nil),         // 2: electord.v1.Answer
-	(*Coordinator)(nil),    // 3: electord.v1.Coordinator
-	(*CoordinatorAck)(nil), // 4: electord.v1.CoordinatorAck
-	(*Heartbeat)(nil),      // 5: electord.v1.Heartbeat
-	(*HeartbeatReply)(nil), // 6: electord.v1.HeartbeatReply
-	(*TimeoutNow)(nil),     // 7: electord.v1.TimeoutNow
-	(*Candidacy)(nil),      // 8: electord.v1.Candidacy
-	(*Ack)(nil),            // 9: electord.v1.Ack
-	(*Batch)(nil),          // 10: electord.v1.Batch
-	(*Envelope)(nil),       // 11: electord.v1.Envelope
-	(*BatchAck)(nil),       // 12: electord.v1.BatchAck
-	(*Refusal)(nil),        // 13: electord.v1.Refusal
+	(*Rank)(nil),            // 0: electord.v1.Rank
+	(*Election)(nil),        // 1: electord.v1.Election
+	(*Answer)(nil),          // 2: electord.v1.Answer
+	(*Coordinator)(nil),     // 3: electord.v1.Coordinator
+	(*CoordinatorAck)(nil),  // 4: electord.v1.CoordinatorAck
+	(*Heartbeat)(nil),       // 5: electord.v1.Heartbeat
+	(*HeartbeatReply)(nil),  // 6: electord.v1.HeartbeatReply
+	(*TimeoutNow)(nil),      // 7: electord.v1.TimeoutNow
+	(*Candidacy)(nil),       // 8: electord.v1.Candidacy
+	(*Ack)(nil),             // 9: electord.v1.Ack
+	(*Batch)(nil),           // 10: electord.v1.Batch
+	(*Heartbeats)(nil),      // 11: electord.v1.Heartbeats
+	(*HeartbeatsReply)(nil), // 12: electord.v1.HeartbeatsReply
+	(*HeartbeatAnswer)(nil), // 13: electord.v1.HeartbeatAnswer
+	(*Envelope)(nil),        // 14: electord.v1.Envelope
+	(*BatchAck)(nil),        // 15: electord.v1.BatchAck
+	(*Refusal)(nil),         // 16: electord.v1.Refusal
 }
 var file_electord_v1_peer_proto_depIdxs = []int32{
 	0,  // 0: electord.v1.Election.candidates:type_name -> electord.v1.Rank
 	0,  // 1: electord.v1.Election.from_rank:type_name -> electord.v1.Rank
 	0,  // 2: electord.v1.Election.initiator_rank:type_name -> electord.v1.Rank
 	0,  // 3: electord.v1.Coordinator.leader_rank:type_name -> electord.v1.Rank
-	11, // 4: electord.v1.Batch.messages:type_name -> electord.v1.Envelope
-	1,  // 5: electord.v1.Envelope.election:type_name -> electord.v1.Election
-	2,  // 6: electord.v1.Envelope.answer:type_name -> electord.v1.Answer
-	3,  // 7: electord.v1.Envelope.coordinator:type_name -> electord.v1.Coordinator
-	4,  // 8: electord.v1.Envelope.coordinator_ack:type_name -> electord.v1.CoordinatorAck
-	6,  // 9: electord.v1.Envelope.notify:type_name -> electord.v1.HeartbeatReply
-	7,  // 10: electord.v1.Envelope.timeout_now:type_name -> electord.v1.TimeoutNow
-	8,  // 11: electord.v1.Envelope.candidacy:type_name -> electord.v1.Candidacy
-	13, // 12: electord.v1.BatchAck.refused:type_name -> electord.v1.Refusal
-	1,  // 13: electord.v1.Peer.Election:input_type -> electord.v1.Election
-	2,  // 14: electord.v1.Peer.Answer:input_type -> electord.v1.Answer
-	3,  // 15: electord.v1.Peer.Coordinator:input_type -> electord.v1.Coordinator
-	4,  // 16: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
-	5,  // 17: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
-	7,  // 18: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
-	6,  // 19: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
-	8,  // 20: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
-	10, // 21: electord.v1.Peer.Batch:input_type -> electord.v1.Batch
-	9,  // 22: electord.v1.Peer.Election:output_type -> electord.v1.Ack
-	9,  // 23: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
-	9,  // 24: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
-	9,  // 25: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
-	6,  // 26: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
-	9,  // 27: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
-	9,  // 28: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
-	9,  // 29: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
-	12, // 30: electord.v1.Peer.Batch:output_type -> electord.v1.BatchAck
-	22, // [22:31] is the sub-list for method output_type
-	13, // [13:22] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 4: electord.v1.Batch.messages:type_name -> electord.v1.Envelope
+	5,  // 5: electord.v1.Heartbeats.heartbeats:type_name -> electord.v1.Heartbeat
+	13, // 6: electord.v1.HeartbeatsReply.answers:type_name -> electord.v1.HeartbeatAnswer
+	6,  // 7: electord.v1.HeartbeatAnswer.reply:type_name -> electord.v1.HeartbeatReply
+	1,  // 8: electord.v1.Envelope.election:type_name -> electord.v1.Election
+	2,  // 9: electord.v1.Envelope.answer:type_name -> electord.v1.Answer
+	3,  // 10: electord.v1.Envelope.coordinator:type_name -> electord.v1.Coordinator
+	4,  // 11: electord.v1.Envelope.coordinator_ack:type_name -> electord.v1.CoordinatorAck
+	6,  // 12: electord.v1.Envelope.notify:type_name -> electord.v1.HeartbeatReply
+	7,  // 13: electord.v1.Envelope.timeout_now:type_name -> electord.v1.TimeoutNow
+	8,  // 14: electord.v1.Envelope.candidacy:type_name -> electord.v1.Candidacy
+	16, // 15: electord.v1.BatchAck.refused:type_name -> electord.v1.Refusal
+	1,  // 16: electord.v1.Peer.Election:input_type -> electord.v1.Election
+	2,  // 17: electord.v1.Peer.Answer:input_type -> electord.v1.Answer
+	3,  // 18: electord.v1.Peer.Coordinator:input_type -> electord.v1.Coordinator
+	4,  // 19: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
+	5,  // 20: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
+	7,  // 21: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
+	6,  // 22: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
+	8,  // 23: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
+	10, // 24: electord.v1.Peer.Batch:input_type -> electord.v1.Batch
+	11, // 25: electord.v1.Peer.Heartbeats:input_type -> electord.v1.Heartbeats
+	9,  // 26: electord.v1.Peer.Election:output_type -> electord.v1.Ack
+	9,  // 27: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
+	9,  // 28: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
+	9,  // 29: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
+	6,  // 30: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
+	9,  // 31: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
+	9,  // 32: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
+	9,  // 33: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
+	15, // 34: electord.v1.Peer.Batch:output_type -> electord.v1.BatchAck
+	12, // 35: electord.v1.Peer.Heartbeats:output_type -> electord.v1.HeartbeatsReply
+	26, // [26:36] is the sub-list for method output_type
+	16, // [16:26] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_electord_v1_peer_proto_init() }
@@ -1521,7 +1704,7 @@ func file_electord_v1_peer_proto_init() {
 	if File_electord_v1_peer_proto != nil {
 		return
 	}
-	file_electord_v1_peer_proto_msgTypes[11].OneofWrappers = []any{
+	file_electord_v1_peer_proto_msgTypes[14].OneofWrappers = []any{
 		(*Envelope_Election)(nil),
 		(*Envelope_Answer)(nil),
 		(*Envelope_Coordinator)(nil),
@@ -1536,7 +1719,7 @@ func file_electord_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_electord_v1_peer_proto_rawDesc), len(file_electord_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	Peer_Notify_FullMethodName         = "/electord.v1.Peer/Notify"
 	Peer_Candidacy_FullMethodName      = "/electord.v1.Peer/Candidacy"
 	Peer_Batch_FullMethodName          = "/electord.v1.Peer/Batch"
+	Peer_Heartbeats_FullMethodName     = "/electord.v1.Peer/Heartbeats"
 )
 
 // PeerClient is the client API for Peer service.
@@ -62,6 +63,9 @@ type PeerClient interface {
 	Candidacy(ctx context.Context, in *Candidacy, opts ...grpc.CallOption) (*Ack, error)
 	// Batch delivers several one-way messages of named elections in one call.
 	Batch(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*BatchAck, error)
+	// Heartbeats delivers several Heartbeats of named elections in one call
+	// and returns their answers.
+	Heartbeats(ctx context.Context, in *Heartbeats, opts ...grpc.CallOption) (*HeartbeatsReply, error)
 }
 
 type peerClient struct {
@@ -162,6 +166,16 @@ func (c *peerClient) Batch(ctx context.Context, in *Batch, opts ...grpc.CallOpti
 	return out, nil
 }
 
+func (c *peerClient) Heartbeats(ctx context.Context, in *Heartbeats, opts ...grpc.CallOption) (*HeartbeatsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HeartbeatsReply)
+	err := c.cc.Invoke(ctx, Peer_Heartbeats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -190,6 +204,9 @@ type PeerServer interface {
 	Candidacy(context.Context, *Candidacy) (*Ack, error)
 	// Batch delivers several one-way messages of named elections in one call.
 	Batch(context.Context, *Batch) (*BatchAck, error)
+	// Heartbeats delivers several Heartbeats of named elections in one call
+	// and returns their answers.
+	Heartbeats(context.Context, *Heartbeats) (*HeartbeatsReply, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -226,6 +243,9 @@ func (UnimplementedPeerServer) Candidacy(context.Context, *Candidacy) (*Ack, err
 }
 func (UnimplementedPeerServer) Batch(context.Context, *Batch) (*BatchAck, error) {
 	return nil, status.Error(codes.Unimplemented, "method Batch not implemented")
+}
+func (UnimplementedPeerServer) Heartbeats(context.Context, *Heartbeats) (*HeartbeatsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Heartbeats not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -410,6 +430,24 @@ func _Peer_Batch_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Heartbeats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Heartbeats)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Heartbeats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Heartbeats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Heartbeats(ctx, req.(*Heartbeats))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -452,6 +490,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Batch",
 			Handler:    _Peer_Batch_Handler,
+		},
+		{
+			MethodName: "Heartbeats",
+			Handler:    _Peer_Heartbeats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
