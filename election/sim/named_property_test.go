@@ -264,3 +264,20 @@ func namedProperty(t *testing.T, quorum bool, count int) {
 		})
 	}
 }
+
+// TestNamedQuorumReclaimedTerm: in quorum mode a node whose last app
+// withdrew while it led, and whose table showed nobody else standing,
+// drops the election's machine, its record folded into the floor (the
+// term only, not the leadership term); the other nodes, which still
+// stand, go on following it at its term, and when a new app stands on it
+// its new machine takes that term back on their confirmed Coordinator ("3
+// leads 8.3"), as a restarted leader reclaims its term: the new app leads
+// at the term, the fencing token, of the app before it (W1). Seed 214 of
+// the ring, with no fault in the schedule.
+func TestNamedQuorumReclaimedTerm(t *testing.T) {
+	_, err := runNamedSchedule("ring", 214, 0, true, propertyMends, nil)
+	if err == nil || !strings.Contains(err.Error(), "W1 violated: node 3 leads e4 at term 8.3") {
+		t.Fatalf("as built: want W1 (node 3 leading e4 at 8.3 again), got %v", err)
+	}
+	t.Logf("as built: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+}
