@@ -40,6 +40,9 @@ type Checker struct {
 	named    map[election.NodeID]okAt          // Q2: since when each node names the leader it names
 	claimed  map[election.Term]bool            // Q2: every term some node led
 	err      error
+	// statusOf is the state Q2 judges a node by: its machine's (nil), or
+	// one named election's (Named).
+	statusOf func(*node) election.Status
 	// Checks counts the node states examined.
 	Checks int
 }
@@ -172,10 +175,18 @@ func (c *Checker) reach(n *node) int {
 	return k
 }
 
+// stat is n's state as Q2 judges it.
+func (c *Checker) stat(n *node) election.Status {
+	if c.statusOf != nil {
+		return c.statusOf(n)
+	}
+	return n.sm.Status()
+}
+
 func (c *Checker) checkMinority() {
 	need := len(c.s.nodes)/2 + 1
 	for _, n := range c.s.nodes {
-		st := n.sm.Status()
+		st := c.stat(n)
 		if named, ok := c.named[n.id]; !ok || named.leader != st.Leader || !n.up {
 			c.named[n.id] = okAt{tick: c.s.now, leader: st.Leader}
 		}
@@ -194,7 +205,7 @@ func (c *Checker) checkMinority() {
 		if st.Leader > 0 && int(st.Leader) <= len(c.s.nodes) && st.Leader != n.id {
 			l := c.s.nodes[st.Leader-1]
 			linked := c.s.linked(n.id, l.id) && c.s.linked(l.id, n.id)
-			fine = fine || (st.Role == election.RoleFollower && l.up && linked && l.sm.Status().Role == election.RoleLeader)
+			fine = fine || (st.Role == election.RoleFollower && l.up && linked && c.stat(l).Role == election.RoleLeader)
 		}
 		if fine {
 			c.okAt[n.id] = okAt{tick: c.s.now, leader: st.Leader}

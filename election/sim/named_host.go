@@ -41,6 +41,7 @@ type namedMachine struct {
 	app      named.ID
 	from     election.Term       // the term it started from: it may only lead above it
 	reported election.Leadership // the leadership last announced to peers
+	priority int64               // the rank it started with (a voter's 0)
 }
 
 // namedNode is what a node keeps across crashes: its apps' queued
@@ -124,7 +125,7 @@ func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error
 	}
 	for _, name := range nn.apps.Elections() {
 		head, _ := nn.apps.Head(name)
-		if err := h.newMachine(name, head, false); err != nil {
+		if err := h.newMachine(name, head, true, false); err != nil {
 			return nil, err
 		}
 	}
@@ -132,35 +133,142 @@ func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error
 }
 
 // newMachine starts the machine of an election this node now stands in, for
-// the head of its queue (node.newMachine): the cluster's algorithm, timings
-// and Preempt, the candidacy's priority, the stored terms; the candidates
-// known join one by one; eager: the only candidate known campaigns at once.
-func (h *namedHost) newMachine(name string, head named.Candidacy, eager bool) error {
+// the head of its queue, or (quorum mode, standing false) votes in
+// (node.newMachine): the cluster's algorithm, timings and Preempt, the
+// candidacy's priority (a voter's 0), the stored terms; the members known
+// join one by one (machinePeers); eager: the only candidate known campaigns
+// at once.
+func (h *namedHost) newMachine(name string, head named.Candidacy, standing, eager bool) error {
 	saved := h.nn.store.load(name)
 	cfg := h.cfg
 	cfg.Peers, cfg.Priority, cfg.Term, cfg.LeaderTerm = nil, head.Priority, saved.Term, saved.LeaderTerm
-	cfg.Quorum, cfg.BootstrapExpect, cfg.Volatile = 0, 0, false
+	cfg.BootstrapExpect = 0
+	if !h.quorum() {
+		cfg.Quorum, cfg.Volatile = 0, false
+	}
 	r := rand.New(rand.NewPCG(h.rand.Uint64(), uint64(h.id)))
 	cfg.Rand = func(k int) int { return r.IntN(k) }
 	sm, err := algorithms.New(h.ns.opts.Algorithm, cfg)
 	if err != nil {
 		return err
 	}
-	h.ns.tracef("t=%d node %d: %s: stands for app %d from term %v, leadership %v", h.ns.Now(), h.id, name, head.ID, saved.Term, saved.LeaderTerm)
-	h.machines[name] = &namedMachine{sm: sm, app: head.ID, from: saved.Term}
+	nm := &namedMachine{sm: sm, from: saved.Term, priority: head.Priority}
+	h.machines[name] = nm
+	if standing {
+		h.ns.tracef("t=%d node %d: %s: stands for app %d from term %v, leadership %v", h.ns.Now(), h.id, name, head.ID, saved.Term, saved.LeaderTerm)
+		nm.app = head.ID
+		h.standing(name)
+	} else {
+		h.ns.tracef("t=%d node %d: %s: votes from term %v, leadership %v", h.ns.Now(), h.id, name, saved.Term, saved.LeaderTerm)
+		sm.Stand(false) // a voter (quorum mode)
+		h.ns.checker(name)
+	}
+	for _, m := range h.machinePeers(name) {
+		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
+	}
+	if len(h.table.Members(name)) == 0 && eager && standing {
+		sm.Campaign()
+	}
+	return nil
+}
+
+// standing records that this node stands in name: the resend sends its
+// standing there from now on (Mends.ResendEvery), and the checks count it
+// a candidate.
+func (h *namedHost) standing(name string) {
 	if h.nn.told == nil {
 		h.nn.told = map[string]int{}
 	}
 	h.nn.told[name] = 0
 	h.ns.stood(name, h.id)
-	others := h.table.Members(name)
-	for _, m := range others {
-		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
+}
+
+// quorum reports whether named elections run in quorum mode (every node
+// a voter in every election with a candidate anywhere: node/namedvoter.go).
+func (h *namedHost) quorum() bool { return h.ns.opts.Quorum }
+
+// machinePeers are the members a new machine for name starts with
+// (node.machinePeers): in plain mode the candidates; in quorum mode the
+// candidates and every other node this node's membership holds alive, a
+// voter at rank 0.
+func (h *namedHost) machinePeers(name string) []election.Member {
+	cands := h.table.Members(name)
+	if !h.quorum() {
+		return cands
 	}
-	if len(others) == 0 && eager {
-		sm.Campaign()
+	in := map[election.NodeID]bool{}
+	for _, m := range cands {
+		in[m.ID] = true
+	}
+	for _, o := range h.ns.Sim.nodes {
+		if o.id != h.id && !in[o.id] && h.alive(o.id) {
+			cands = append(cands, election.Member{ID: o.id})
+		}
+	}
+	return cands
+}
+
+// wanted reports whether this node must run a machine for name
+// (node.namedWanted): it stands in it, or (quorum mode) a peer does.
+func (h *namedHost) wanted(name string) bool {
+	if _, ok := h.nn.apps.Head(name); ok {
+		return true
+	}
+	return h.quorum() && len(h.table.Members(name)) > 0
+}
+
+// followVoters (quorum mode) makes name's machine what this node's standing
+// and its table say (node.followVoters): started (a voter when no app of
+// this node stands), stood or withdrawn, replaced for an app of another
+// priority (a machine's own rank is fixed), or dropped, its record folded
+// into the floor, when nobody stands anywhere.
+func (h *namedHost) followVoters(name string) error {
+	if !h.quorum() {
+		return nil
+	}
+	nm := h.machines[name]
+	head, standing := h.nn.apps.Head(name)
+	switch {
+	case nm == nil && h.wanted(name):
+		return h.newMachine(name, head, standing, false)
+	case nm != nil && !h.wanted(name):
+		h.drain(name, nm)
+		delete(h.machines, name)
+		h.nn.store.drop(name)
+		h.ns.stoodDown(name, h.id)
+		h.ns.tracef("t=%d node %d: %s: nobody stands: the voter goes", h.ns.Now(), h.id, name)
+	case nm != nil && standing && nm.priority != head.Priority:
+		h.drain(name, nm)
+		delete(h.machines, name)
+		return h.newMachine(name, head, true, false)
+	case nm != nil && standing && nm.app != head.ID:
+		// A voter's machine stands for the app now at the head: it may lead
+		// only by winning a term above every term it has seen.
+		nm.app, nm.from = head.ID, nm.sm.Status().Term
+		nm.sm.Stand(true)
+		h.standing(name)
+		h.ns.tracef("t=%d node %d: %s: the voter stands for app %d from term %v", h.ns.Now(), h.id, name, head.ID, nm.from)
+	case nm != nil && !standing && nm.priority != 0 && h.ns.Mends.VoterRankZero:
+		h.drain(name, nm)
+		delete(h.machines, name)
+		return h.newMachine(name, head, false, false)
+	case nm != nil && !standing && nm.app != 0:
+		nm.app = 0
+		nm.sm.Stand(false)
 	}
 	return nil
+}
+
+// voterMemberEvent (quorum mode) gives every machine a cluster member's
+// join, leave or death (node.voterMemberEvent).
+func (h *namedHost) voterMemberEvent(typ election.EventType, id election.NodeID) {
+	for _, name := range h.names() {
+		m := election.Member{ID: id}
+		if s, ok := h.table.Get(name, id); ok && typ == election.EventJoin {
+			m.Priority = s.Priority
+		}
+		h.machines[name].sm.Observe(election.Event{Type: typ, Member: m})
+	}
 }
 
 // alive: this node's membership holds o alive (the node's members[o].alive).
@@ -174,8 +282,14 @@ func (h *namedHost) stand(name, value string, priority int64) (named.ID, error) 
 	}
 	if h.machines[name] == nil {
 		head, _ := h.nn.apps.Head(name)
-		if err := h.newMachine(name, head, true); err != nil {
+		if err := h.newMachine(name, head, true, true); err != nil {
 			h.nn.apps.Remove(c.ID)
+			return 0, err
+		}
+		h.sendCandidacy(name, 0)
+	} else if head, _ := h.nn.apps.Head(name); head.ID == c.ID {
+		// Quorum mode: this node voted in the election and now stands.
+		if err := h.followVoters(name); err != nil {
 			return 0, err
 		}
 		h.sendCandidacy(name, 0)
@@ -200,11 +314,22 @@ func (h *namedHost) withdraw(id named.ID) error {
 				}
 			}
 		}
+		if h.quorum() {
+			// The machine stays while anyone stands (node.withdrawCandidacies):
+			// it withdraws first, so a leadership not handed over ends here
+			// and the next app leads only at a new term.
+			nm.app = 0
+			nm.sm.Stand(false)
+			h.drain(name, nm)
+			err := h.followVoters(name)
+			h.sendCandidacy(name, 0)
+			return err
+		}
 		h.drain(name, nm)
 		delete(h.machines, name)
 	}
 	if more {
-		if err := h.newMachine(name, next, true); err != nil {
+		if err := h.newMachine(name, next, true, true); err != nil {
 			return err
 		}
 	} else {
@@ -251,13 +376,29 @@ func (h *namedHost) candidacyFrom(m election.Message) {
 	nm := h.machines[m.Election]
 	if m.Confirmed {
 		joined, reranked := h.table.Set(m.Election, m.From, named.Stand{Priority: m.FromRank.Priority, Value: m.Value, LeaderTerm: m.Term})
-		if nm != nil && (joined || reranked) {
+		if nm == nil && h.quorum() {
+			if err := h.followVoters(m.Election); err != nil {
+				h.ns.tracef("t=%d node %d: %s: cannot vote: %v", h.ns.Now(), h.id, m.Election, err)
+			}
+		} else if nm != nil && (joined || reranked) {
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
 		}
-		if joined && nm != nil {
+		if _, standing := h.nn.apps.Head(m.Election); joined && nm != nil && standing {
 			h.sendCandidacy(m.Election, m.From)
 		}
 	} else if h.table.Withdraw(m.Election, m.From) && nm != nil {
+		if h.quorum() {
+			// The sender stays a member (a voter now); nobody left
+			// standing: the voter goes.
+			if err := h.followVoters(m.Election); err != nil {
+				h.ns.tracef("t=%d node %d: %s: %v", h.ns.Now(), h.id, m.Election, err)
+			}
+			if nm := h.machines[m.Election]; nm != nil && h.ns.Mends.VoterRankZero {
+				// ... ranked now as a voter, at 0.
+				nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From}})
+			}
+			return
+		}
 		nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
 	}
 }
@@ -277,6 +418,17 @@ func (h *namedHost) drain(name string, nm *namedMachine) {
 	for _, m := range rd.Messages {
 		m.Election = name
 		h.out = append(h.out, m)
+	}
+	if h.quorum() {
+		// Q2, as Sim.process does: a confirmed announcement from a node
+		// that leads at that term or above claims that term.
+		if st := nm.sm.Status(); st.Role == election.RoleLeader {
+			for _, m := range rd.Messages {
+				if m.Type == election.MsgCoordinator && m.Confirmed && m.Leader == h.id && m.Term <= st.LeaderTerm {
+					h.ns.checker(name).claimed[m.Term] = true
+				}
+			}
+		}
 	}
 	if rd.LeaderTerm != 0 {
 		h.nn.store.save(name, 0, rd.LeaderTerm)
@@ -314,12 +466,25 @@ func (h *namedHost) Step(m election.Message) error {
 		h.ns.Dropped++ // the node drops (and counts) a message of an election it does not stand in
 		return nil
 	}
+	if st := nm.sm.Status(); m.Type == election.MsgElection && st.RefusesElections && m.Initiator != h.id &&
+		!(st.Withdrawn && algorithms.VotersForward(h.ns.opts.Algorithm)) {
+		// The inbox refuses it (node.refusesNamedElections: a bully voter):
+		// the sender hears of it as a failed send, one round trip later.
+		s := h.ns.Sim
+		s.wire[s.now+1] = append(s.wire[s.now+1], envelope{at: s.now + 1, msg: m, failed: true})
+		return nil
+	}
+	before := nm.sm.Status()
 	err := nm.sm.Step(m)
+	if h.quorum() {
+		h.ns.checker(m.Election).followedSecondHand(h.ns.Sim.nodes[h.id-1], before, nm.sm.Status(), m)
+	}
 	if errors.Is(err, election.ErrInvalidMessage) && h.staleRanks(m) {
 		// The sender's priority changed (its next app stands) and its
 		// Candidacy saying so has not arrived: the node refuses the
 		// message and counts it, as for any message it finds invalid.
 		h.ns.StaleRanks++
+		h.ns.tracef("t=%d node %d: %s: refused: %v", h.ns.Now(), h.id, m.Election, err)
 		return nil
 	}
 	return err
@@ -406,7 +571,21 @@ func (h *namedHost) Observe(ev election.Event) {
 		for _, name := range h.nn.apps.Elections() {
 			h.sendCandidacy(name, ev.Member.ID)
 		}
+		if h.quorum() {
+			h.voterMemberEvent(election.EventJoin, ev.Member.ID)
+		}
 	case election.EventDead, election.EventLeave:
+		if h.quorum() {
+			// Every machine has every member; those with nobody left
+			// standing go.
+			h.voterMemberEvent(ev.Type, ev.Member.ID)
+			for _, name := range h.table.Forget(ev.Member.ID) {
+				if err := h.followVoters(name); err != nil {
+					h.ns.tracef("t=%d node %d: %s: %v", h.ns.Now(), h.id, name, err)
+				}
+			}
+			return
+		}
 		for _, name := range h.table.Forget(ev.Member.ID) {
 			if nm := h.machines[name]; nm != nil {
 				nm.sm.Observe(election.Event{Type: ev.Type, Member: election.Member{ID: ev.Member.ID}})

@@ -16,12 +16,16 @@ var (
 	namedSeed      = flag.Uint64("named.seed", 1, "first seed; schedule i uses seed named.seed+i")
 	namedElections = flag.Int("named.elections", 0, "elections per schedule (0: 3 to 8, drawn per seed)")
 	namedTrace     = flag.Bool("named.trace", false, "trace every message and leadership change (use with -named.count=1)")
+	namedQuorum    = flag.Bool("named.quorum", false, "TestPropertyNamedElections in quorum mode too (TestPropertyNamedQuorum runs it with fewer seeds)")
+	namedAll       = flag.Bool("named.all", false, "run every seed, reporting each failing one in a line, instead of stopping at the first")
+	namedVoterRank = flag.Bool("named.voterrank0", false, "with -named.quorum: Mends.VoterRankZero (a withdrawn app's machine becomes a voter at rank 0)")
 	namedAsBuilt   = flag.Bool("named.asbuilt", false, "run without the Mends (the node before its resend: expect lost candidacies to split elections)")
 )
 
 // namedSchedule is one random named-election schedule's outcome.
 type namedSchedule struct {
 	n, elections int
+	quorum       bool
 	preempt      bool
 	redial       bool // a crash ends the apps' streams (Named.Redial)
 	faults       int
@@ -34,15 +38,18 @@ type namedSchedule struct {
 }
 
 func (sc namedSchedule) String() string {
-	return fmt.Sprintf("n=%d elections=%d preempt=%v redial=%v faults=%d stands=%d withdrawals=%d",
-		sc.n, sc.elections, sc.preempt, sc.redial, sc.faults, sc.stands, sc.withdrawals)
+	return fmt.Sprintf("n=%d elections=%d quorum=%v preempt=%v redial=%v faults=%d stands=%d withdrawals=%d",
+		sc.n, sc.elections, sc.quorum, sc.preempt, sc.redial, sc.faults, sc.stands, sc.withdrawals)
 }
 
 // NamedBound is the number of ticks within which every named election of
 // a healed cluster of n nodes must agree on a live candidate: L1Bound, plus
 // what membership takes to see every node again (a rejoin round and the
 // gossip after it), after which the candidacies are exchanged.
-func NamedBound(n int) int { return L1Bound(n) + 2*10 + 2*2 }
+func NamedBound(n int) int { return namedBound(n, false) }
+
+// namedBound is NamedBound, with quorum mode's timings when quorum.
+func namedBound(n int, quorum bool) int { return l1Bound(n, quorum) + 2*10 + 2*2 }
 
 // runNamedSchedule runs one seeded schedule: apps stand and withdraw at
 // random through random nodes, in random elections, while the network
@@ -50,13 +57,13 @@ func NamedBound(n int) int { return L1Bound(n) + 2*10 + 2*2 }
 // agree on a live candidate within NamedBound, and stay put; then single
 // changes on the healed network, each followed by agreement within the
 // bound.
-func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trace func(string, ...any)) (namedSchedule, error) {
+func runNamedSchedule(algo string, seed uint64, elections int, quorum bool, mends Mends, trace func(string, ...any)) (namedSchedule, error) {
 	r := rand.New(rand.NewPCG(seed, 0x4a3ed))
-	sc := namedSchedule{n: 3 + r.IntN(3), elections: elections, preempt: r.IntN(4) == 0, redial: r.IntN(2) == 0}
+	sc := namedSchedule{n: 3 + r.IntN(3), elections: elections, quorum: quorum, preempt: r.IntN(4) == 0, redial: r.IntN(2) == 0}
 	if sc.elections == 0 {
 		sc.elections = 3 + r.IntN(6)
 	}
-	ns, err := NewNamed(Options{N: sc.n, Algorithm: algo, Preempt: sc.preempt, Seed: seed})
+	ns, err := NewNamed(Options{N: sc.n, Algorithm: algo, Quorum: quorum, Preempt: sc.preempt, Seed: seed})
 	if err != nil {
 		return sc, err
 	}
@@ -105,7 +112,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 	if err := ns.Recover(); err != nil {
 		return sc, err
 	}
-	bound := NamedBound(sc.n)
+	bound := namedBound(sc.n, quorum)
 	disagree := func() string {
 		var b []string
 		for _, name := range ns.Elections() {
@@ -121,7 +128,11 @@ func runNamedSchedule(algo string, seed uint64, elections int, mends Mends, trac
 	}
 	sc.healedAfter = int(ns.Now() - start)
 	// Suspicions formed before the heal may still fire (see runSchedule).
-	if err := ns.Run(max(0, 2*(5+5)-sc.healedAfter)); err != nil {
+	residual := 2 * (5 + 5)
+	if quorum {
+		residual = 2 * (10 + 10)
+	}
+	if err := ns.Run(max(0, residual-sc.healedAfter)); err != nil {
 		return sc, err
 	}
 	if ok, err := ns.RunUntil(bound, ns.AllAgreed); err != nil || !ok {
@@ -165,13 +176,55 @@ var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3}
 // TestPropertyNamedElections: many seeds of random candidacy churn in
 // several elections under random faults; every step checks S1/S2/S3 and
 // W1/W2/W3 per election (see Named), and the end checks agreement on a
-// live candidate (L1) and stability.
-func TestPropertyNamedElections(t *testing.T) {
+// live candidate (L1) and stability. With -named.quorum, in quorum mode
+// (every node a voter), Q1 and Q2 per election as well.
+func TestPropertyNamedElections(t *testing.T) { namedProperty(t, *namedQuorum, *namedCount) }
+
+// TestPropertyNamedQuorum: the named property test in quorum mode, every
+// node a voter in every election (node/namedvoter.go), judged also by Q1
+// and Q2 per election; a few seeds in the regular run, -named.count with
+// -run TestPropertyNamedElections -named.quorum for many. Ring runs with
+// Mends.VoterRankZero here: as built it loses liveness on the voters'
+// ranks (TestNamedQuorumVoterRank).
+func TestPropertyNamedQuorum(t *testing.T) {
+	*namedVoterRank = true
+	defer func() { *namedVoterRank = false }()
+	namedProperty(t, true, min(*namedCount, 20))
+}
+
+// TestNamedQuorumVoterRank: in quorum mode a node whose app withdrew keeps
+// its machine as a voter at the app's priority, while a node whose machine
+// started after the withdrawal ranks it at 0 (a voter), so its core refuses
+// every message claiming the other rank ("claims rank {2 2}, membership
+// says {0 2}"); in ring every round forwarded through that voter dies there
+// and the election never elects after the heal (seed 7: e0 and e1, node 4 a voter at rank 2). With
+// Mends.VoterRankZero (the voter's machine restarted at rank 0, and the
+// others re-ranking it at 0 on its withdrawal) the same schedule agrees.
+func TestNamedQuorumVoterRank(t *testing.T) {
+	var refused []string
+	trace := func(format string, a ...any) {
+		if line := fmt.Sprintf(format, a...); strings.Contains(line, "claims rank") {
+			refused = append(refused, line)
+		}
+	}
+	_, err := runNamedSchedule("ring", 7, 0, true, propertyMends, trace)
+	if err == nil || !strings.Contains(err.Error(), "L1 violated") || len(refused) == 0 {
+		t.Fatalf("as built: want an L1 violation with messages refused for their rank, got %v (%d refused)", err, len(refused))
+	}
+	t.Logf("as built: %d messages refused for their rank, first %q; %v", len(refused), refused[0], strings.SplitN(err.Error(), "\n", 2)[0])
+	mends := propertyMends
+	mends.VoterRankZero = true
+	if _, err := runNamedSchedule("ring", 7, 0, true, mends, nil); err != nil {
+		t.Fatalf("with VoterRankZero: %v", err)
+	}
+}
+
+func namedProperty(t *testing.T, quorum bool, count int) {
 	for _, algo := range []string{"ring", "bully"} {
 		t.Run(algo, func(t *testing.T) {
 			var heal []int
-			var worstChange, withdrawals, machines int
-			for i := range *namedCount {
+			var worstChange, withdrawals, machines, failed int
+			for i := range count {
 				seed := *namedSeed + uint64(i)
 				var trace func(string, ...any)
 				if *namedTrace {
@@ -181,10 +234,17 @@ func TestPropertyNamedElections(t *testing.T) {
 				if *namedAsBuilt {
 					mends = Mends{}
 				}
-				sc, err := runNamedSchedule(algo, seed, *namedElections, mends, trace)
+				mends.VoterRankZero = *namedVoterRank
+				sc, err := runNamedSchedule(algo, seed, *namedElections, quorum, mends, trace)
+				if err != nil && *namedAll {
+					first, _, _ := strings.Cut(err.Error(), "\n")
+					t.Errorf("%s seed %d (%v): %s", algo, seed, sc, first)
+					failed++
+					continue
+				}
 				if err != nil {
-					t.Fatalf("%s seed %d (%v): %v\nreproduce: go test ./election/sim -run 'TestPropertyNamedElections/%s' -named.seed=%d -named.count=1 -named.elections=%d -named.asbuilt=%v -named.trace",
-						algo, seed, sc, err, algo, seed, *namedElections, *namedAsBuilt)
+					t.Fatalf("%s seed %d (%v): %v\nreproduce: go test ./election/sim -run 'TestPropertyNamedElections/%s' -named.seed=%d -named.count=1 -named.elections=%d -named.quorum=%v -named.asbuilt=%v -named.trace",
+						algo, seed, sc, err, algo, seed, *namedElections, quorum, *namedAsBuilt)
 				}
 				heal = append(heal, sc.healedAfter)
 				worstChange = max(worstChange, sc.changeAfter)
@@ -192,8 +252,32 @@ func TestPropertyNamedElections(t *testing.T) {
 				machines += sc.n * sc.elections
 			}
 			slices.Sort(heal)
-			t.Logf("%s: %d schedules, seeds %d..%d, 0 violations of S1/S2/S3/W1/W2/W3/L1/stability; %d withdrawals; ticks from heal to agreement p50=%d p99=%d max=%d; worst single change %d ticks (bound %d at n=5)",
-				algo, len(heal), *namedSeed, *namedSeed+uint64(len(heal))-1, withdrawals, heal[len(heal)/2], heal[len(heal)*99/100], heal[len(heal)-1], worstChange, NamedBound(5))
+			checks := "S1/S2/S3/W1/W2/W3/L1/stability"
+			if quorum {
+				checks += "/Q1/Q2 (quorum mode)"
+			}
+			if len(heal) == 0 {
+				return
+			}
+			t.Logf("%s: %d schedules, seeds %d..%d, %d failed, the others 0 violations of %s; %d withdrawals; ticks from heal to agreement p50=%d p99=%d max=%d; worst single change %d ticks (bound %d at n=5)",
+				algo, count, *namedSeed, *namedSeed+uint64(count)-1, failed, checks, withdrawals, heal[len(heal)/2], heal[len(heal)*99/100], heal[len(heal)-1], worstChange, namedBound(5, quorum))
 		})
 	}
+}
+
+// TestNamedQuorumReclaimedTerm: in quorum mode a node whose last app
+// withdrew while it led, and whose table showed nobody else standing,
+// drops the election's machine, its record folded into the floor (the
+// term only, not the leadership term); the other nodes, which still
+// stand, go on following it at its term, and when a new app stands on it
+// its new machine takes that term back on their confirmed Coordinator ("3
+// leads 8.3"), as a restarted leader reclaims its term: the new app leads
+// at the term, the fencing token, of the app before it (W1). Seed 214 of
+// the ring, with no fault in the schedule.
+func TestNamedQuorumReclaimedTerm(t *testing.T) {
+	_, err := runNamedSchedule("ring", 214, 0, true, propertyMends, nil)
+	if err == nil || !strings.Contains(err.Error(), "W1 violated: node 3 leads e4 at term 8.3") {
+		t.Fatalf("as built: want W1 (node 3 leading e4 at 8.3 again), got %v", err)
+	}
+	t.Logf("as built: %s", strings.SplitN(err.Error(), "\n", 2)[0])
 }

@@ -19,8 +19,7 @@
 // each with one candidate app process per node (package candidate, started
 // in the node's namespace and kept standing by a supervisor, named.go), the
 // app faults (AppKinds) to the tour, and records and checks every election
-// on its own (history.Config.Named). Named elections refuse --quorum (the
-// voter role is not built), so they run in plain mode only.
+// on its own (history.Config.Named; in quorum mode as namedConfig says).
 package chaos
 
 import (
@@ -83,7 +82,7 @@ type Options struct {
 	Docker bool
 	// Named is how many named elections run beside the default one
 	// (ElectionName(0), ...), each with one app per node; 0 = none.
-	// Plain mode only (Quorum 0), network namespaces only.
+	// Network namespaces only.
 	Named int
 	// AppCommand runs a candidate app (candidate.Main) with the flags that
 	// follow it, for example electbench's path and "app"; needed with
@@ -208,11 +207,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.res.Report = history.Check(history.Config{Nodes: o.Nodes, Quorum: o.Quorum, Grace: o.Grace, AgreeMax: o.AgreeMax}, r.res.History)
 	for _, el := range r.named {
 		h := el.rec.History()
-		r.res.Named = append(r.res.Named, Election{Name: el.name, History: h, Report: history.Check(history.Config{
-			Nodes: o.Nodes, Grace: o.Grace, AgreeMax: o.AgreeMax, Named: true, WithdrawnMax: o.WithdrawnMax}, h)})
+		r.res.Named = append(r.res.Named, Election{Name: el.name, History: h, Report: history.Check(namedConfig(o), h)})
 	}
 	r.res.Elapsed = time.Since(t0)
 	return r.res, runErr
+}
+
+// namedConfig is how a named election's history is judged. In quorum mode
+// every node votes in every named election (node/namedvoter.go), so a
+// named election keeps the default election's promise when the quorum's
+// majority is a majority of the nodes (Quorum/2+1 > Nodes/2): no two sides
+// can both hold one, so two claims at overlapping moments, and a claim or
+// a leader named without a majority past the grace, are violations
+// (history.Config.Quorum). With a smaller quorum two sides can each hold
+// its majority, and without quorum a cut-off side elects its own leader:
+// the election is judged by the plain rules, its two claims reported as
+// Overlaps.
+func namedConfig(o Options) history.Config {
+	cfg := history.Config{Nodes: o.Nodes, Grace: o.Grace, AgreeMax: o.AgreeMax, Named: true, WithdrawnMax: o.WithdrawnMax}
+	if o.Quorum > 0 && 2*(o.Quorum/2+1) > o.Nodes {
+		cfg.Quorum = o.Quorum
+	}
+	return cfg
 }
 
 // Poll starts polling every node of c (history.Poller, from the

@@ -276,7 +276,7 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 				apps++
 			}
 		}
-		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes (allowed) %d (%d begun with every node up and no link cut); violations: %s\n",
+		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut); violations: %s\n",
 			el.Name, er.Obs, er.Errs, er.Claims, apps, er.Heals, ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)),
 			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, ruleCounts(er))
 		bad = bad || len(er.Violations) > 0 || len(er.Overlaps) > 0
@@ -302,7 +302,7 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 	printViolations("default election", rep, rep.Violations)
 	for _, el := range res.Named {
 		printViolations("election "+el.Name, el.Report, el.Report.Violations)
-		printViolations("election "+el.Name+", two claims at overlapping moments (allowed in plain mode)", el.Report, el.Report.Overlaps)
+		printViolations("election "+el.Name+", two claims at overlapping moments (allowed: plain mode, or a quorum below a majority of the nodes)", el.Report, el.Report.Overlaps)
 	}
 	pr("\nfault log:\n\n```\n")
 	for _, n := range res.History.Notes {

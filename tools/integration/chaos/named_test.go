@@ -19,8 +19,8 @@ var namedKinds = []string{chaos.Partition, chaos.IsolateLeader, chaos.Kill, chao
 // TestChaosNamed runs one short tour per algorithm with three named
 // elections beside the default one, an app process per node in each (this
 // binary again, as a candidate app), and app kills and pauses among the
-// faults; it fails on any violation in any election. Plain mode only: named
-// elections refuse --quorum. About a minute per algorithm.
+// faults; it fails on any violation in any election. Plain mode (two claims
+// at once are allowed there: Report.Overlaps). About a minute per algorithm.
 func TestChaosNamed(t *testing.T) {
 	needFaultnet(t, "named-elections chaos schedule")
 	for _, algo := range []string{"bully", "ring"} {
