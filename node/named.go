@@ -627,6 +627,15 @@ func (n *Node) namedInfo(name string) (ElectionInfo, bool) {
 		}
 	}
 	info.Leader = li
+	if li.Self && n.cfg.Quorum > 0 && nm != nil && n.named.clock != nil {
+		// As the default election's lease (updateLease): the machine's
+		// lease end in ticks, counted from when its clock's last tick fell
+		// due. A claim is shown only before it (ElectionLeader), so a loop
+		// paused or starved past its lease claims nothing.
+		if st := nm.sm.Status(); st.Role == election.RoleLeader && st.LeaseEnd > st.Now && !n.halted() {
+			info.leaseUntil = n.named.clock.tickWall().Add(time.Duration(st.LeaseEnd-st.Now) * n.cfg.Tick).UnixNano()
+		}
+	}
 	info.CandidateIDs = candidateIDs(others, nm != nil && !n.killed, n.cfg.Self.ID)
 	return info, true
 }
@@ -659,6 +668,12 @@ func (n *Node) ElectionLeader(name string) (LeaderInfo, bool) {
 	e, ok := n.elections[name]
 	if !ok {
 		return LeaderInfo{Election: name, State: StateNoLeader}, false
+	}
+	if e.Leader.Self && n.cfg.Quorum > 0 && time.Now().UnixNano() >= e.leaseUntil {
+		// In quorum mode a claim stands only while its lease holds by the
+		// wall clock, checked on every call, as for the default election
+		// (leaseView): the loop may not have stepped down yet.
+		return LeaderInfo{Election: name, State: StateNoLeader, Term: e.Leader.Term}, true
 	}
 	return e.Leader, true
 }

@@ -205,3 +205,42 @@ func TestNamedQuorumQueuedAppLeadsAtANewTerm(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// In quorum mode a named leadership is claimed only while its lease holds
+// by the wall clock, as the default election's: a leader whose loop is
+// stalled past its lease (a paused or starved process) stops claiming
+// although its last published state says it leads, because the others
+// may elect another once the promises they gave it end.
+func TestNamedQuorumStalledLeaderStopsClaiming(t *testing.T) {
+	c := newQuorumCluster(t, "bully", 3, 3, nil)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	for id := election.NodeID(1); id <= 3; id++ {
+		a, err := c.nodes[id].Campaign(ctx, "jobs", fmt.Sprintf("app-%d", id), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+	}
+	li := c.agreeNamed("jobs", 0, 10*time.Second)
+	n := c.nodes[li.ID]
+	if own, _ := n.ElectionLeader("jobs"); !own.Self {
+		t.Fatalf("node %d: leads jobs but does not claim it: %+v", li.ID, own)
+	}
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	go n.do(context.Background(), func() error { close(stalled); <-release; return nil })
+	defer close(release)
+	<-stalled
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		own, _ := n.ElectionLeader("jobs")
+		if !own.Self {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d: its loop stalled for 5 s, well past its lease, and it still claims jobs at %v", li.ID, own.Term)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}

@@ -49,6 +49,9 @@ type ElectionInfo struct {
 	// election, zero while it shows one or never showed one, and lostTerm
 	// the term of the leadership it showed last (noteNamed).
 	leaderless time.Time
+	// leaseUntil (quorum mode, this node leading) is the wall-clock end
+	// of the lease the leadership stands on (Unix ns; see Node.leaseView).
+	leaseUntil int64
 	lostTerm   election.Term
 }
 
