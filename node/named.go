@@ -289,6 +289,11 @@ func (n *Node) candidacyFrom(m election.Message) {
 			// The sender stays a member (a voter now); its machine says so
 			// in its heartbeats. Nobody left standing: the voter goes.
 			n.followVoters(name)
+			if nm := n.named.machines[name]; nm != nil {
+				// ... ranked now as a voter, at 0, as it ranks itself.
+				n.catchUpNamed()
+				nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From}})
+			}
 		} else {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})

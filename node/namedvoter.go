@@ -88,6 +88,18 @@ func (n *Node) followVoters(name string) {
 		if err := n.newMachine(name, head, false); err != nil {
 			n.log.Error("named election: cannot stand in it", "election", name, "err", err)
 		}
+	case nm != nil && !standing && nm.priority != 0:
+		// A voter ranks at 0 on every node: the others rank a member they
+		// learn of as a voter at 0 and re-rank one that withdraws at 0
+		// (candidacyFrom), and the core refuses the messages of a member
+		// whose own rank differs from the one it holds (a ring round it
+		// passes on would die there). Its rank is fixed at its start, so a
+		// node whose app withdrew gets a voter's machine of its own, which
+		// holds off for a promise's length, as above.
+		n.dropMachine(name)
+		if err := n.newMachine(name, head, false); err != nil {
+			n.log.Error("named election: cannot vote in it", "election", name, "err", err)
+		}
 	case nm != nil:
 		n.catchUpNamed()
 		nm.sm.Stand(standing)

@@ -18,7 +18,7 @@ var (
 	namedTrace     = flag.Bool("named.trace", false, "trace every message and leadership change (use with -named.count=1)")
 	namedQuorum    = flag.Bool("named.quorum", false, "TestPropertyNamedElections in quorum mode too (TestPropertyNamedQuorum runs it with fewer seeds)")
 	namedAll       = flag.Bool("named.all", false, "run every seed, reporting each failing one in a line, instead of stopping at the first")
-	namedVoterRank = flag.Bool("named.voterrank0", false, "with -named.quorum: Mends.VoterRankZero (a withdrawn app's machine becomes a voter at rank 0)")
+	namedVoterRank = flag.Bool("named.voterrank0", true, "with -named.quorum: Mends.VoterRankZero, as the node does (false: a withdrawn app's machine keeps its rank, as the node did before)")
 	namedAsBuilt   = flag.Bool("named.asbuilt", false, "run without the Mends (the node before its resend: expect lost candidacies to split elections)")
 )
 
@@ -184,11 +184,9 @@ func TestPropertyNamedElections(t *testing.T) { namedProperty(t, *namedQuorum, *
 // node a voter in every election (node/namedvoter.go), judged also by Q1
 // and Q2 per election; a few seeds in the regular run, -named.count with
 // -run TestPropertyNamedElections -named.quorum for many. Ring runs with
-// Mends.VoterRankZero here: as built it loses liveness on the voters'
-// ranks (TestNamedQuorumVoterRank).
+// Mends.VoterRankZero, as the node does: without it the ring loses
+// liveness on the voters' ranks (TestNamedQuorumVoterRank).
 func TestPropertyNamedQuorum(t *testing.T) {
-	*namedVoterRank = true
-	defer func() { *namedVoterRank = false }()
 	namedProperty(t, true, min(*namedCount, 20))
 }
 
@@ -207,11 +205,13 @@ func TestNamedQuorumVoterRank(t *testing.T) {
 			refused = append(refused, line)
 		}
 	}
-	_, err := runNamedSchedule("ring", 7, 0, true, propertyMends, trace)
+	before := propertyMends
+	before.VoterRankZero = false
+	_, err := runNamedSchedule("ring", 7, 0, true, before, trace)
 	if err == nil || !strings.Contains(err.Error(), "L1 violated") || len(refused) == 0 {
-		t.Fatalf("as built: want an L1 violation with messages refused for their rank, got %v (%d refused)", err, len(refused))
+		t.Fatalf("without VoterRankZero: want an L1 violation with messages refused for their rank, got %v (%d refused)", err, len(refused))
 	}
-	t.Logf("as built: %d messages refused for their rank, first %q; %v", len(refused), refused[0], strings.SplitN(err.Error(), "\n", 2)[0])
+	t.Logf("without VoterRankZero: %d messages refused for their rank, first %q; %v", len(refused), refused[0], strings.SplitN(err.Error(), "\n", 2)[0])
 	mends := propertyMends
 	mends.VoterRankZero = true
 	if _, err := runNamedSchedule("ring", 7, 0, true, mends, nil); err != nil {
