@@ -1,10 +1,7 @@
-//go:build campaignmany
-
 package main
 
 // --streams one: each candidate app holds all its candidacies on ONE stream
-// (the Go client's CampaignMany). Built only with -tags campaignmany until
-// the client on main has CampaignMany; then drop the tag.
+// (the Go client's CampaignMany).
 
 import (
 	"context"
