@@ -50,14 +50,16 @@ func (c *core) newAttempt() Term {
 }
 
 // selfTermIsNew reports whether an announcement from another node that
-// names this node leader at t may make it lead: t is above the last
-// leadership it knew and above the term it started from. Every term at or
-// below the start term was minted before this run (a round this run takes
-// part in carries a term above its own, which is at least the start term),
-// so this run never won it; and the leadership term it was given may be
-// older than a term it led and gave up (a named election whose record was
-// dropped keeps only its term, in the floor), so the leadership term alone
-// does not keep such a term from coming back to it.
+// names this node leader at t may make it lead (plain mode) or propose
+// (quorum mode): t is above the last leadership it knew and above the term
+// it started from. Every term at or below the start term was minted before
+// this run (a round this run takes part in carries a term above its own,
+// which is at least the start term), so this run never won it; and the
+// leadership term it was given may be older than a term it led and gave up
+// (a named election whose record was dropped keeps only its term, in the
+// floor; the store keeps a term at or above every leadership term, so the
+// start term covers it), so the leadership term alone does not keep such a
+// term from coming back to it.
 func (c *core) selfTermIsNew(t Term) bool { return t > c.leaderTerm && t > c.cfg.Term }
 
 func (c *core) win(t Term) {

@@ -164,11 +164,14 @@ func (c *core) stepCoordinatorQuorum(m Message) {
 	case !accepted:
 		c.refuseStaleCoordinator(m)
 	case m.Leader == c.cfg.ID:
-		// A ring announcement that names this node: only a newer term makes
-		// it propose (see stepCoordinatorPlain). A round that names it while
-		// its lease holds was refused above, with its own announcement at
-		// its own term.
-		if m.Term > c.leaderTerm && !c.excluded() && c.q.proposal != m.Term {
+		// A ring announcement that names this node: only a term new to
+		// this run makes it propose (selfTermIsNew, as in plain mode): a
+		// term at or below the one it started from was minted before it
+		// ran, maybe led by it for an app that has since withdrawn, and
+		// its followers, still bound to that leadership, would acknowledge
+		// it again. A round that names it while its lease holds was
+		// refused above, with its own announcement at its own term.
+		if c.selfTermIsNew(m.Term) && !c.excluded() && c.q.proposal != m.Term {
 			c.propose(m.Term)
 		}
 		// The ring's token ends here. Passed on, it would reach the next

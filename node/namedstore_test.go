@@ -81,3 +81,38 @@ func TestNamedStoreRefusesATamperedFile(t *testing.T) {
 		t.Fatalf("torn file: %v, want ErrTermStore", err)
 	}
 }
+
+// TestNamedStoreFloorCoversDroppedLeaderships: a machine started for a name
+// whose record was dropped starts from a term at or above every leadership
+// term the dropped records held, across a restart: the core (quorum and
+// plain mode) never takes up a leadership of its own at or below its start
+// term on another node's word, so a new app on this node never leads at the
+// term of an app before it. The floor keeps terms only; it covers the
+// leadership terms because a record's term is never below its leadership
+// term (the Ask that raises a leadership term raises the term with it).
+func TestNamedStoreFloorCoversDroppedLeaderships(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenNamedStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := election.NextTerm(election.NextTerm(0, 2), 4) // led through node 4 for an app
+	// The leadership term alone, above the term asked before: the term
+	// follows it.
+	s.Ask("jobs", election.NextTerm(0, 2), 0)
+	s.Ask("jobs", 0, led)
+	s.Ask("other", election.NextTerm(0, 1), 0)
+	s.Drop("jobs")
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenNamedStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"jobs", "new"} {
+		if p := r.Load(name); p.Term < led || r.Holds(name) {
+			t.Fatalf("after the drop and a restart, %s starts from %+v (held %v), below the dropped leadership %v", name, p, r.Holds(name), led)
+		}
+	}
+}
