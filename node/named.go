@@ -136,6 +136,9 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	n.catchUpNamed()
 	if n.named.clock == nil {
 		c := newTickClock(n.cfg.Tick)
+		if n.namedQuorum() {
+			c.catchAll = n.leadsNamed // see leadsNamed
+		}
 		c.drive(n.namedTicker())
 		c.start()
 		n.named.clock = c

@@ -107,6 +107,30 @@ func (n *Node) followVoters(name string) {
 	}
 }
 
+// leadsNamed (quorum mode) reports whether this node leads any named
+// election; while it does, the named clock applies every tick the loop
+// missed (tickClock.catchAll), as the default election's clock does while
+// it leads. One clock ticks every named machine, and it is due as soon as
+// the earliest of them is (a voter's or follower's heartbeat, every
+// interval), so without it a loop resumed from a pause (SIGSTOP) or
+// starved would drop the ticks it missed: a leader's lease, counted in
+// ticks from promises taken before the pause, would run on as if no time
+// had passed, and the lease's end by the wall clock (namedInfo:
+// tickWall plus the ticks left) would be published later than the
+// promises it counts, which its voters may already have given another.
+// Applied, the missed ticks end that lease at once. The cost: after such a
+// pause this node's other machines see the missed ticks too, so a
+// follower among them suspects its leader before reading what waits for
+// it (its promises end no later than they would: safe).
+func (n *Node) leadsNamed() bool {
+	for _, nm := range n.named.machines {
+		if nm.reported.Role == election.RoleLeader {
+			return true
+		}
+	}
+	return false
+}
+
 // voterMemberEvent (quorum mode) gives every named machine a cluster
 // member's join, leave or death, as the default election gets them: a
 // voter is a member of every election, not only of those it stands in.

@@ -244,3 +244,82 @@ func TestNamedQuorumStalledLeaderStopsClaiming(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
 }
+
+// A named leader whose loop resumes after a stall longer than its lease
+// (SIGSTOP) must not claim again on the ticks it slept through: its clock
+// applies every tick it missed while it leads, as the default election's
+// does, so its lease, counted in ticks from promises taken before the
+// stall, ends at once. Were the missed ticks dropped, the machine would
+// still count its lease as running, and the node would publish a lease
+// reaching past the wall clock's end, claiming beside the leader the
+// others elected meanwhile. The stalled leader is cut off too, so nothing
+// but its own clock can end its leadership.
+func TestNamedQuorumResumedLeaderClaimsNothing(t *testing.T) {
+	c := newQuorumCluster(t, "bully", 5, 5, nil)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	for id := election.NodeID(1); id <= 5; id++ {
+		a, err := c.nodes[id].Campaign(ctx, "jobs", fmt.Sprintf("app-%d", id), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+	}
+	// Another election, led elsewhere: the leader of jobs votes in it, so
+	// its named clock is due every heartbeat interval, before its lease
+	// of jobs ends.
+	aux, err := c.nodes[1].Campaign(ctx, "aux", "aux-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aux.Close()
+	c.agreeNamed("aux", 0, 10*time.Second)
+	li := c.agreeNamed("jobs", 0, 10*time.Second)
+	n := c.nodes[li.ID]
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	go n.do(context.Background(), func() error { close(stalled); <-release; return nil })
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	<-stalled
+	var others []election.NodeID
+	for id := election.NodeID(1); id <= 5; id++ {
+		if id != li.ID {
+			others = append(others, id)
+		}
+	}
+	c.cutSides([]election.NodeID{li.ID}, others)
+	// The others elect one of them, once the promises they gave end.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		claims, views := c.namedLeaders("jobs")
+		if len(claims) == 1 && claims[0] != li.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no other leader while node %d is stalled:%s", li.ID, views)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	released = true
+	close(release)
+	// The resumed leader's lease ended long ago by the wall clock; it must
+	// not claim at all. Watch it for a few leases (the lease at these
+	// timings is under 250 ms), having it publish jobs again at every
+	// loop pass, as any message of the election would (a Candidacy queued
+	// while it was stalled, a follower's heartbeat).
+	watch := time.Now().Add(time.Second)
+	for time.Now().Before(watch) {
+		if err := n.do(ctx, func() error { n.named.dirty["jobs"] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if own, _ := n.ElectionLeader("jobs"); own.Self {
+			_, views := c.namedLeaders("jobs")
+			t.Fatalf("node %d claims jobs at %v again after its stall, beside the new leader:%s", li.ID, own.Term, views)
+		}
+	}
+}
