@@ -33,7 +33,7 @@ func (l lateRelease) Send(m election.Message) {
 // proposal reaches the followers before the old leader's release does (a
 // follower bound to the old leader refuses it, and acknowledges it once the
 // release comes). 5 nodes, quorum 5, an app on each, at the default timings
-// (a promise of 520 ms), every release 30 ms late; the leading app leaves
+// (a promise of 580 ms), every release 30 ms late; the leading app leaves
 // 20 times (and comes back), and each time another leads within 250 ms.
 func TestNamedQuorumLeaderAppLeavesHandsOverAtOnce(t *testing.T) {
 	for _, algo := range []string{"bully", "ring"} {
