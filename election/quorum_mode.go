@@ -112,15 +112,17 @@ func (c *core) stepDown() {
 // over frees its followers of their promises): this node is free of its
 // promise to from, and a proposal it refused only because of that promise,
 // while its proposer may still wait for acknowledgements, is stepped again
-// now, as if it had come after the release. The release is the old
-// leader's own word, so nothing is assumed: without it the proposal stays
-// refused, and the promise runs out on its own.
+// now, as if it had come after the release: checked again as any message
+// is (its sender may have gone), then handled as on its arrival. That is
+// what a network that delayed the proposal would have done, which the
+// protocol allows already. The release is the old leader's own word, so
+// nothing is assumed: without it the proposal stays refused, and the
+// promise runs out on its own.
 func (c *core) releasedBy(from NodeID) {
 	if !c.q.release(from) {
 		return
 	}
-	m, ok := c.q.takeDeferred(from, c.now, c.cfg.ElectionTimeoutTicks)
-	if _, live := c.members[m.Leader]; ok && live {
+	if m, ok := c.q.takeDeferred(from, c.now, c.cfg.ElectionTimeoutTicks); ok && c.validate(m) == nil {
 		c.stepCoordinatorQuorum(m)
 	}
 }

@@ -13,18 +13,21 @@ import (
 // successor's proposal may come before the release (another link): the
 // release, node 5's own word, then answers that proposal at once, but only
 // that node's release, and only while the proposer still waits (its
-// ElectionTimeoutTicks); without it the proposal stays refused.
+// ElectionTimeoutTicks) and is still a live member; without the release the
+// proposal stays refused.
 func TestReleaseAnswersTheProposalItHeldBack(t *testing.T) {
 	cases := []struct {
 		name    string
 		from    election.NodeID // who sends the release
 		wait    int             // ticks between the refusal and the release
+		gone    bool            // the proposer is declared dead before the release
 		wantAck bool
 	}{
-		{"release by the leader at once", 5, 0, true},
-		{"release by the leader within the proposal's wait", 5, 5, true},
-		{"release by another node", 3, 0, false},
-		{"release after the proposer gave up", 5, 11, false},
+		{"release by the leader at once", 5, 0, false, true},
+		{"release by the leader within the proposal's wait", 5, 5, false, true},
+		{"release by another node", 3, 0, false, false},
+		{"release after the proposer gave up", 5, 11, false, false},
+		{"release after the proposer died", 5, 0, true, false},
 	}
 	for _, algo := range algorithms.Names() {
 		for _, tc := range cases {
@@ -56,6 +59,10 @@ func TestReleaseAnswersTheProposalItHeldBack(t *testing.T) {
 				}
 				for range tc.wait {
 					sm.Tick()
+					sm.Ready()
+				}
+				if tc.gone {
+					sm.Observe(election.Event{Type: election.EventDead, Member: election.Member{ID: 4}})
 					sm.Ready()
 				}
 				acked := false
