@@ -38,6 +38,12 @@ type quorum struct {
 	promisedTo NodeID
 	promiseEnd uint64
 	lastStamp  uint64
+
+	// deferred: the last proposal this node refused because of its promise
+	// to deferredFor, received at deferredAt (see deferProposal).
+	deferred    Message
+	deferredFor NodeID
+	deferredAt  uint64
 }
 
 // newQuorum is quorum mode's state for cfg (defaults filled in), or nil
@@ -168,9 +174,30 @@ func (q *quorum) promise(to NodeID, now uint64) {
 	q.promisedTo, q.promiseEnd = to, now+q.promiseTicks
 }
 
-// release frees this node of its promise to from, which stepped down.
-func (q *quorum) release(from NodeID) {
-	if q.promisedTo == from {
-		q.promiseEnd = 0
+// release frees this node of its promise to from, which stepped down, and
+// reports whether it was bound to from.
+func (q *quorum) release(from NodeID) bool {
+	if q.promisedTo != from {
+		return false
 	}
+	q.promiseEnd = 0
+	return true
+}
+
+// deferProposal keeps m, a proposal refused at now because of this node's
+// promise to promisedTo: if that node's release comes while the proposer
+// still waits for acknowledgements, the proposal is answered then.
+func (q *quorum) deferProposal(m Message, now uint64) {
+	q.deferred, q.deferredFor, q.deferredAt = m, q.promisedTo, now
+}
+
+// takeDeferred returns, and forgets, the proposal refused because of the
+// promise to from, unless it came more than timeout ticks before now (its
+// proposer gave it up by then, see ageProposal).
+func (q *quorum) takeDeferred(from NodeID, now uint64, timeout int) (Message, bool) {
+	m, ok := q.deferred, q.deferredFor == from && q.deferred.Type == MsgCoordinator && now-q.deferredAt <= uint64(timeout)
+	if q.deferredFor == from {
+		q.deferred, q.deferredFor = Message{}, 0
+	}
+	return m, ok
 }

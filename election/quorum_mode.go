@@ -108,6 +108,25 @@ func (c *core) stepDown() {
 	c.broadcast(Message{Type: MsgHeartbeatResp, Term: c.leaderTerm, Release: true})
 }
 
+// releasedBy takes from's release (a leader that stepped down or handed
+// over frees its followers of their promises): this node is free of its
+// promise to from, and a proposal it refused only because of that promise,
+// while its proposer may still wait for acknowledgements, is stepped again
+// now, as if it had come after the release: checked again as any message
+// is (its sender may have gone), then handled as on its arrival. That is
+// what a network that delayed the proposal would have done, which the
+// protocol allows already. The release is the old leader's own word, so
+// nothing is assumed: without it the proposal stays refused, and the
+// promise runs out on its own.
+func (c *core) releasedBy(from NodeID) {
+	if !c.q.release(from) {
+		return
+	}
+	if m, ok := c.q.takeDeferred(from, c.now, c.cfg.ElectionTimeoutTicks); ok && c.validate(m) == nil {
+		c.stepCoordinatorQuorum(m)
+	}
+}
+
 // hearsay handles a leadership at term t heard second-hand: from a node
 // other than its leader. This node asks the leader itself and follows only
 // on its word (its announcement or its answer): a node that cannot reach
@@ -188,8 +207,15 @@ func (c *core) stepCoordinatorQuorum(m Message) {
 		return
 	case !m.Confirmed && c.q.promised(c.now) && c.q.promisedTo != m.Leader:
 		// This node promised another node its support, which may still
-		// count it towards a lease. Refuse, and say whom it follows.
+		// count it towards a lease. Refuse, and say whom it follows. A
+		// leader that hands over releases its followers and sends its
+		// TimeoutNow at once, and the successor's proposal, on another
+		// link, may come before the release: keep it, and answer it when
+		// the release comes (releasedBy).
 		c.send(Message{Type: MsgHeartbeatResp, To: m.Leader, Term: c.leaderTerm, Leader: c.leader, Reject: true})
+		if m.From == m.Leader {
+			c.q.deferProposal(m, c.now)
+		}
 		return
 	case !m.Confirmed:
 		// Acknowledge, and wait for the confirmation. Like a voter, hold

@@ -123,7 +123,7 @@ func (c *core) stepHeartbeatResp(m Message) {
 		// A leader that stepped down frees this node of its promise (in
 		// quorum mode; in plain mode no node promises anything).
 		if c.q != nil {
-			c.q.release(m.From)
+			c.releasedBy(m.From)
 		}
 		return
 	}
