@@ -20,9 +20,6 @@ import (
 // Candidacies; one unary call each, one after the other on the peer's
 // queue, was most of the time until the last election had a new leader.
 
-// maxBatch bounds the messages of one Batch call.
-const maxBatch = 256
-
 // batchRetry is how long a peer that answered a Batch with Unimplemented
 // (an older node) is sent one call per message before a Batch is tried
 // again: an upgrade restarts it at the same address, unseen by its link.
