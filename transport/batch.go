@@ -162,6 +162,10 @@ func (l *grpcLink) sendBatch(ctx context.Context, ms []election.Message) bool {
 func (l *grpcLink) afterChunk(ctx context.Context, rest []election.Message, silent, unknown bool) bool {
 	if silent {
 		for _, m := range rest {
+			if forNamedSet(m) {
+				l.t.countFailed(m) // lost on the way (see rpc)
+				continue
+			}
 			l.fail(m, fmt.Errorf("%w (peer %d)", ErrPeerSilent, l.id))
 		}
 		return true

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/electord/electord/election"
@@ -223,18 +224,19 @@ func (q *sendQueues) run(p *peerQueue) {
 				}
 				return
 			}
-			if q.sendNamed(p, ms) {
-				q.silent(p)
-			}
+			// A silent named call fails nothing else: what waits in the
+			// set goes in the next call (one send timeout later at most).
+			q.sendNamed(p, ms)
 		}
 	}
 }
 
 // sendNamed sends ms, every named message that waited for p, in calls of
-// at most maxCall messages: the Heartbeats in Heartbeats calls, the rest
-// in Batch calls, each in the order queued. It returns true when the peer
-// was silent (what had not left then is failed with ErrPeerSilent).
-func (q *sendQueues) sendNamed(p *peerQueue, ms []election.Message) bool {
+// at most maxCall messages: the rest in Batch calls, then the Heartbeats
+// in Heartbeats calls, each in the order queued. After a call that found
+// no answer in time, what had not left is lost on the way, not reported:
+// the next pass's messages get their own call.
+func (q *sendQueues) sendNamed(p *peerQueue, ms []election.Message) {
 	var hbs, rest []election.Message
 	for _, m := range ms {
 		if coalescable(m) {
@@ -243,26 +245,31 @@ func (q *sendQueues) sendNamed(p *peerQueue, ms []election.Message) bool {
 			rest = append(rest, m)
 		}
 	}
-	for i := 0; i < len(rest); i += maxCall {
-		chunk := rest[i:min(i+maxCall, len(rest))]
-		if q.sendMany(p, chunk, false) {
-			q.failSilent(p, rest[i+len(chunk):])
-			q.failSilent(p, hbs)
-			return true
+	parts := []struct {
+		ms         []election.Message
+		heartbeats bool
+	}{{rest, false}, {hbs, true}}
+	for j, part := range parts {
+		for i := 0; i < len(part.ms); i += maxCall {
+			chunk := part.ms[i:min(i+maxCall, len(part.ms))]
+			if !q.sendMany(p, chunk, part.heartbeats) {
+				continue
+			}
+			left := part.ms[i+len(chunk):]
+			if j == 0 {
+				left = slices.Concat(left, hbs)
+			}
+			for _, m := range left {
+				q.count(m)
+			}
+			return
 		}
 	}
-	for i := 0; i < len(hbs); i += maxCall {
-		chunk := hbs[i:min(i+maxCall, len(hbs))]
-		if q.sendMany(p, chunk, true) {
-			q.failSilent(p, hbs[i+len(chunk):])
-			return true
-		}
-	}
-	return false
 }
 
 // sendMany sends ms in one call if p's link can (heartbeats: all
-// Heartbeats), else one call each.
+// Heartbeats), else one call each. It returns true when the peer was
+// silent (the messages not sent then are the caller's).
 func (q *sendQueues) sendMany(p *peerQueue, ms []election.Message, heartbeats bool) bool {
 	if len(ms) > 1 {
 		if hl, ok := p.link.(heartbeatsLink); ok && heartbeats {
@@ -274,19 +281,13 @@ func (q *sendQueues) sendMany(p *peerQueue, ms []election.Message, heartbeats bo
 	}
 	for i, m := range ms {
 		if p.link.send(p.ctx, m) {
-			q.failSilent(p, ms[i+1:])
+			for _, m := range ms[i+1:] {
+				q.count(m)
+			}
 			return true
 		}
 	}
 	return false
-}
-
-// failSilent reports ms with ErrPeerSilent (see silent).
-func (q *sendQueues) failSilent(p *peerQueue, ms []election.Message) {
-	for _, m := range ms {
-		q.count(m)
-		q.recv.Failed(m, fmt.Errorf("%w (peer %d)", ErrPeerSilent, p.id))
-	}
 }
 
 // sendNext sends m, the oldest message of the default election queued for
@@ -304,7 +305,6 @@ func (q *sendQueues) sendNext(p *peerQueue, m election.Message) bool {
 // it suspected (each one send timeout) until gossip declared the leader
 // dead. A message queued after this gets its own attempt.
 func (q *sendQueues) silent(p *peerQueue) {
-	q.failSilent(p, p.named.take())
 	for {
 		m, ok := p.queue.Pop()
 		if !ok {
