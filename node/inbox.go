@@ -110,6 +110,14 @@ func (b *Inbox) Failed(m election.Message, err error) {
 	// death (EventPeerBusy): taken as a failure, it would let this node, a
 	// lower one, win while the node above is announcing itself.
 	busy := m.Type == election.MsgElection && transport.PeerOverloaded(err)
+	if m.Election != "" && !busy && transport.PeerOverloaded(err) {
+		// A named election's message refused by a live peer whose inbox was
+		// full is back-pressure, not the peer's failure: taken as a lost
+		// peer, a busy cluster churned itself busier. It is lost on the way;
+		// the election's timers and the candidacies' resend recover it.
+		b.counters.NamedBackpressure.Add(1)
+		return
+	}
 	if errors.Is(err, transport.ErrPeerDown) {
 		select {
 		case b.peerDown <- m:

@@ -84,12 +84,15 @@ type Node struct {
 
 // Counters are the node's event counts, for metrics and tests.
 type Counters struct {
-	InboxFull     atomic.Uint64 // inbound messages refused because the inbox was full
-	FailuresLost  atomic.Uint64 // send failures not reported to the core (queue full)
-	Rejected      atomic.Uint64 // peer messages the core rejected as invalid
-	Conflicts     atomic.Uint64 // duplicate ids or term-slot collisions seen in gossip
-	LeaderChanges atomic.Uint64
-	PersistErrors atomic.Uint64
+	InboxFull    atomic.Uint64 // inbound messages refused because the inbox was full
+	FailuresLost atomic.Uint64 // send failures not reported to the core (queue full)
+	// NamedBackpressure counts named elections' sends a live peer refused
+	// as overloaded, not reported to their elections (Inbox.Failed).
+	NamedBackpressure atomic.Uint64
+	Rejected          atomic.Uint64 // peer messages the core rejected as invalid
+	Conflicts         atomic.Uint64 // duplicate ids or term-slot collisions seen in gossip
+	LeaderChanges     atomic.Uint64
+	PersistErrors     atomic.Uint64
 	// NamedLeaderChanges: changes of a named election's leadership as this
 	// node shows it (noteNamed).
 	NamedLeaderChanges atomic.Uint64

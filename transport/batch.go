@@ -20,9 +20,6 @@ import (
 // Candidacies; one unary call each, one after the other on the peer's
 // queue, was most of the time until the last election had a new leader.
 
-// maxBatch bounds the messages of one Batch call.
-const maxBatch = 256
-
 // batchRetry is how long a peer that answered a Batch with Unimplemented
 // (an older node) is sent one call per message before a Batch is tried
 // again: an upgrade restarts it at the same address, unseen by its link.
@@ -165,6 +162,10 @@ func (l *grpcLink) sendBatch(ctx context.Context, ms []election.Message) bool {
 func (l *grpcLink) afterChunk(ctx context.Context, rest []election.Message, silent, unknown bool) bool {
 	if silent {
 		for _, m := range rest {
+			if forNamedSet(m) {
+				l.t.countFailed(m) // lost on the way (see rpc)
+				continue
+			}
 			l.fail(m, fmt.Errorf("%w (peer %d)", ErrPeerSilent, l.id))
 		}
 		return true

@@ -556,6 +556,17 @@ func (l *grpcLink) rpc(ctx context.Context, ms []election.Message, call func(con
 		if silent || dialFailed(err) {
 			l.drop(conn)
 		}
+		if silent && len(ms) > 0 && forNamedSet(ms[0]) {
+			// A named election's call that found no answer in time: its
+			// peer is busy or unreachable, and a busy one was taken for
+			// lost. Its messages are lost on the way instead, as on any
+			// lossy link; the elections' timers decide about the peer (a
+			// refused or reset call is still reported).
+			for _, m := range ms {
+				t.countFailed(m)
+			}
+			return false, silent
+		}
 		for _, m := range ms {
 			l.fail(m, err)
 		}

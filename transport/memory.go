@@ -167,6 +167,18 @@ func (l memLink) send(ctx context.Context, m election.Message) bool {
 	return false // the in-memory twin keeps every queued message's own attempt
 }
 
+// sendHeartbeats implements heartbeatsLink as the Heartbeats call does:
+// every Heartbeat is delivered before any answer is awaited, so the
+// receiving node takes them in one loop pass.
+func (l memLink) sendHeartbeats(ctx context.Context, ms []election.Message) bool {
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() { l.t.deliver(ctx, m) })
+	}
+	wg.Wait()
+	return false
+}
+
 // Send queues m for m.To and returns at once; failures come back through
 // Receiver.Failed from another goroutine (see Network for the errors). After
 // Close, m is dropped without a Failed call. Safe for concurrent use.

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/electord/electord/election"
@@ -54,6 +55,9 @@ type peerQueue struct {
 	// queue holds up to queueLen messages, its memory following its
 	// length: at 128 processes a channel of 256 per peer was 4.4 MB a node.
 	queue *fifo.Queue[election.Message]
+	// named holds the named elections' messages and Candidacies (see
+	// namedSet): they leave in batches, and a slow peer never fails them.
+	named *namedSet
 	link  link
 	ctx   context.Context // canceled by removePeer or close
 	stop  context.CancelFunc
@@ -91,7 +95,11 @@ func (q *sendQueues) send(m election.Message) {
 		q.failAsync(m, fmt.Errorf("%w %d", ErrUnknownPeer, m.To))
 		return
 	}
-	if !p.queue.Push(m) {
+	if forNamedSet(m) {
+		if !p.named.push(m) {
+			q.count(m) // lost on the way, not the peer's failure (namedSet)
+		}
+	} else if !p.queue.Push(m) {
 		q.failAsync(m, fmt.Errorf("%w (peer %d)", ErrQueueFull, m.To))
 		return
 	}
@@ -127,7 +135,7 @@ func (q *sendQueues) setPeer(id election.NodeID, addr string) {
 		return
 	}
 	ctx, stop := context.WithCancel(q.ctx)
-	p := &peerQueue{id: id, queue: fifo.New[election.Message](q.queueLen), link: q.newLink(id, addr), ctx: ctx, stop: stop}
+	p := &peerQueue{id: id, queue: fifo.New[election.Message](q.queueLen), named: newNamedSet(DefaultNamedQueueLen), link: q.newLink(id, addr), ctx: ctx, stop: stop}
 	q.peers[id] = p
 }
 
@@ -181,6 +189,9 @@ func (q *sendQueues) run(p *peerQueue) {
 	defer q.wg.Done()
 	defer func() {
 		p.link.close()
+		for _, m := range p.named.take() {
+			q.removed(p, m)
+		}
 		for {
 			m, ok := p.queue.Pop()
 			if !ok {
@@ -205,46 +216,85 @@ func (q *sendQueues) run(p *peerQueue) {
 			if q.sendNext(p, m) {
 				q.silent(p)
 			}
+		case <-p.named.ready:
+			ms := p.named.take()
+			if p.ctx.Err() != nil {
+				for _, m := range ms {
+					q.removed(p, m)
+				}
+				return
+			}
+			// A silent named call fails nothing else: what waits in the
+			// set goes in the next call (one send timeout later at most).
+			q.sendNamed(p, ms)
 		}
 	}
 }
 
-// sendNext sends m, the oldest message queued for p, and, if p's link
-// carries batches and m may travel in one, the batchable messages queued
-// right behind it, in one call; a named Heartbeat likewise takes the named
-// Heartbeats right behind it into one Heartbeats call. It returns true
-// when the peer was silent.
-func (q *sendQueues) sendNext(p *peerQueue, m election.Message) bool {
-	if hl, ok := p.link.(heartbeatsLink); ok && coalescable(m) {
-		ms := []election.Message{m}
-		for len(ms) < maxBatch {
-			next, ok := p.queue.PopIf(coalescable)
-			if !ok {
-				break
-			}
-			ms = append(ms, next)
+// sendNamed sends ms, every named message that waited for p, in calls of
+// at most maxCall messages: the rest in Batch calls, then the Heartbeats
+// in Heartbeats calls, each in the order queued. After a call that found
+// no answer in time, what had not left is lost on the way, not reported:
+// the next pass's messages get their own call.
+func (q *sendQueues) sendNamed(p *peerQueue, ms []election.Message) {
+	var hbs, rest []election.Message
+	for _, m := range ms {
+		if coalescable(m) {
+			hbs = append(hbs, m)
+		} else {
+			rest = append(rest, m)
 		}
-		if len(ms) > 1 {
+	}
+	parts := []struct {
+		ms         []election.Message
+		heartbeats bool
+	}{{rest, false}, {hbs, true}}
+	for j, part := range parts {
+		for i := 0; i < len(part.ms); i += maxCall {
+			chunk := part.ms[i:min(i+maxCall, len(part.ms))]
+			if !q.sendMany(p, chunk, part.heartbeats) {
+				continue
+			}
+			left := part.ms[i+len(chunk):]
+			if j == 0 {
+				left = slices.Concat(left, hbs)
+			}
+			for _, m := range left {
+				q.count(m)
+			}
+			return
+		}
+	}
+}
+
+// sendMany sends ms in one call if p's link can (heartbeats: all
+// Heartbeats), else one call each. It returns true when the peer was
+// silent (the messages not sent then are the caller's).
+func (q *sendQueues) sendMany(p *peerQueue, ms []election.Message, heartbeats bool) bool {
+	if len(ms) > 1 {
+		if hl, ok := p.link.(heartbeatsLink); ok && heartbeats {
 			return hl.sendHeartbeats(p.ctx, ms)
 		}
-		return p.link.send(p.ctx, m)
-	}
-	bl, ok := p.link.(batchLink)
-	if !ok || !batchable(m) {
-		return p.link.send(p.ctx, m)
-	}
-	ms := []election.Message{m}
-	for len(ms) < maxBatch {
-		next, ok := p.queue.PopIf(batchable)
-		if !ok {
-			break
+		if bl, ok := p.link.(batchLink); ok && !heartbeats {
+			return bl.sendBatch(p.ctx, ms)
 		}
-		ms = append(ms, next)
 	}
-	if len(ms) == 1 {
-		return p.link.send(p.ctx, m)
+	for i, m := range ms {
+		if p.link.send(p.ctx, m) {
+			for _, m := range ms[i+1:] {
+				q.count(m)
+			}
+			return true
+		}
 	}
-	return bl.sendBatch(p.ctx, ms)
+	return false
+}
+
+// sendNext sends m, the oldest message of the default election queued for
+// p, in its own call (every node of every version reads them so). It
+// returns true when the peer was silent.
+func (q *sendQueues) sendNext(p *peerQueue, m election.Message) bool {
+	return p.link.send(p.ctx, m)
 }
 
 // silent reports every message queued for p at once, with ErrPeerSilent:

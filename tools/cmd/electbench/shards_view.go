@@ -35,21 +35,34 @@ type nodeList struct {
 	err       error
 }
 
+// listPage is the page size listOf asks for: a node's largest.
+const listPage = 1000
+
 // listOf asks p for its elections.
 func listOf(ctx context.Context, p *proc) nodeList {
 	l := nodeList{node: p.id, sent: time.Now()}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := p.client.ListElections(cctx, &pb.ListElectionsRequest{}, largeAnswers)
+	// A node answers a page at a time (at most 1,000 elections): follow
+	// the pages to the end. Without this the harness saw only the first
+	// page (100 by default) and any election after it as leaderless.
+	l.leads = make(map[string]lead)
+	token := ""
+	for {
+		r, err := p.client.ListElections(cctx, &pb.ListElectionsRequest{PageSize: listPage, PageToken: token}, largeAnswers)
+		if err != nil {
+			l.got = time.Now()
+			l.err = fmt.Errorf("node %d: ListElections: %w", p.id, err)
+			return l
+		}
+		for _, e := range r.GetElections() {
+			l.leads[e.GetElection()] = lead{e.GetLeader().GetId(), e.GetLeader().GetTerm()}
+		}
+		if token = r.GetNextPageToken(); token == "" {
+			break
+		}
+	}
 	l.got = time.Now()
-	if err != nil {
-		l.err = fmt.Errorf("node %d: ListElections: %w", p.id, err)
-		return l
-	}
-	l.leads = make(map[string]lead, len(r.GetElections()))
-	for _, e := range r.GetElections() {
-		l.leads[e.GetElection()] = lead{e.GetLeader().GetId(), e.GetLeader().GetTerm()}
-	}
 	return l
 }
 

@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"sync"
+
+	"github.com/electord/electord/election"
+)
+
+// The named elections' side of a peer's send queue. A loop pass that moves
+// hundreds of named elections queues a Candidacy, a Coordinator or a
+// Heartbeat per election for each peer. In the default election's queue
+// (one slot per message, DefaultQueueLen) they overflowed from about 200
+// elections on five nodes; each overflow was reported to its election as a
+// failed send, which the election took for a lost peer: another round, more
+// messages, and the elections never settled. Here they wait in a set of
+// their own instead, and the peer's goroutine takes all of it at once: what
+// one or more loop passes queued leaves as one Batch (and one Heartbeats
+// call), in calls of at most maxCall messages.
+//
+// A message that carries a state the peer only needs the latest of replaces
+// the one still waiting for the same key (see supersedes): the set holds at
+// most one such message per election and key however many passes queued it
+// while the peer was busy, so a slow peer costs memory in proportion to the
+// elections, not to the time. The set never reports a message as failed
+// because it is full: a peer that is slow to take them is back-pressure,
+// not a lost peer (see namedQueue.push). Only the call's own failure (the
+// peer's host refuses, resets or does not answer) is reported, as for any
+// message.
+
+// maxCall bounds the messages of one Batch or Heartbeats call taken from
+// the set: a receiver takes a call's messages into its inbox (4,096) at
+// once, and four peers' calls fit there together.
+const maxCall = 512
+
+// DefaultNamedQueueLen bounds the messages waiting in a peer's named set
+// (after superseded ones are dropped): far above what 10,000 elections
+// queue in a pass (a Candidacy and a Coordinator each), small next to the
+// state of as many elections.
+const DefaultNamedQueueLen = 1 << 16
+
+// superKey names the state a superseding message carries.
+type superKey struct {
+	election  string
+	typ       election.MsgType
+	term      election.Term
+	leader    election.NodeID
+	initiator election.NodeID
+}
+
+// supersedes returns m's key and true if a later message from this node
+// with the same key makes m useless to its peer:
+//
+//   - a Candidacy states the sender's whole standing in one election (its
+//     value, rank, incarnation, leadership term): the latest is the
+//     standing, and the receiver's anti-entropy already takes a copy as the
+//     state, not as an event (a lost one is repaired the same way);
+//   - a Heartbeat for one election and term asks the same question again,
+//     with the newest stamp (quorum mode) and standing: the answer to the
+//     latest is the one the follower uses;
+//   - a Coordinator for one election, term, leader and initiator announces
+//     the same leadership again (a confirmed one after an unconfirmed one,
+//     in quorum mode: the later says more).
+//
+// Elections, Answers, acks, notifications and hand-overs are events a
+// receiver counts or answers each of: they are never superseded.
+func supersedes(m election.Message) (superKey, bool) {
+	switch m.Type {
+	case election.MsgCandidacy:
+		return superKey{election: m.Election, typ: m.Type}, true
+	case election.MsgHeartbeat:
+		return superKey{election: m.Election, typ: m.Type, term: m.Term}, true
+	case election.MsgCoordinator:
+		return superKey{election: m.Election, typ: m.Type, term: m.Term, leader: m.Leader, initiator: m.Initiator}, true
+	}
+	return superKey{}, false
+}
+
+// namedSet is the messages of named elections (and Candidacies) waiting for
+// one peer, in the order they were queued. Safe for concurrent use.
+type namedSet struct {
+	mu    sync.Mutex
+	msgs  []election.Message
+	gone  []bool // gone[i]: msgs[i] was superseded
+	live  int
+	at    map[superKey]int // the waiting message of each superseding key
+	max   int
+	ready chan struct{} // holds a token while msgs is not empty
+}
+
+func newNamedSet(max int) *namedSet {
+	return &namedSet{max: max, ready: make(chan struct{}, 1)}
+}
+
+// forNamedSet says whether m waits in the named set: a named election's message
+// or a Candidacy. The default election's messages keep the queue, the call
+// per message and the order they always had.
+func forNamedSet(m election.Message) bool {
+	return m.Election != "" || m.Type == election.MsgCandidacy
+}
+
+// push queues m, replacing the message it supersedes. It returns false
+// only when the set holds max messages none of which m supersedes; the
+// caller then drops m as lost on the way (its election's timers and the
+// candidacies' resend recover it), never as a failure of the peer.
+func (s *namedSet) push(m election.Message) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, sup := supersedes(m)
+	if i, ok := s.at[k]; sup && ok {
+		// The earlier one is dropped and the later one queued at the end:
+		// every message queued before the later one still goes before it,
+		// as if the earlier had been lost on the way.
+		s.gone[i] = true
+		s.live--
+	} else if s.live >= s.max {
+		return false
+	}
+	if len(s.msgs) >= 2*s.max {
+		s.compact()
+	}
+	if sup {
+		if s.at == nil {
+			s.at = make(map[superKey]int)
+		}
+		s.at[k] = len(s.msgs)
+	}
+	s.msgs = append(s.msgs, m)
+	s.gone = append(s.gone, false)
+	s.live++
+	if s.live == 1 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// compact drops the superseded messages' slots (a peer that takes nothing
+// for long while the same keys are queued again and again).
+func (s *namedSet) compact() {
+	kept := s.msgs[:0]
+	clear(s.at)
+	for i, m := range s.msgs {
+		if s.gone[i] {
+			continue
+		}
+		if k, ok := supersedes(m); ok {
+			s.at[k] = len(kept)
+		}
+		kept = append(kept, m)
+	}
+	clear(s.msgs[len(kept):])
+	s.msgs, s.gone = kept, make([]bool, len(kept))
+}
+
+// take returns every waiting message, in order, and empties the set.
+func (s *namedSet) take() []election.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.msgs[:0]
+	for i, m := range s.msgs {
+		if !s.gone[i] {
+			out = append(out, m)
+		}
+	}
+	s.msgs, s.gone, s.live = nil, nil, 0
+	clear(s.at)
+	select {
+	case <-s.ready:
+	default:
+	}
+	return out
+}
+
+// len is how many messages wait.
+func (s *namedSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live
+}

@@ -1,0 +1,106 @@
+package transport
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+)
+
+// A peer that takes its messages slowly holds its named elections'
+// messages back; it does not fail them. Thousands of elections' messages
+// queued for a peer whose call is still under way (far more than the send
+// queue's DefaultQueueLen) all arrive once it answers, none reported failed
+// (which an election reads as a lost peer); a Heartbeat or Candidacy queued
+// again for the same election and term while it waited arrives once, the
+// latest.
+func TestGRPCSlowPeerHoldsNamedMessagesBack(t *testing.T) {
+	srv := newFakeReceiver(2)
+	block, entered := make(chan struct{}), make(chan struct{}, 1)
+	srv.block, srv.entered = block, entered
+	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg, SendTimeout: 20 * time.Second})
+	term := election.NextTerm(0, 1)
+	tr.Send(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "first"})
+	select {
+	case <-entered: // the peer's goroutine is in its call
+	case <-time.After(waitFor):
+		t.Fatal("the first message never reached the peer")
+	}
+	srv.mu.Lock()
+	srv.entered = nil
+	srv.mu.Unlock()
+
+	const n = 4 * DefaultQueueLen
+	for i := range n {
+		tr.Send(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: fmt.Sprintf("jobs-%04d", i)})
+	}
+	for i := range 10 {
+		tr.Send(election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: term, Leader: 2, Election: "jobs-x", Stamp: uint64(i + 1)})
+		tr.Send(election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs-y", Value: fmt.Sprint("v", i), Incarnation: 7})
+	}
+	cli.noFailure(t)
+	close(block)
+
+	coordinators, heartbeats, candidacies := 0, 0, 0
+	for coordinators < n+1 || heartbeats == 0 || candidacies == 0 {
+		in := srv.next(t)
+		switch in.Msg.Type {
+		case election.MsgCoordinator:
+			coordinators++
+		case election.MsgHeartbeat:
+			heartbeats++
+			if in.Msg.Stamp != 10 {
+				t.Errorf("the Heartbeat that arrived has stamp %d, want the latest (10)", in.Msg.Stamp)
+			}
+		case election.MsgCandidacy:
+			candidacies++
+			if in.Msg.Value != "v9" {
+				t.Errorf("the Candidacy that arrived says %q, want the latest (v9)", in.Msg.Value)
+			}
+		}
+	}
+	cli.next(t) // the Heartbeat's answer
+	cli.noFailure(t)
+	select {
+	case in := <-srv.got:
+		t.Errorf("more arrived than was queued: %+v (heartbeats %d, candidacies %d)", in.Msg, heartbeats, candidacies)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// A peer that does not answer a named election's call in time may only be
+// busy: its messages are lost on the way, not reported (the elections'
+// timers decide about it). A peer whose host refuses the connection is
+// unreachable, and that is reported.
+func TestGRPCNamedMessagesFailOnlyOnARealError(t *testing.T) {
+	srv := newFakeReceiver(2)
+	block, entered := make(chan struct{}), make(chan struct{}, 1)
+	srv.block, srv.entered = block, entered
+	t.Cleanup(func() { close(block) })
+	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg, SendTimeout: 100 * time.Millisecond})
+	term := election.NextTerm(0, 1)
+	tr.Send(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "first"})
+	select {
+	case <-entered:
+	case <-time.After(waitFor):
+		t.Fatal("the first message never reached the peer")
+	}
+	srv.mu.Lock()
+	srv.entered = nil
+	srv.mu.Unlock()
+	for i := range 3 {
+		tr.Send(election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: fmt.Sprint("jobs-", i)})
+	}
+	eventually(t, "the silent peer's messages counted lost", func() bool {
+		return tr.Stats().Failed[election.MsgCoordinator] >= 4
+	})
+	cli.noFailure(t)
+
+	tr.SetPeer(3, deadAddr(t))
+	m := election.Message{Type: election.MsgCoordinator, From: 1, To: 3, Term: term, Leader: 1, Election: "jobs-0"}
+	tr.Send(m)
+	if f := cli.nextFailure(t); f.m.To != 3 || f.m.Election != m.Election {
+		t.Errorf("failure of %+v, want of %+v", f.m, m)
+	}
+}
