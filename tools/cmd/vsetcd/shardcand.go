@@ -22,8 +22,9 @@ import (
 // concurrency.Election.Campaign's own steps, split so that the window can
 // count them: register (the put-if-absent transaction of its key under the
 // session's lease, then the Get of the key just below it) counts against
-// the window; waiting for the keys below to be deleted (a watch) does not,
-// since a waiting campaign costs the member no work until it is woken.
+// the window, and so does the Get after each wake-up; the wait itself (a
+// watch of the key below) does not, since it costs the member no work
+// until it is woken.
 //
 // Lines on stdout: "ready <retries> <halvings> <window>" once every
 // campaign is registered; "won <election> <unix ns>" when a campaign ends
@@ -153,8 +154,15 @@ func campaign(ctx context.Context, s *concurrency.Session, pfx, val string, w *w
 	for attempt := 0; ; {
 		err := waitDeleted(ctx, cli, below, maxRev)
 		if err == nil {
+			// The Get after a wake-up counts against the window too: when
+			// a candidate with thousands of leaderships dies, its lease's
+			// expiry wakes as many campaigns at once, and their Gets
+			// unbounded starved the survivors' keep-alives.
 			var g *clientv3.GetResponse
-			if g, err = cli.Get(ctx, pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...); err == nil {
+			w.acquire()
+			g, err = cli.Get(ctx, pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)
+			w.release(overloaded(err))
+			if err == nil {
 				if len(g.Kvs) == 0 {
 					return nil
 				}

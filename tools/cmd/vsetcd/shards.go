@@ -452,10 +452,13 @@ func shardsKill(ctx context.Context, cli *clientv3.Client, cands map[string]*chi
 	<-cands[victim].exited
 	<-gone // the victim's own exit
 	deadline := t0.Add(time.Duration(ttl)*time.Second + 30*time.Second)
+	var failed error // a survivor's session expired during the failover
+wait:
 	for _, after := ws.counts(); after < led && time.Now().Before(deadline); _, after = ws.counts() {
 		select {
 		case name := <-gone:
-			return died(name)
+			failed = died(name)
+			break wait
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -481,6 +484,10 @@ func shardsKill(ctx context.Context, cli *clientv3.Client, cands map[string]*chi
 	pr("| crash: its keys deleted (lease expired), watch on member 1 | %d of %d keys, first %s ms, last %s ms after the kill |\n", nd, n, ms(d0), ms(d1))
 	pr("| crash: new leader's campaign returns, per election it led | %d: p50 %s, p99 %s, max %s ms; %d not within TTL+30 s |\n",
 		len(got), ms(pct(got, 0.5)), ms(pct(got, 0.99)), ms(pct(got, 1)), led-len(got))
+	if failed != nil {
+		pr("| crash: stopped early | %v |\n", failed)
+		return failed
+	}
 	time.Sleep(settle)
 	if v, err = getShards(ctx, cli); err != nil {
 		return err

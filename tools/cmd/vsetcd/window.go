@@ -45,6 +45,17 @@ func (w *window) acquire() {
 	w.inflight++
 }
 
+// tryAcquire counts one more request if fewer than cur are outstanding.
+func (w *window) tryAcquire() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inflight >= w.cur {
+		return false
+	}
+	w.inflight++
+	return true
+}
+
 // release counts an answer; overloaded says the member refused for load.
 func (w *window) release(overloaded bool) {
 	w.mu.Lock()

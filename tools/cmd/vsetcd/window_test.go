@@ -17,19 +17,21 @@ func TestWindowBoundsAndAIMD(t *testing.T) {
 	for range 8 {
 		w.acquire()
 	}
-	done := make(chan struct{})
-	go func() { w.acquire(); close(done) }()
-	select {
-	case <-done:
+	if w.tryAcquire() {
 		t.Fatal("a 9th request got in with a window of 8")
-	case <-time.After(20 * time.Millisecond):
 	}
+	done := make(chan struct{})
+	go func() { w.acquire(); close(done) }() // waits for a slot
 	// All 8 refused for load: the first halves (8 → 4); the other 7 were
 	// sent before the halving and must not halve again.
 	for range 8 {
 		w.release(true)
 	}
-	<-done // the waiting one got in: 1 in flight, window 4
+	select {
+	case <-done: // the waiting one got in: 1 in flight, window 4
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting acquire did not get a freed slot")
+	}
 	if cur, cuts := w.size(); cur != 4 || cuts != 1 {
 		t.Fatalf("after one burst of refusals: window %d, %d cuts; want 4, 1", cur, cuts)
 	}
