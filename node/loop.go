@@ -28,6 +28,11 @@ func (n *Node) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			n.in.serving.Store(false)
 			n.withdraw() // peers campaign when they hear of the leave
+			// The named elections too, before the leave: a peer that hears
+			// of it stops counting this node at once (a voter's promise to
+			// it ends), while the leave can take seconds, and a view left
+			// showing this node leading would claim beside its successor.
+			n.stopNamed()
 			n.leaveGossip()
 			return nil
 		case <-n.clock.C():

@@ -85,3 +85,33 @@ func TestNamedQuorumLeaderAppLeavesHandsOverAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A node whose loop stops (SIGTERM: the daemon cancels it, then the loop
+// leaves gossip, which can take seconds while its API still answers) shows
+// no named leadership of its own from then on: its peers stop counting it
+// as soon as they hear of the leave, and elect another.
+func TestStoppedNodeClaimsNoNamedElection(t *testing.T) {
+	for _, quorum := range []int{0, 5} {
+		t.Run(fmt.Sprintf("quorum%d", quorum), func(t *testing.T) {
+			c := newTunedCluster(t, "bully", 5, quorum, nil, nil)
+			c.agree(10*time.Second, 0)
+			ctx := context.Background()
+			for id := election.NodeID(1); id <= 5; id++ {
+				a, err := c.nodes[id].Campaign(ctx, "jobs", fmt.Sprintf("app-%d", id), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+			}
+			li := c.agreeNamed("jobs", 0, 10*time.Second)
+			nd := c.nodes[li.ID]
+			if got, _ := nd.ElectionLeader("jobs"); !got.Self {
+				t.Fatalf("node %d leads jobs at %v but does not show it: %+v", li.ID, li.Term, got)
+			}
+			c.stop(li.ID)
+			if got, _ := nd.ElectionLeader("jobs"); got.Self {
+				t.Fatalf("node %d stopped and still shows itself leading jobs: %+v", li.ID, got)
+			}
+		})
+	}
+}
