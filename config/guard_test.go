@@ -52,6 +52,7 @@ var notConfigured = map[string]string{
 
 	"transport.DefaultSendTimeout":      "a peer RPC's deadline: the transport's own timing, no key (tests shorten it)",
 	"transport.DefaultQueueLen":         "the per-peer send queue's length: the transport's own sizing, no key",
+	"transport.DefaultNamedQueueLen":    "the per-peer set of named elections' messages: the transport's own sizing, no key",
 	"transport.DefaultReconnectBackoff": "the cap on redial back-off: the transport's own timing, no key",
 	"transport.DefaultProbeTimeout":     "the confirming re-dial of a refused peer: the transport's own timing, no key",
 	"transport.DefaultCutDelay":         "the in-memory twin's (a test network's) delay; no key",
