@@ -95,14 +95,7 @@ func TestStoppedNodeClaimsNoNamedElection(t *testing.T) {
 		t.Run(fmt.Sprintf("quorum%d", quorum), func(t *testing.T) {
 			c := newTunedCluster(t, "bully", 5, quorum, nil, nil)
 			c.agree(10*time.Second, 0)
-			ctx := context.Background()
-			for id := election.NodeID(1); id <= 5; id++ {
-				a, err := c.nodes[id].Campaign(ctx, "jobs", fmt.Sprintf("app-%d", id), 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer a.Close()
-			}
+			c.standApps("jobs", 5)
 			li := c.agreeNamed("jobs", 0, 10*time.Second)
 			nd := c.nodes[li.ID]
 			if got, _ := nd.ElectionLeader("jobs"); !got.Self {

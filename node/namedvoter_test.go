@@ -214,14 +214,7 @@ func TestNamedQuorumQueuedAppLeadsAtANewTerm(t *testing.T) {
 func TestNamedQuorumStalledLeaderStopsClaiming(t *testing.T) {
 	c := newQuorumCluster(t, "bully", 3, 3, nil)
 	c.agree(10*time.Second, 0)
-	ctx := context.Background()
-	for id := election.NodeID(1); id <= 3; id++ {
-		a, err := c.nodes[id].Campaign(ctx, "jobs", fmt.Sprintf("app-%d", id), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-	}
+	c.standApps("jobs", 3)
 	li := c.agreeNamed("jobs", 0, 10*time.Second)
 	n := c.nodes[li.ID]
 	if own, _ := n.ElectionLeader("jobs"); !own.Self {
@@ -257,14 +250,8 @@ func TestNamedQuorumStalledLeaderStopsClaiming(t *testing.T) {
 func TestNamedQuorumResumedLeaderClaimsNothing(t *testing.T) {
 	c := newQuorumCluster(t, "bully", 5, 5, nil)
 	c.agree(10*time.Second, 0)
+	c.standApps("jobs", 5)
 	ctx := context.Background()
-	for id := election.NodeID(1); id <= 5; id++ {
-		a, err := c.nodes[id].Campaign(ctx, "jobs", fmt.Sprintf("app-%d", id), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-	}
 	// Another election, led elsewhere: the leader of jobs votes in it, so
 	// its named clock is due every heartbeat interval, before its lease
 	// of jobs ends.

@@ -166,6 +166,19 @@ func (c *cluster) quietRestart(id election.NodeID) *Node {
 	return c.start(id)
 }
 
+// standApps campaigns in name with an app ("app-ID") on nodes 1..n, each
+// closed when the test ends.
+func (c *cluster) standApps(name string, n int) {
+	c.t.Helper()
+	for id := election.NodeID(1); id <= election.NodeID(n); id++ {
+		a, err := c.nodes[id].Campaign(context.Background(), name, fmt.Sprintf("app-%d", id), 0)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.t.Cleanup(func() { a.Close() })
+	}
+}
+
 func (c *cluster) stop(id election.NodeID) {
 	if cancel := c.cancel[id]; cancel != nil {
 		cancel()
