@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -144,6 +145,32 @@ func (s *selfPolls) judge(path string, t0 time.Time) (claims int, bad []string) 
 	return len(cs), bad
 }
 
+// waitStopped waits until every thread of pid is stopped (state T in
+// /proc/PID/task/TID/stat): kill(2) returns once the signal is queued, and
+// a thread on a CPU may run a little longer.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	stopped := func() (bool, string) {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				return false, err.Error()
+			}
+			// The state follows the command's closing parenthesis.
+			st := string(b)
+			if i := strings.LastIndexByte(st, ')'); i < 0 || i+2 >= len(st) || (st[i+2] != 'T' && st[i+2] != 't') {
+				return false, "thread " + task.Name() + " runs"
+			}
+		}
+		return true, ""
+	}
+	eventually(t, 5*time.Second, fmt.Sprintf("process %d stops", pid), stopped)
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Quorum mode, five processes, every node a voter: the node leading a
@@ -208,6 +235,15 @@ func testNamedQuorumLeaderPaused(t *testing.T, alg string) {
 	var wg sync.WaitGroup
 	cl := &http.Client{Timeout: 10 * time.Second}
 	burst := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	// inFlight[id] is held (read) by each steady poll of node id and
+	// taken (write) around its SIGSTOP, so that no poll is on its way
+	// while the signal lands: one sent before the signal and answered
+	// after the SIGCONT could have been answered on either side of the
+	// pause, and judge could not place it.
+	inFlight := map[int]*sync.RWMutex{}
+	for _, p := range ps {
+		inFlight[p.id] = &sync.RWMutex{}
+	}
 	for _, p := range ps {
 		for _, path := range paths {
 			wg.Add(1)
@@ -219,7 +255,9 @@ func testNamedQuorumLeaderPaused(t *testing.T, alg string) {
 						return
 					default:
 					}
+					inFlight[p.id].RLock()
 					polls.poll(cl, p.id, p.httpA, path)
+					inFlight[p.id].RUnlock()
 					time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an outcome
 				}
 			}()
@@ -233,10 +271,13 @@ func testNamedQuorumLeaderPaused(t *testing.T, alg string) {
 		_, dflt := procViews(t, ps)
 		pid := p.cmd.Process.Pid
 		d := pauses[round%len(pauses)]
+		inFlight[p.id].Lock()
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			t.Fatalf("SIGSTOP to node %d: %v", p.id, err)
 		}
+		waitStopped(t, pid)
 		paused := time.Now()
+		inFlight[p.id].Unlock()
 		span := pauseSpan{node: p.id, stop: paused}
 		// While it is paused, requests pile up at it, answered after SIGCONT.
 		for time.Since(paused) < d {
