@@ -334,13 +334,19 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 			}
 			return
 		}
-		for _, name := range n.named.table.Forget(id) {
-			if nm := n.named.machines[name]; nm != nil && !n.halted() {
-				n.catchUpNamed()
-				nm.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
-			}
-			n.named.dirty[name] = true
+		n.forgetCandidate(id, typ)
+	}
+}
+
+// forgetCandidate (plain mode) drops every candidacy of id, which left or
+// died (typ), and tells the machines of those elections.
+func (n *Node) forgetCandidate(id election.NodeID, typ election.EventType) {
+	for _, name := range n.named.table.Forget(id) {
+		if nm := n.named.machines[name]; nm != nil && !n.halted() {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
 		}
+		n.named.dirty[name] = true
 	}
 }
 
@@ -357,12 +363,21 @@ func (n *Node) namedSendFailed(ev election.Event) {
 	}
 }
 
-// namedPeerGone: the host of m.To refuses connections. Every named
-// election that follows it campaigns now; the others are left to gossip,
-// as for the default election.
+// namedPeerGone: the host of to refuses connections, so its process is
+// gone. Every named election that follows it campaigns now. In plain mode
+// its candidacies go first, as on gossip's word that it died (which comes
+// a suspicion timeout later): a campaign would otherwise still count it, a
+// bully candidate ranked below it would ask it first and wait for that
+// send to fail, and a ring would pass it a token. It stands again with its
+// next Candidacy (a restarted process announces itself). In quorum mode
+// the candidacies and voters follow gossip alone (the machines keep every
+// member as a voter), as before.
 func (n *Node) namedPeerGone(to election.NodeID) {
 	if n.halted() || to == 0 {
 		return
+	}
+	if !n.namedQuorum() {
+		n.forgetCandidate(to, election.EventDead)
 	}
 	for name, nm := range n.named.machines {
 		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == to {

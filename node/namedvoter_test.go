@@ -30,7 +30,7 @@ func (c *cluster) namedLeaders(name string) (claims []election.NodeID, views str
 	return claims, views
 }
 
-// agreeNamed waits until every node names one leader of name, at one
+// agreeNamed waits until every running node names one leader of name, at one
 // term, above after; it returns that leadership.
 func (c *cluster) agreeNamed(name string, after election.Term, d time.Duration) LeaderInfo {
 	c.t.Helper()
@@ -39,6 +39,9 @@ func (c *cluster) agreeNamed(name string, after election.Term, d time.Duration) 
 		var first LeaderInfo
 		ok := true
 		for id := election.NodeID(1); int(id) <= len(c.nodes); id++ {
+			if c.cancel[id] == nil {
+				continue // stopped
+			}
 			li, _ := c.nodes[id].ElectionLeader(name)
 			if li.ID == 0 || li.Term <= after || (first.ID != 0 && (li.ID != first.ID || li.Term != first.Term)) {
 				ok = false

@@ -1,0 +1,69 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/transport"
+)
+
+// In plain mode, a named election's leader whose host refuses connections
+// (transport.ErrPeerDown: its process is gone) is dropped as a candidate by
+// every node that sees the refusal, before they campaign: nobody asks it
+// anything (a bully candidate ranked below it would send it an Election and
+// wait for that send to fail; a ring would pass it the token). 5 nodes, an
+// app on each; the leader vanishes without a word from gossip, sends to it
+// hang, and the refusal is all the others learn.
+func TestNamedPeerGoneIsNotAsked(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 5)
+			c.agree(10*time.Second, 0)
+			c.standApps("jobs", 5)
+			li := c.agreeNamed("jobs", 0, 10*time.Second)
+			gone := li.ID
+
+			var mu sync.Mutex
+			var asked []string
+			watching := false
+			c.net.SetCutDelay(time.Minute)
+			c.net.SetHook(func(m election.Message) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if watching && m.To == gone && m.Election == "jobs" && m.Type != election.MsgCandidacy {
+					asked = append(asked, fmt.Sprintf("%v from %d at %v", m.Type, m.From, m.Term))
+				}
+				return true
+			})
+			c.hub.mu.Lock()
+			c.hub.members[gone].quiet = true
+			c.hub.mu.Unlock()
+			c.stop(gone)
+			for id := range c.nodes {
+				if id != gone {
+					c.net.Cut(id, gone)
+				}
+			}
+			mu.Lock()
+			watching = true
+			mu.Unlock()
+			for id, nd := range c.nodes {
+				if id != gone {
+					nd.in.Failed(election.Message{Type: election.MsgHeartbeat, From: id, To: gone},
+						fmt.Errorf("%w: its host refused", transport.ErrPeerDown))
+				}
+			}
+
+			next := c.agreeNamed("jobs", li.Term, 10*time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) > 0 {
+				t.Errorf("node %d led jobs at %v and its host refuses connections; node %d leads at %v, but the others still sent it: %v",
+					gone, li.Term, next.ID, next.Term, asked)
+			}
+		})
+	}
+}
