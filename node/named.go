@@ -47,6 +47,16 @@ type namedState struct {
 	incarnation uint64
 	resend      namedResend    // anti-entropy for candidacies (named_resend.go)
 	rebalance   namedRebalance // placement spread (named_rebalance.go)
+	// ticks counts the named clock's ticks (machineSet), the scale of dueAt.
+	ticks uint64
+	// dueAt is the tick (of ticks) at which the earliest machine is due, as
+	// last counted; 0: none. Every machine is counted again when the clock
+	// is armed after ticks were applied (dueStale), at most once however
+	// many ticks a catch-up applied; otherwise only the machines a loop
+	// pass touched are (noteDues), so arming the clock after a pass of
+	// messages does not ask every machine.
+	dueAt    uint64
+	dueStale bool
 }
 
 // renewIncarnation takes this node's next incarnation (incarnation.go).
@@ -64,6 +74,8 @@ func (n *Node) renewIncarnation() {
 type machineSet struct{ s *namedState }
 
 func (m machineSet) Tick() {
+	m.s.ticks++
+	m.s.dueStale = true
 	for name, nm := range m.s.machines {
 		nm.sm.Tick()
 		if nm.sm.HasReady() {
@@ -72,18 +84,48 @@ func (m machineSet) Tick() {
 	}
 }
 
+// TicksUntilDue is the earliest machine's due tick as last counted. A
+// machine counted earlier that is gone or was moved later only makes the
+// clock wake early, and the tick then has every machine counted again.
 func (m machineSet) TicksUntilDue() int {
-	due := 0
-	for _, nm := range m.s.machines {
-		k := 1
-		if d, ok := nm.sm.(DueTicker); ok {
-			k = d.TicksUntilDue()
-		}
-		if k > 0 && (due == 0 || k < due) {
-			due = k
+	if m.s.dueStale {
+		m.s.dueAt, m.s.dueStale = 0, false
+		for _, nm := range m.s.machines {
+			m.s.noteDue(nm)
 		}
 	}
-	return due
+	switch at := m.s.dueAt; {
+	case at == 0:
+		return 0
+	case at <= m.s.ticks:
+		return 1
+	default:
+		return int(min(at-m.s.ticks, 1<<30))
+	}
+}
+
+// noteDue counts nm's next due tick into dueAt.
+func (s *namedState) noteDue(nm *namedMachine) {
+	k := 1
+	if d, ok := nm.sm.(DueTicker); ok {
+		k = d.TicksUntilDue()
+	}
+	if at := s.ticks + uint64(k); k > 0 && (s.dueAt == 0 || at < s.dueAt) {
+		s.dueAt = at
+	}
+}
+
+// noteDues counts the due ticks of the machines a loop pass touched (every
+// call that can change a machine's timers marks its election dirty).
+func (s *namedState) noteDues() {
+	if s.dueStale {
+		return // every machine is counted at the next TicksUntilDue
+	}
+	for name := range s.dirty {
+		if nm := s.machines[name]; nm != nil {
+			s.noteDue(nm)
+		}
+	}
 }
 
 func (n *Node) initNamed() error {

@@ -191,6 +191,7 @@ func (n *Node) afterNamed() {
 		n.publishNamed(name)
 		n.refusesNamedElections(name)
 	}
+	n.named.noteDues()
 	clear(n.named.dirty)
 	n.resendNamed()
 	if n.named.clock != nil {

@@ -44,6 +44,11 @@ type NamedStore struct {
 	floor   election.Term
 	next    map[string]Persisted // durable plus what was asked since the last Flush
 	nextMin election.Term        // the floor after the next Flush
+	// changed: the names whose record in next differs from durable's (or
+	// is in only one of them), so that Dirty and Flush cost what changed,
+	// not every election: a loop pass asks for a Flush whether or not it
+	// moved any term.
+	changed map[string]struct{}
 	// Writes counts the writes that reached the disk.
 	Writes int
 }
@@ -75,6 +80,7 @@ func OpenNamedStore(dir string) (*NamedStore, error) {
 
 func (s *NamedStore) reset() {
 	s.next, s.nextMin = make(map[string]Persisted, len(s.durable)), s.floor
+	s.changed = map[string]struct{}{}
 	for k, v := range s.durable {
 		s.next[k] = v
 	}
@@ -99,7 +105,19 @@ func (s *NamedStore) Holds(name string) bool {
 // (zero leaves a value as it is). It reports whether the Flush must write.
 func (s *NamedStore) Ask(name string, term, leaderTerm election.Term) bool {
 	s.next[name] = s.Load(name).raised(term, leaderTerm)
+	s.note(name)
 	return s.Dirty()
+}
+
+// note records whether name's record now differs from the durable one.
+func (s *NamedStore) note(name string) {
+	p, inNext := s.next[name]
+	d, inDurable := s.durable[name]
+	if inNext != inDurable || p != d {
+		s.changed[name] = struct{}{}
+	} else {
+		delete(s.changed, name)
+	}
 }
 
 // Drop forgets name, folding its term into the floor (at the next Flush).
@@ -107,20 +125,13 @@ func (s *NamedStore) Drop(name string) {
 	if p, ok := s.next[name]; ok {
 		s.nextMin = max(s.nextMin, p.Term)
 		delete(s.next, name)
+		s.note(name)
 	}
 }
 
 // Dirty reports whether a Flush would write.
 func (s *NamedStore) Dirty() bool {
-	if s.nextMin != s.floor || len(s.next) != len(s.durable) {
-		return true
-	}
-	for k, v := range s.next {
-		if s.durable[k] != v {
-			return true
-		}
-	}
-	return false
+	return s.nextMin != s.floor || len(s.changed) > 0
 }
 
 // Flush makes everything asked since the last Flush durable, in one write.
@@ -136,10 +147,15 @@ func (s *NamedStore) Flush() error {
 		}
 		s.Writes++
 	}
-	s.floor, s.durable = s.nextMin, make(map[string]Persisted, len(s.next))
-	for k, v := range s.next {
-		s.durable[k] = v
+	s.floor = s.nextMin
+	for k := range s.changed {
+		if v, ok := s.next[k]; ok {
+			s.durable[k] = v
+		} else {
+			delete(s.durable, k)
+		}
 	}
+	clear(s.changed)
 	return nil
 }
 

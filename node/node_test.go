@@ -70,7 +70,7 @@ func (g *fakeGossip) Shutdown() error {
 }
 
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *transport.Network
 	hub    *gossipHub
 	nodes  map[election.NodeID]*Node
@@ -105,7 +105,7 @@ func newQuorumCluster(t *testing.T, algo string, n, quorum int, wrap func(electi
 
 // newTunedCluster is newQuorumCluster with tune applied to each node's
 // config before it starts.
-func newTunedCluster(t *testing.T, algo string, n, quorum int, wrap func(election.NodeID, transport.Transport) transport.Transport, tune func(*Config)) *cluster {
+func newTunedCluster(t testing.TB, algo string, n, quorum int, wrap func(election.NodeID, transport.Transport) transport.Transport, tune func(*Config)) *cluster {
 	c := &cluster{t: t, net: transport.NewNetwork(), hub: &gossipHub{members: map[election.NodeID]*fakeGossip{}},
 		nodes: map[election.NodeID]*Node{}, cancel: map[election.NodeID]context.CancelFunc{}, dirs: map[election.NodeID]string{},
 		algo: algo, quorum: quorum, wrap: wrap, tune: tune, expect: n}

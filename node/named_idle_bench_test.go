@@ -1,0 +1,88 @@
+package node
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/config"
+)
+
+// BenchmarkNamedIdleCPU: five in-process nodes (memory transport, the
+// product's timings), every node's app standing in N elections on one
+// stream (ELECTORD_BENCH_ELECTIONS, default 1,000); once every node agrees
+// on every election and a settle of 2 s, the process's CPU time over 10 s,
+// per node, in % of a core (idle-%core/node), and the time to agree
+// (agree-s). The loops' own cost without gRPC's: run it against two
+// builds side by side, e.g.
+//
+//	flock /tmp/electord-bench.lock go test ./node -run '^$' -bench NamedIdleCPU/bully -benchtime 1x
+func BenchmarkNamedIdleCPU(b *testing.B) {
+	k := 1000
+	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
+		k = v
+	}
+	for _, algo := range []string{"bully", "ring"} {
+		b.Run(algo, func(b *testing.B) {
+			for range b.N {
+				agree, cpu := namedIdleCPU(b, algo, k)
+				b.ReportMetric(agree.Seconds(), "agree-s")
+				b.ReportMetric(cpu, "idle-%core/node")
+			}
+		})
+	}
+}
+
+func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64) {
+	const nodes, window = 5, 10 * time.Second
+	d := config.Default()
+	c := newTunedCluster(b, algo, nodes, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
+	})
+	c.agree(30*time.Second, 0)
+	opts := shardNames(k)
+	start := time.Now()
+	for id := range c.nodes {
+		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+	}
+	for left := k; left > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > 120*time.Second {
+			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, left, k)
+		}
+		left = 0
+		for _, o := range opts {
+			var first LeaderInfo
+			for id := range c.nodes {
+				li, _ := c.nodes[id].ElectionLeader(o.Election)
+				if !li.HasLeader() || (first.HasLeader() && (li.ID != first.ID || li.Term != first.Term)) {
+					left++
+					break
+				}
+				first = li
+			}
+		}
+	}
+	agree := time.Since(start)
+	time.Sleep(2 * time.Second) // settle: the measurement is of an idle cluster
+	before := cpuTime(b)
+	t0 := time.Now()
+	time.Sleep(window)
+	used := cpuTime(b) - before
+	return agree, 100 * used.Seconds() / time.Since(t0).Seconds() / nodes
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
