@@ -47,10 +47,10 @@ func (c *core) Transfer(to NodeID) error {
 	if to == c.cfg.ID {
 		return nil
 	}
-	if _, ok := c.members[to]; !ok {
+	if !c.members.live(to) {
 		return fmt.Errorf("%w: %d is not a live member", ErrUnknownNode, to)
 	}
-	if c.notStanding[to] {
+	if c.members.saysNotStanding(to) {
 		return fmt.Errorf("%w: node %d said it does not stand (its candidate probe fails)", ErrNotStanding, to)
 	}
 	t := c.leaderTerm

@@ -11,35 +11,38 @@ type core struct {
 	algo     Algorithm
 	observer CoordinatorObserver // algo, when it implements it
 	checker  MessageChecker      // algo, when it implements it
-	self     Rank
 
 	term       Term // the highest term seen; persisted
 	leaderTerm Term // the term of the leadership this node believes in
 	leader     NodeID
 	role       Role
+	// The flags sit together, next to role: a node runs a machine per
+	// named election, and one byte each here keeps the struct in a smaller
+	// allocation class than a padded word each.
+	//
+	// withdrawn: this node does not stand (Stand); it is excluded from
+	// every election until it stands again.
+	withdrawn bool
+	// bootstrapping: a first start still waiting for BootstrapExpect
+	// members before campaigning on its own.
+	bootstrapping bool
+	coldRanked    bool // the first election's rank-ordered wait was taken (tickNoLeader)
+	persist       bool // term changed since the last Ready
 
-	members map[NodeID]Member // live members, self excluded
-	ring    []Rank            // live members and self, sorted by rank; nil when stale
+	members peers  // live members, self excluded, with what is kept of each
+	ring    []Rank // live members and self, sorted by rank; nil when stale
 
 	now        uint64
 	sinceAck   int // follower: ticks since the leader last confirmed
 	hbElapsed  int
-	suspectAt  int  // follower: this round's leader timeout, jitter included
-	idle       int  // no leader: ticks waited
-	idleWait   int  // no leader: ticks to wait before campaigning
-	coldRanked bool // the first election's rank-ordered wait was taken (tickNoLeader)
+	suspectAt  int // follower: this round's leader timeout, jitter included
+	idle       int // no leader: ticks waited
+	idleWait   int // no leader: ticks to wait before campaigning
 	excludeEnd uint64
-	// withdrawn: this node does not stand (Stand); it is excluded from
-	// every election until it stands again.
-	withdrawn bool
-	// notStanding: the members that last said they do not stand (a
-	// Heartbeat or a TimeoutNow with NotStanding); preemptTarget skips them.
-	notStanding map[NodeID]bool
 
-	lastHeard map[NodeID]uint64 // leader: when each follower was last heard
-	leaseFrom uint64            // leader: when it started leading
-	askedAt   uint64            // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
-	resigned  NodeID            // a leader that resigned and handed this node the election
+	leaseFrom uint64 // leader: when it started leading
+	askedAt   uint64 // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
+	resigned  NodeID // a leader that resigned and handed this node the election
 
 	// Plain mode's support (plain_mode.go).
 	leaderSupport int      // follower: the support its leader last told it of
@@ -54,16 +57,12 @@ type core struct {
 	// nil in plain mode, where a leader leads on its own word.
 	q *quorum
 
-	// bootstrapping: a first start still waiting for BootstrapExpect
-	// members before campaigning on its own.
-	bootstrapping bool
 	// handingEnd: this former leader transferred its leadership and keeps
 	// acknowledging its old term until this tick (0: no transfer pending;
 	// cleared when a new leadership settles).
 	handingEnd uint64
 
 	msgs         []Message
-	persist      bool
 	savedLeader  Term // the leaderTerm last handed out to persist
 	reported     Leadership
 	rejected     uint64
@@ -87,20 +86,18 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 	c := &core{
 		cfg:  cfg,
 		algo: algo,
-		self: Rank{Priority: cfg.Priority, ID: cfg.ID},
 		term: cfg.Term,
 		// The last leadership known before a restart: reported while no
 		// leader is known, and no older leadership is followed.
 		leaderTerm:  cfg.LeaderTerm,
 		savedLeader: cfg.LeaderTerm,
-		members:     make(map[NodeID]Member, len(cfg.Peers)),
-		lastHeard:   map[NodeID]uint64{},
-		notStanding: map[NodeID]bool{},
+		members:     make(peers, 0, len(cfg.Peers)),
 		q:           newQuorum(cfg),
 	}
 	for _, p := range cfg.Peers {
-		c.members[p.ID] = p
+		c.members.put(p)
 	}
+	c.cfg.Peers = nil           // the members are c.members from here on
 	c.reported = c.leadership() // a restart's known leadership is no change
 	c.observer, _ = algo.(CoordinatorObserver)
 	c.checker, _ = algo.(MessageChecker)
@@ -119,7 +116,7 @@ func (c *core) excluded() bool { return c.excludeEnd != 0 || c.withdrawn }
 func (c *core) ringView() []Rank {
 	if c.ring == nil {
 		c.ring = make([]Rank, 0, len(c.members)+1)
-		c.ring = append(c.ring, c.self)
+		c.ring = append(c.ring, c.self())
 		for _, m := range c.members {
 			c.ring = append(c.ring, m.Rank())
 		}
@@ -127,6 +124,9 @@ func (c *core) ringView() []Rank {
 	}
 	return c.ring
 }
+
+// self is this node's rank (kept in cfg, not twice).
+func (c *core) self() Rank { return Rank{Priority: c.cfg.Priority, ID: c.cfg.ID} }
 
 func (c *core) successor(r Rank) Rank {
 	ring := c.ringView()
@@ -142,10 +142,13 @@ func (c *core) successor(r Rank) Rank {
 
 func (c *core) rankOf(id NodeID) (Rank, bool) {
 	if id == c.cfg.ID {
-		return c.self, true
+		return c.self(), true
 	}
-	m, ok := c.members[id]
-	return m.Rank(), ok
+	m := c.members.get(id)
+	if m == nil {
+		return Rank{}, false
+	}
+	return m.Rank(), true
 }
 
 func (c *core) jitter() int { return c.cfg.Rand(c.cfg.JitterTicks + 1) }

@@ -10,7 +10,7 @@ func (c *core) host() *host { return (*host)(c) }
 func (h *host) core() *core { return (*core)(h) }
 
 func (h *host) Config() Config                { return h.cfg }
-func (h *host) Self() Rank                    { return h.self }
+func (h *host) Self() Rank                    { return h.core().self() }
 func (h *host) Standing() Standing            { return h.core().standing() }
 func (h *host) Ring() []Rank                  { return h.core().ringView() }
 func (h *host) Successor(r Rank) Rank         { return h.core().successor(r) }

@@ -114,7 +114,9 @@ func (c *core) becomeLeader(t Term) {
 	}
 	c.observeTerm(t)
 	if c.role != RoleLeader {
-		c.lastHeard = make(map[NodeID]uint64, len(c.members))
+		for i := range c.members {
+			c.members[i].heard = false
+		}
 		c.leaseFrom = c.now
 		c.supportAt = 0 // count again (plain_mode.go)
 	}
@@ -122,7 +124,9 @@ func (c *core) becomeLeader(t Term) {
 		// The members that acknowledged the proposal were heard, and their
 		// promises start the lease.
 		for id := range c.q.acks {
-			c.lastHeard[id] = c.now
+			if m := c.members.get(id); m != nil {
+				m.heardAt, m.heard = c.now, true
+			}
 		}
 		c.q.lead(c.role != RoleLeader, len(c.members))
 	}

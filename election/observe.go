@@ -9,8 +9,7 @@ func (c *core) Observe(ev Event) {
 			c.rejected++
 			return
 		}
-		old, known := c.members[id]
-		c.members[id] = ev.Member
+		old, known := c.members.put(ev.Member)
 		if !known || old != ev.Member {
 			c.ring = nil
 		}
@@ -27,12 +26,9 @@ func (c *core) Observe(ev Event) {
 		}
 	case EventLeave, EventDead:
 		id := ev.Member.ID
-		if _, ok := c.members[id]; !ok {
+		if !c.members.remove(id) {
 			return
 		}
-		delete(c.members, id)
-		delete(c.lastHeard, id)
-		delete(c.notStanding, id)
 		c.ring, c.supportAt = nil, 0
 		if c.role == RoleFollower && id == c.leader && (ev.Type == EventLeave || !c.leaderFresh()) {
 			// A leader that said it leaves is gone. Gossip's death verdict

@@ -54,8 +54,8 @@ func (c *core) support() int {
 	if c.supportAt != c.now+1 {
 		n := 1
 		lt := uint64(c.cfg.LeaderTimeoutTicks)
-		for id, at := range c.lastHeard {
-			if _, ok := c.members[id]; ok && c.now-at <= lt {
+		for _, m := range c.members {
+			if m.heard && c.now-m.heardAt <= lt {
 				n++
 			}
 		}
@@ -71,10 +71,14 @@ func (c *core) support() int {
 // heard records that this leader heard from member id now (a heartbeat, an
 // ack). A member not counted before makes support count again.
 func (c *core) heard(id NodeID) {
-	if at, ok := c.lastHeard[id]; !ok || c.now-at > uint64(c.cfg.LeaderTimeoutTicks) {
+	m := c.members.get(id)
+	if m == nil {
+		return // only a live member's word is taken (validate)
+	}
+	if !m.heard || c.now-m.heardAt > uint64(c.cfg.LeaderTimeoutTicks) {
 		c.supportAt = 0
 	}
-	c.lastHeard[id] = c.now
+	m.heardAt, m.heard = c.now, true
 }
 
 // claimed is the support a message claims, clamped to the live members this
@@ -179,7 +183,7 @@ func (c *core) followHeld() bool {
 	if m == nil || c.bound() || c.now-c.heldAt > uint64(c.cfg.LeaderTimeoutTicks) {
 		return false
 	}
-	if _, ok := c.members[m.Leader]; !ok && m.Leader != c.cfg.ID {
+	if !c.members.live(m.Leader) && m.Leader != c.cfg.ID {
 		return false
 	}
 	c.stepCoordinatorPlain(*m)
@@ -229,14 +233,14 @@ func (c *core) leaderHearsOfRival(m Message) bool {
 	if c.q != nil || c.role != RoleLeader || m.Leader == c.cfg.ID || m.Leader == 0 || m.From == m.Leader {
 		return false
 	}
-	if at, ok := c.lastHeard[m.Leader]; ok && c.now-at <= uint64(c.cfg.LeaderTimeoutTicks) {
+	if c.members.heardWithin(m.Leader, c.now, uint64(c.cfg.LeaderTimeoutTicks)) {
 		if m.Term > c.leaderTerm {
 			c.observeTerm(m.Term)
 			c.reassert()
 		}
 		return true
 	}
-	if _, ok := c.members[m.Leader]; ok && m.Term != c.leaderTerm {
+	if c.members.live(m.Leader) && m.Term != c.leaderTerm {
 		c.send(Message{Type: MsgCoordinator, To: m.Leader, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
 	}
 	return true
@@ -288,7 +292,7 @@ func (c *core) resignTarget() (NodeID, bool) {
 	ring := c.ringView()
 	for i := len(ring) - 1; i >= 0; i-- {
 		id := ring[i].ID
-		if at, ok := c.lastHeard[id]; ok && id != c.cfg.ID && c.now-at <= lt && !c.notStanding[id] {
+		if id != c.cfg.ID && c.members.heardWithin(id, c.now, lt) && !c.members.saysNotStanding(id) {
 			return id, true
 		}
 	}

@@ -148,10 +148,10 @@ func (q *quorum) renew(from NodeID, stamp, leaseFrom, now uint64) uint64 {
 
 // leaseEnd is the first tick at which fewer than a majority (this node
 // included) can be counted towards the lease. Only live members count.
-func (q *quorum) leaseEnd(members map[NodeID]Member) uint64 {
+func (q *quorum) leaseEnd(members peers) uint64 {
 	ends := make([]uint64, 0, len(q.support))
 	for id, at := range q.support {
-		if _, live := members[id]; live {
+		if members.live(id) {
 			ends = append(ends, at+q.leaseTicks)
 		}
 	}

@@ -275,7 +275,9 @@ func (c *core) stepHeartbeatRespQuorum(m Message) bool {
 // still counts towards its lease.
 func (c *core) stepAckQuorum(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm {
-		c.lastHeard[m.From] = c.now
+		if p := c.members.get(m.From); p != nil {
+			p.heardAt, p.heard = c.now, true
+		}
 		// A late ack of the proposal that made this leadership.
 		c.q.count(m.From, c.q.proposedAt)
 		return

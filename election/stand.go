@@ -57,7 +57,7 @@ func (c *core) passOn(m Message) {
 	c.resigned = m.From
 	ring := c.ringView()
 	for i := len(ring) - 1; i >= 0; i-- {
-		if id := ring[i].ID; id != c.cfg.ID && id != m.From && !c.notStanding[id] {
+		if id := ring[i].ID; id != c.cfg.ID && id != m.From && !c.members.saysNotStanding(id) {
 			c.send(Message{Type: MsgTimeoutNow, To: id, Term: m.Term, Elect: true})
 			return
 		}
@@ -77,10 +77,8 @@ func (c *core) passedOn(m Message) bool {
 // saysStanding records whether m's sender stands, as its Heartbeat or
 // TimeoutNow says.
 func (c *core) saysStanding(m Message) {
-	if m.NotStanding {
-		c.notStanding[m.From] = true
-	} else {
-		delete(c.notStanding, m.From)
+	if p := c.members.get(m.From); p != nil {
+		p.notStanding = m.NotStanding
 	}
 }
 
@@ -93,7 +91,7 @@ func (c *core) saysStanding(m Message) {
 func (c *core) preemptTarget() NodeID {
 	ring := c.ringView()
 	for i := len(ring) - 1; i >= 0; i-- {
-		if id := ring[i].ID; !c.notStanding[id] {
+		if id := ring[i].ID; !c.members.saysNotStanding(id) {
 			return id
 		}
 	}

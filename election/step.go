@@ -60,7 +60,7 @@ func (c *core) validate(m Message) error {
 	if m.From == c.cfg.ID {
 		return bad("claims to come from this node")
 	}
-	if r, ok := c.members[m.From]; ok && m.FromRank != (Rank{}) && m.FromRank != r.Rank() {
+	if r := c.members.get(m.From); r != nil && m.FromRank != (Rank{}) && m.FromRank != r.Rank() {
 		return bad("claims rank %v, membership says %v", m.FromRank, r.Rank())
 	}
 	if m.Type == MsgCoordinator && (m.Leader == 0 || !m.Term.OwnedBy(m.Leader)) {
@@ -70,11 +70,11 @@ func (c *core) validate(m Message) error {
 	// nothing: only live members take part, and only a live member (or this
 	// node) can be announced as leader. Rank comes from membership, never
 	// from the message.
-	if _, ok := c.members[m.From]; !ok {
+	if !c.members.live(m.From) {
 		return fmt.Errorf("%w: %w", bad("%d is not a live member", m.From), ErrNotMember)
 	}
 	if m.Type == MsgCoordinator && m.Leader != c.cfg.ID {
-		if _, ok := c.members[m.Leader]; !ok {
+		if !c.members.live(m.Leader) {
 			return fmt.Errorf("%w: %w", bad("names leader %d, not a live member", m.Leader), ErrNotMember)
 		}
 	}
@@ -280,7 +280,7 @@ func (c *core) meetsRival(m Message) bool {
 func (c *core) acceptsCoordinator(m Message, same bool) bool {
 	accepted := m.Term >= c.leaderTerm
 	if accepted && !same && m.Term == c.leaderTerm && c.role == RoleElecting && c.cfg.Preempt {
-		if lr, ok := c.rankOf(m.Leader); ok && lr.Less(c.self) {
+		if lr, ok := c.rankOf(m.Leader); ok && lr.Less(c.self()) {
 			accepted = false // we are deposing that leadership on purpose
 		}
 	}

@@ -27,7 +27,7 @@ func (c *core) tickLeader() {
 	// answers with the newer leadership, or starts following this node.
 	if (c.now-c.leaseFrom)%uint64(c.cfg.LeaderTimeoutTicks) == 0 {
 		for _, r := range c.ringView() {
-			if at, ok := c.lastHeard[r.ID]; r.ID != c.cfg.ID && (!ok || c.now-at > uint64(c.cfg.LeaderTimeoutTicks)) {
+			if r.ID != c.cfg.ID && !c.members.heardWithin(r.ID, c.now, uint64(c.cfg.LeaderTimeoutTicks)) {
 				c.send(Message{Type: MsgCoordinator, To: r.ID, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
 			}
 		}

@@ -78,13 +78,18 @@ func supersedes(m election.Message) (superKey, bool) {
 // namedSet is the messages of named elections (and Candidacies) waiting for
 // one peer, in the order they were queued. Safe for concurrent use.
 type namedSet struct {
-	mu    sync.Mutex
-	msgs  []election.Message
-	gone  []bool // gone[i]: msgs[i] was superseded
-	live  int
-	at    map[superKey]int // the waiting message of each superseding key
-	max   int
-	ready chan struct{} // holds a token while msgs is not empty
+	mu   sync.Mutex
+	msgs []election.Message
+	gone []bool // gone[i]: msgs[i] was superseded
+	live int
+	at   map[superKey]int // the waiting message of each superseding key
+	// atPeak: the most keys at has held since it was made. A Go map keeps
+	// the room of its largest size after clear, so a set that once held
+	// every election's Candidacy (a start, a failover) would keep that room
+	// for good; take drops a map that is mostly empty room (shrinkAt).
+	atPeak int
+	max    int
+	ready  chan struct{} // holds a token while msgs is not empty
 }
 
 func newNamedSet(max int) *namedSet {
@@ -123,6 +128,7 @@ func (s *namedSet) push(m election.Message) bool {
 			s.at = make(map[superKey]int)
 		}
 		s.at[k] = len(s.msgs)
+		s.atPeak = max(s.atPeak, len(s.at))
 	}
 	s.msgs = append(s.msgs, m)
 	s.gone = append(s.gone, false)
@@ -165,12 +171,25 @@ func (s *namedSet) take() []election.Message {
 		}
 	}
 	s.msgs, s.gone, s.live = nil, nil, 0
-	clear(s.at)
+	s.shrinkAt()
 	select {
 	case <-s.ready:
 	default:
 	}
 	return out
+}
+
+// shrinkAt empties at for the next round. A round that used at least a
+// quarter of the map's peak (a steady stream of heartbeats) keeps it and
+// its room; one that used less drops it, and the next round grows a map
+// of its own size: memory follows what a round queues, not the largest
+// round since the peer was met.
+func (s *namedSet) shrinkAt() {
+	if len(s.at)*4 < s.atPeak {
+		s.at, s.atPeak = nil, 0
+		return
+	}
+	clear(s.at)
 }
 
 // len is how many messages wait.

@@ -104,3 +104,36 @@ func TestGRPCNamedMessagesFailOnlyOnARealError(t *testing.T) {
 		t.Errorf("failure of %+v, want of %+v", f.m, m)
 	}
 }
+
+// A set keeps no room for a round it no longer queues. After a round of
+// thousands of elections' Candidacies (a start, a failover) and a small
+// one, the set holds no map sized for the large round: a Go map keeps its
+// room after clear, and a peer's set would otherwise keep a slot for every
+// election it ever queued for, on every peer, for good. A steady round
+// keeps its map (no new map each pass).
+func TestNamedSetDropsRoomOfAPastRound(t *testing.T) {
+	s := newNamedSet(DefaultNamedQueueLen)
+	cand := func(i int) election.Message {
+		return election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: fmt.Sprintf("jobs-%05d", i)}
+	}
+	for i := range 5000 {
+		s.push(cand(i))
+	}
+	if got := len(s.take()); got != 5000 {
+		t.Fatalf("took %d messages, want 5000", got)
+	}
+	for round := range 3 {
+		for i := range 100 {
+			s.push(cand(i))
+		}
+		if got := len(s.take()); got != 100 {
+			t.Fatalf("round %d: took %d messages, want 100", round, got)
+		}
+		switch {
+		case round == 0 && s.at != nil:
+			t.Fatalf("after a round of 100 keys the set still holds the map of the round of 5,000 (%d keys at its peak)", s.atPeak)
+		case round > 0 && s.at == nil:
+			t.Fatalf("round %d: a steady round of 100 keys made a new map", round)
+		}
+	}
+}
