@@ -56,18 +56,7 @@ func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64) {
 		if time.Since(start) > 120*time.Second {
 			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, left, k)
 		}
-		left = 0
-		for _, o := range opts {
-			var first LeaderInfo
-			for id := range c.nodes {
-				li, _ := c.nodes[id].ElectionLeader(o.Election)
-				if !li.HasLeader() || (first.HasLeader() && (li.ID != first.ID || li.Term != first.Term)) {
-					left++
-					break
-				}
-				first = li
-			}
-		}
+		left = c.notAgreed(opts)
 	}
 	agree := time.Since(start)
 	time.Sleep(2 * time.Second) // settle: the measurement is of an idle cluster

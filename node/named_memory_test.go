@@ -46,18 +46,7 @@ func TestNamedMemoryPerElection(t *testing.T) {
 			}
 			end := time.Now().Add(120 * time.Second)
 			for left := k; left > 0; {
-				left = 0
-				for _, o := range opts {
-					var first LeaderInfo
-					for id := range c.nodes {
-						li, _ := c.nodes[id].ElectionLeader(o.Election)
-						if !li.HasLeader() || (first.HasLeader() && (li.ID != first.ID || li.Term != first.Term)) {
-							left++
-							break
-						}
-						first = li
-					}
-				}
+				left = c.notAgreed(opts)
 				if left > 0 && time.Now().After(end) {
 					t.Fatalf("%d of %d elections not agreed", left, k)
 				}
@@ -81,4 +70,22 @@ func TestNamedMemoryPerElection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notAgreed counts the elections of opts on which the nodes do not all name
+// one leader at one term.
+func (c *cluster) notAgreed(opts []CampaignOptions) int {
+	left := 0
+	for _, o := range opts {
+		var first LeaderInfo
+		for id := range c.nodes {
+			li, _ := c.nodes[id].ElectionLeader(o.Election)
+			if !li.HasLeader() || (first.HasLeader() && (li.ID != first.ID || li.Term != first.Term)) {
+				left++
+				break
+			}
+			first = li
+		}
+	}
+	return left
 }
