@@ -30,8 +30,47 @@ func readUntil(t *testing.T, cs *client.Campaigns, last map[string]client.Campai
 			}
 			last[ev.Election] = ev
 		case <-deadline:
-			t.Fatalf("not within 20s: %s (%d elections heard)", what, len(last))
+			t.Fatalf("not within 20s: %s (%d elections heard; %s)", what, len(last), unlike(last))
 		}
+	}
+}
+
+// unlike names up to three elections whose newest event differs from the
+// most common one, so that a failure shows what was wrong.
+func unlike(last map[string]client.CampaignEvent) string {
+	count := map[string]int{}
+	key := func(ev client.CampaignEvent) string { return fmt.Sprintf("%s leader=%d", ev.Event, ev.Leader.ID) }
+	for _, ev := range last {
+		count[key(ev)]++
+	}
+	var most string
+	for k, n := range count {
+		if n > count[most] {
+			most = k
+		}
+	}
+	var odd []string
+	for name, ev := range last {
+		if key(ev) != most && len(odd) < 3 {
+			odd = append(odd, fmt.Sprintf("%s: %+v", name, ev))
+		}
+	}
+	return fmt.Sprintf("most %q; others %v", most, odd)
+}
+
+// waitSeen waits until c's node knows k elections led by id.
+func waitSeen(t *testing.T, c *client.Client, id client.NodeID, k int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, err := c.ListElectionsPage(context.Background(), client.ElectionsQuery{Leader: id, PageSize: client.ElectionsPageMax})
+		if err == nil && p.Matched >= k {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 20s: node sees %d elections led by %d, want %d (%v)", p.Matched, id, k, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -89,6 +128,11 @@ func TestCampaignMany(t *testing.T) {
 	if li, ok := sa.Leading("part-7"); !ok || li.Term == 0 || li.Election != "part-7" {
 		t.Fatalf("Leading(part-7) = %+v, %v", li, ok)
 	}
+	// b campaigns where a visibly leads: until b's node has heard a's
+	// candidacies, b would be the only candidate it knows and lead too, and
+	// plain mode settles two such leaderships by support, then term, not by
+	// who came first.
+	waitSeen(t, cb, aID, k)
 	sb, err := cb.CampaignMany(ctx, names, "app-b")
 	if err != nil {
 		t.Fatal(err)
