@@ -1,6 +1,7 @@
 package node
 
 import (
+	"runtime"
 	"slices"
 	"time"
 
@@ -111,6 +112,15 @@ func (n *Node) drainNamed(names []string) {
 		if b.rd.LeaderTerm != 0 {
 			n.named.store.Ask(b.name, 0, b.rd.LeaderTerm)
 		}
+	}
+	if n.named.store.Dirty() {
+		// Let the transport's goroutines put the batch on the wire before
+		// this one blocks in the sync. With one P (max-procs 1, the
+		// default) a goroutine in a blocking syscall keeps the P until the
+		// runtime's monitor takes it back, which after an idle spell can
+		// be 10ms: a new leader's Coordinators waited that long behind
+		// the sync of its own leadership term.
+		runtime.Gosched()
 	}
 	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.LeaderTerm != 0 })
 	for _, b := range batch {
