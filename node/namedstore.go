@@ -28,14 +28,21 @@ import (
 // so a name used again never mints a token below one it minted before, and
 // the file does not grow with every name ever used.
 //
-// The file (elections, version 1), its last line a CRC-32 (IEEE) of the
-// bytes before it, so a torn or edited file is refused:
+// A Flush appends what changed to a log (namedlog.go) and syncs it once; the
+// snapshot, rewritten when the log outgrows it, is the file (elections,
+// version 2; version 1, the same without a log, is read too), its last line
+// a CRC-32 (IEEE) of the bytes before it, so a torn or edited file is
+// refused:
 //
-//	electord-elections v1
+//	electord-elections v2
 //	floor <term>
 //	e <name> <term reserve> <leadership term>
 //	...
 //	crc32 <8 hex digits>
+//
+// The version says a log goes with the snapshot: an older electord, which
+// would read the snapshot alone and so go back to the terms of the last
+// compaction, refuses the file instead.
 //
 // Owned by the loop goroutine.
 type NamedStore struct {
@@ -49,13 +56,20 @@ type NamedStore struct {
 	// not every election: a loop pass asks for a Flush whether or not it
 	// moved any term.
 	changed map[string]struct{}
+	// compact: the next Flush writes a snapshot and starts an empty log,
+	// instead of appending (no log yet; or the log may end in bytes of a
+	// write that failed, which a block after them would make unreadable).
+	compact bool
+	// logSize and snapSize are the bytes of the log and of the snapshot.
+	logSize, snapSize int
 	// Writes counts the writes that reached the disk.
 	Writes int
 }
 
 const (
-	namedFile   = "elections"
-	namedHeader = "electord-elections v1"
+	namedFile     = "elections"
+	namedHeader   = "electord-elections v2"
+	namedHeaderV1 = "electord-elections v1"
 )
 
 // OpenNamedStore loads dir's named terms (none on a first start). dir ""
@@ -63,19 +77,42 @@ const (
 func OpenNamedStore(dir string) (*NamedStore, error) {
 	s := &NamedStore{dir: dir, durable: map[string]Persisted{}}
 	if dir != "" {
-		b, err := os.ReadFile(filepath.Join(dir, namedFile))
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("%w: %s: %w", ErrTermStore, namedFile, err)
-		default:
-			if s.floor, s.durable, err = decodeNamed(b); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrTermStore, filepath.Join(dir, namedFile), err)
-			}
+		if err := s.load(); err != nil {
+			return nil, err
 		}
 	}
 	s.reset()
 	return s, nil
+}
+
+// load reads the snapshot, then replays the log over it.
+func (s *NamedStore) load() error {
+	b, err := os.ReadFile(filepath.Join(s.dir, namedFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", ErrTermStore, namedFile, err)
+	default:
+		if s.floor, s.durable, err = decodeNamed(b); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrTermStore, filepath.Join(s.dir, namedFile), err)
+		}
+		s.snapSize = len(b)
+	}
+	path := filepath.Join(s.dir, namedLogFile)
+	b, err = os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.compact = true
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", ErrTermStore, namedLogFile, err)
+	default:
+		good, err := replayNamedLog(b, &s.floor, s.durable)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrTermStore, path, err)
+		}
+		s.logSize, s.compact = good, good < len(b) || good == 0
+	}
+	return nil
 }
 
 func (s *NamedStore) reset() {
@@ -142,8 +179,8 @@ func (s *NamedStore) Flush() error {
 		return nil
 	}
 	if s.dir != "" {
-		if err := writeFileSync(s.dir, namedFile, encodeNamed(s.nextMin, s.next)); err != nil {
-			return fmt.Errorf("persisting the terms of %d named elections: %w", len(s.next), err)
+		if err := s.write(); err != nil {
+			return fmt.Errorf("persisting the terms of %d named elections: %w", len(s.changed), err)
 		}
 		s.Writes++
 	}
@@ -156,6 +193,40 @@ func (s *NamedStore) Flush() error {
 		}
 	}
 	clear(s.changed)
+	return nil
+}
+
+// write makes next and nextMin durable: a block appended to the log, or,
+// when the log has outgrown the snapshot (or cannot be appended to), a new
+// snapshot and an empty log.
+func (s *NamedStore) write() error {
+	names := make([]string, 0, len(s.changed))
+	for k := range s.changed {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	block := encodeNamedBlock(s.nextMin, s.nextMin != s.floor, names, s.next)
+	if !s.compact && s.logSize+len(block) <= max(namedLogMinCompact, s.snapSize) {
+		if err := appendNamedLog(s.dir, block); err != nil {
+			s.compact = true // the log may end in a part of this block
+			return err
+		}
+		s.logSize += len(block)
+		return nil
+	}
+	snap := encodeNamed(s.nextMin, s.next)
+	if err := writeFileSync(s.dir, namedFile, snap); err != nil {
+		return err
+	}
+	// The snapshot holds everything now; until the log is emptied, the old
+	// log replays over it to the same state (namedlog.go).
+	s.snapSize = len(snap)
+	head := []byte(namedLogHeader + "\n")
+	if err := writeFileSync(s.dir, namedLogFile, head); err != nil {
+		s.compact = true
+		return err
+	}
+	s.compact, s.logSize = false, len(head)
 	return nil
 }
 
@@ -191,8 +262,8 @@ func decodeNamed(b []byte) (election.Term, map[string]Persisted, error) {
 		return 0, nil, fmt.Errorf("checksum %q does not match the contents", shorten(sum))
 	}
 	sc := bufio.NewScanner(bytes.NewReader(body))
-	if !sc.Scan() || sc.Text() != namedHeader {
-		return 0, nil, errors.New("not an electord-elections v1 file")
+	if !sc.Scan() || sc.Text() != namedHeader && sc.Text() != namedHeaderV1 {
+		return 0, nil, errors.New("not an electord-elections v1 or v2 file")
 	}
 	var floor election.Term
 	m := map[string]Persisted{}
@@ -206,18 +277,28 @@ func decodeNamed(b []byte) (election.Term, map[string]Persisted, error) {
 			}
 			floor = election.Term(v)
 		case len(f) == 4 && f[0] == "e":
-			if err := named.CheckName(f[1]); err != nil {
+			p, err := parseNamedRecord(f)
+			if err != nil {
 				return 0, nil, fmt.Errorf("line %d: %w", line, err)
 			}
-			t, err1 := strconv.ParseUint(f[2], 10, 64)
-			l, err2 := strconv.ParseUint(f[3], 10, 64)
-			if err := errors.Join(err1, err2); err != nil || l > t {
-				return 0, nil, fmt.Errorf("line %d: bad terms %q %q", line, f[2], f[3])
-			}
-			m[f[1]] = Persisted{Term: election.Term(t), LeaderTerm: election.Term(l)}
+			m[f[1]] = p
 		default:
 			return 0, nil, fmt.Errorf("line %d: unexpected %q", line, shorten(sc.Text()))
 		}
 	}
 	return floor, m, nil
+}
+
+// parseNamedRecord reads a record line's fields: e <name> <term> <leadership
+// term>, the name valid and the leadership term not above the term.
+func parseNamedRecord(f []string) (Persisted, error) {
+	if err := named.CheckName(f[1]); err != nil {
+		return Persisted{}, err
+	}
+	t, err1 := strconv.ParseUint(f[2], 10, 64)
+	l, err2 := strconv.ParseUint(f[3], 10, 64)
+	if err := errors.Join(err1, err2); err != nil || l > t {
+		return Persisted{}, fmt.Errorf("bad terms %q %q", f[2], f[3])
+	}
+	return Persisted{Term: election.Term(t), LeaderTerm: election.Term(l)}, nil
 }
