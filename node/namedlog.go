@@ -38,7 +38,8 @@ import (
 // (no whole checksum line after it) is a write that never returned: its
 // Flush failed, or the process died in it, so nothing it held was shown, and
 // it is left out. A whole checksum line that does not match is damage or an
-// edit: the file is refused, as a damaged snapshot is.
+// edit: the file is refused, as a damaged snapshot is, and so is a log
+// without its snapshot (a log is started only after a snapshot is written).
 //
 // Replaying a log over a snapshot taken after some of its blocks (a
 // compaction that wrote the snapshot and died before it emptied the log)

@@ -163,6 +163,12 @@ func TestNamedStoreRefusesADamagedLog(t *testing.T) {
 	if _, err := OpenNamedStore(dir); !errors.Is(err, ErrTermStore) {
 		t.Fatalf("damaged header: %v, want ErrTermStore", err)
 	}
+	// A log without its snapshot: the snapshot was lost.
+	os.WriteFile(path, good, 0o644)
+	os.Remove(filepath.Join(dir, namedFile))
+	if _, err := OpenNamedStore(dir); !errors.Is(err, ErrTermStore) || !strings.Contains(err.Error(), "is not") {
+		t.Fatalf("log without snapshot: %v, want ErrTermStore naming the missing snapshot", err)
+	}
 }
 
 // The log is folded into a new snapshot once it outgrows it, so the files

@@ -98,11 +98,17 @@ func (s *NamedStore) load() error {
 		}
 		s.snapSize = len(b)
 	}
+	hasSnap := b != nil
 	path := filepath.Join(s.dir, namedLogFile)
 	b, err = os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		s.compact = true
+	case err == nil && !hasSnap:
+		// A log is started only after a snapshot was written: the
+		// snapshot was lost, and the log alone could hold lower terms
+		// than the elections reached.
+		return fmt.Errorf("%w: %s is there but %s is not", ErrTermStore, path, namedFile)
 	case err != nil:
 		return fmt.Errorf("%w: %s: %w", ErrTermStore, namedLogFile, err)
 	default:
