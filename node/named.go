@@ -46,6 +46,7 @@ type namedState struct {
 	// and at each revive (renewIncarnation).
 	incarnation uint64
 	resend      namedResend    // anti-entropy for candidacies (named_resend.go)
+	changes     namedChangeLog // the loop pass's leadership changes, logged together (named_changelog.go)
 	rebalance   namedRebalance // placement spread (named_rebalance.go)
 	// ticks counts the named clock's ticks (machineSet), the scale of dueAt.
 	ticks uint64

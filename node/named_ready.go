@@ -129,6 +129,7 @@ func (n *Node) drainNamed(names []string) {
 			n.namedChange(b.name, b.nm, *b.rd.Change)
 		}
 	}
+	n.named.changes.flush(n.log)
 }
 
 // flushNamed makes the batch's asked terms durable; if it cannot, the
@@ -148,13 +149,13 @@ func (n *Node) flushNamed(batch []namedReady, asked func(election.Ready) bool) [
 	})
 }
 
-// namedChange handles a named election's new leadership: logged, the new
-// leader connected to (its crash is then seen at once), and observers told
-// when this node starts or stops leading.
+// namedChange handles a named election's new leadership: logged (with the
+// pass's others, named_changelog.go), the new leader connected to (its
+// crash is then seen at once), and observers told when this node starts or
+// stops leading.
 func (n *Node) namedChange(name string, nm *namedMachine, ch election.Leadership) {
 	nm.since = time.Now()
-	n.log.Info("named election: leadership changed", "election", name, "role", ch.Role.String(),
-		"leader", uint64(ch.Leader), "term", ch.Term.String())
+	n.named.changes.add(name, ch)
 	if ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {
 		if c, ok := n.cfg.Transport.(transport.Connector); ok {
 			c.Connect(ch.Leader)
