@@ -227,7 +227,7 @@ func (n *Node) Proclaim(ctx context.Context, election string, id named.ID, value
 		if head {
 			n.sendCandidacy(election, 0)
 		}
-		n.named.dirty[election] = true
+		n.named.touch(election)
 		return nil
 	})
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"hash/fnv"
+	"sync/atomic"
 	"time"
 
 	"github.com/electord/electord/election"
@@ -35,7 +36,16 @@ type namedState struct {
 	seen  map[string]election.Term
 	store *NamedStore
 	clock *tickClock // nil while no machine runs
+	// dirty: the elections this loop pass touched (afterNamed drains and
+	// publishes them); quiet: those of them touched only by their machine's
+	// heartbeats and ticks (touchQuiet), which show nothing new unless the
+	// drain finds a leadership change.
 	dirty map[string]bool
+	quiet map[string]struct{}
+	// quorum: named elections run in quorum mode (namedQuorum).
+	quorum bool
+	// publishes counts publishNamed's calls (read by tests, any goroutine).
+	publishes atomic.Uint64
 	// replies: the named Heartbeat calls stepped in this loop pass, waiting
 	// for the pass's drain to answer them (awaitReply).
 	replies map[replyKey][]chan election.Message
@@ -75,7 +85,7 @@ func (n *Node) initNamed() error {
 		return err
 	}
 	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
-		dirty: map[string]bool{}, seen: map[string]election.Term{}}
+		dirty: map[string]bool{}, quiet: map[string]struct{}{}, seen: map[string]election.Term{}, quorum: n.namedQuorum()}
 	n.renewIncarnation()
 	return nil
 }
@@ -139,7 +149,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	if len(n.named.table.Members(name)) == 0 && eager && standing {
 		sm.Campaign() // the only candidate: nobody to wait for
 	}
-	n.named.dirty[name] = true
+	n.named.touch(name)
 	return nil
 }
 
@@ -157,7 +167,7 @@ func (n *Node) forgetMachine(name string) {
 		n.named.clock.stop()
 		n.named.clock = nil
 	}
-	n.named.dirty[name] = true
+	n.named.touch(name)
 }
 
 // electionRand is a deterministic generator per node and election, so the
@@ -203,7 +213,11 @@ func (n *Node) stepNamed(in transport.Inbound) {
 	}
 	// Drained with the rest of the loop pass (afterNamed): many elections'
 	// messages taken in one pass cost one synced write, not one each.
-	n.named.dirty[m.Election] = true
+	if m.Type == election.MsgHeartbeat || m.Type == election.MsgHeartbeatResp {
+		n.named.touchQuiet(m.Election, !n.named.quorum)
+	} else {
+		n.named.touch(m.Election)
+	}
 	if in.Reply != nil {
 		n.awaitReply(m.Election, m.From, in.Reply)
 	}
@@ -236,7 +250,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 				nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From}})
 			}
 		}
-		n.named.dirty[name] = true
+		n.named.touch(name)
 		n.followVoters(name)
 	}
 	if renewal == named.Restarted && !n.halted() {
@@ -284,7 +298,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 			nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
 		}
 	}
-	n.named.dirty[name] = true
+	n.named.touch(name)
 }
 
 // namedMemberEvent follows gossip: a member that joins hears of this node's
@@ -312,7 +326,7 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 				n.voterMemberEvent(typ, id)
 			}
 			for _, name := range n.named.table.Forget(id) {
-				n.named.dirty[name] = true
+				n.named.touch(name)
 				n.followVoters(name)
 			}
 			return
@@ -329,7 +343,7 @@ func (n *Node) forgetCandidate(id election.NodeID, typ election.EventType) {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
 		}
-		n.named.dirty[name] = true
+		n.named.touch(name)
 	}
 }
 
@@ -342,7 +356,7 @@ func (n *Node) namedSendFailed(ev election.Event) {
 	if nm := n.named.machines[ev.Msg.Election]; nm != nil && !n.halted() {
 		n.catchUpNamed()
 		nm.sm.Observe(ev)
-		n.named.dirty[ev.Msg.Election] = true
+		n.named.touch(ev.Msg.Election)
 	}
 }
 
@@ -366,7 +380,7 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == to {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
-			n.named.dirty[name] = true
+			n.named.touch(name)
 		}
 	}
 }
@@ -442,7 +456,7 @@ func (n *Node) stand(c *Candidacy) error {
 		n.followVoters(c.Election)
 		n.sendCandidacy(c.Election, 0)
 	}
-	n.named.dirty[c.Election] = true
+	n.named.touch(c.Election)
 	return nil
 }
 
@@ -475,7 +489,7 @@ func (n *Node) withdrawCandidacies(ids []named.ID) {
 			continue
 		}
 		name := gone.Election
-		n.named.dirty[name] = true
+		n.named.touch(name)
 		if c != nil && c.events != nil {
 			close(c.events)
 		}
@@ -504,7 +518,7 @@ func (n *Node) withdrawCandidacies(ids []named.ID) {
 				// drops it.
 				n.catchUpNamed()
 				nm.sm.Stand(false)
-				n.named.dirty[name] = true
+				n.named.touch(name)
 				n.processNamed(name)
 				n.followVoters(name)
 				n.sendCandidacy(name, 0)

@@ -11,11 +11,34 @@ type machineSet struct{ s *namedState }
 func (m machineSet) Tick() {
 	m.s.ticks++
 	m.s.dueStale = true
+	quiet := !m.s.quorum
 	for name, nm := range m.s.machines {
 		nm.sm.Tick()
 		if nm.sm.HasReady() {
-			m.s.dirty[name] = true
+			m.s.touchQuiet(name, quiet)
 		}
+	}
+}
+
+// touch marks name for the loop pass's drain and publish.
+func (s *namedState) touch(name string) {
+	s.dirty[name] = true
+	delete(s.quiet, name)
+}
+
+// touchQuiet marks name for the pass's drain for its machine's own traffic
+// (a heartbeat stepped, a tick): in plain mode (quiet) that shows nothing
+// new by itself, so the election is published only if something else
+// touches it, or its drain finds a leadership change (drainNamed). In
+// quorum mode a heartbeat moves the lease the view shows: published.
+func (s *namedState) touchQuiet(name string, quiet bool) {
+	if !quiet {
+		s.touch(name)
+		return
+	}
+	if !s.dirty[name] {
+		s.dirty[name] = true
+		s.quiet[name] = struct{}{}
 	}
 }
 

@@ -124,8 +124,8 @@ func (n *Node) drainNamed(names []string) {
 	}
 	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.LeaderTerm != 0 })
 	for _, b := range batch {
-		n.named.dirty[b.name] = true
 		if b.rd.Change != nil {
+			n.named.touch(b.name) // shown, however quietly it was touched
 			n.namedChange(b.name, b.nm, *b.rd.Change)
 		}
 	}
@@ -185,7 +185,10 @@ func (n *Node) namedStoreFailed(name string, err error) {
 // machines the iteration touched that have something to say, and publishes
 // the elections that changed. Every call that can give a machine a Ready
 // (a Step, an Observe, a command, a due Tick) marks its election dirty, so
-// the elections the iteration did not touch cost it nothing.
+// the elections the iteration did not touch cost it nothing; those touched
+// only by their machines' heartbeats and ticks are drained but, in plain
+// mode, published only when the drain finds a leadership change (at rest,
+// most of a pass's elections: touchQuiet).
 func (n *Node) afterNamed() {
 	n.rebalanceNamed() // its handovers drain with the pass
 	var ready []string
@@ -199,11 +202,14 @@ func (n *Node) afterNamed() {
 	}
 	n.closeReplies()
 	for name := range n.named.dirty {
-		n.publishNamed(name)
-		n.refusesNamedElections(name)
+		if _, quiet := n.named.quiet[name]; !quiet {
+			n.publishNamed(name)
+			n.refusesNamedElections(name)
+		}
 	}
 	n.named.noteDues()
 	clear(n.named.dirty)
+	clear(n.named.quiet)
 	n.resendNamed()
 	if n.named.clock != nil {
 		n.named.clock.arm()

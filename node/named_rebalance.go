@@ -100,7 +100,7 @@ func (n *Node) rebalanceNamed() {
 				n.log.Debug("named election: rebalancing handover refused", "election", name, "to", uint64(mv.To), "err", err)
 				continue
 			}
-			n.named.dirty[name] = true
+			n.named.touch(name)
 			r.moved++
 			budget--
 		}

@@ -10,6 +10,7 @@ import (
 // publishNamed recomputes what readers see of name, and tells its local
 // candidacies what changed.
 func (n *Node) publishNamed(name string) {
+	n.named.publishes.Add(1)
 	info, known := n.namedInfo(name)
 	n.mu.Lock()
 	n.noteNamed(n.elections[name], &info, known)

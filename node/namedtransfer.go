@@ -44,7 +44,7 @@ func (n *Node) TransferElection(ctx context.Context, name string, to election.No
 		}
 		n.catchUpNamed()
 		err := nm.sm.Transfer(to)
-		n.named.dirty[name] = true
+		n.named.touch(name)
 		return err
 	})
 }

@@ -103,7 +103,7 @@ func (n *Node) followVoters(name string) {
 	case nm != nil:
 		n.catchUpNamed()
 		nm.sm.Stand(standing)
-		n.named.dirty[name] = true
+		n.named.touch(name)
 	}
 }
 
@@ -142,7 +142,7 @@ func (n *Node) voterMemberEvent(typ election.EventType, id election.NodeID) {
 		}
 		n.catchUpNamed()
 		nm.sm.Observe(election.Event{Type: typ, Member: m})
-		n.named.dirty[name] = true
+		n.named.touch(name)
 	}
 }
 

@@ -87,7 +87,7 @@ func (n *Node) ResignElection(ctx context.Context, name string) error {
 		}
 		n.catchUpNamed()
 		err := nm.sm.Resign()
-		n.named.dirty[name] = true
+		n.named.touch(name)
 		return err
 	})
 }
