@@ -103,6 +103,14 @@ type TickDuer interface {
 	TicksUntilDue(h Host) int
 }
 
+// TickSkipper is an optional Algorithm feature that goes with TickDuer:
+// SkipTicks(k) does what k Ticks do when none of them is due (k below
+// TicksUntilDue, or any k when it is 0): only the algorithm's counters
+// move. Advance uses it to apply many idle ticks at once.
+type TickSkipper interface {
+	SkipTicks(k int)
+}
+
 // Standing is what an algorithm may know of this node's position.
 type Standing struct {
 	// Role, Leader and LeaderTerm are the leadership this node believes in.

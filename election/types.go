@@ -366,6 +366,13 @@ type StateMachine interface {
 	Status() Status
 }
 
+// Advancer is an optional StateMachine feature: Advance(k) does what k
+// Ticks do, the ticks that only move counters applied at once (the core's;
+// see its Advance).
+type Advancer interface {
+	Advance(k int)
+}
+
 // Sentinel errors callers act on.
 var (
 	ErrNotLeader   = errors.New("election: not the leader")

@@ -6,14 +6,24 @@ import (
 	"github.com/electord/electord/election"
 )
 
-// fakeDue is a state machine that is only ticked and asked when it is
-// next due: due is its own tick count at which it is (0: never).
+// fakeDue is a state machine that only counts its ticks: due is its own
+// tick count at which it is next due (0: never).
 type fakeDue struct {
-	election.StateMachine // nil: machineSet calls nothing else
+	election.StateMachine // nil: the set calls nothing else
 	now, due              int
+	ticks, advances       int // calls of Tick and of Advance
 }
 
-func (d *fakeDue) Tick()          { d.now++ }
+func (d *fakeDue) Tick() { d.Advance(1); d.advances--; d.ticks++ }
+
+// Advance is k ticks; the due one, if among them, acts (its timer ends).
+func (d *fakeDue) Advance(k int) {
+	d.now += k
+	d.advances++
+	if d.due != 0 && d.now >= d.due {
+		d.due = 0
+	}
+}
 func (d *fakeDue) HasReady() bool { return false }
 func (d *fakeDue) TicksUntilDue() int {
 	if d.due == 0 {
@@ -22,40 +32,69 @@ func (d *fakeDue) TicksUntilDue() int {
 	return max(1, d.due-d.now)
 }
 
-// The named clock is armed from the earliest due tick machineSet counted
-// once after ticks were applied, lowered by the machines a loop pass
-// touched (noteDues); a machine moved later or dropped only wakes the
-// clock early, and the tick then has every machine counted again.
-func TestMachineSetCountsTheEarliestDueTick(t *testing.T) {
+// The named clock's tick reaches only the machines due on it; a machine's
+// missed ticks are applied (at once) when it is due or before anything
+// else reaches it; the clock is armed from the earliest due tick counted,
+// a machine moved later or dropped only waking it early.
+func TestMachineSetTicksOnlyTheDue(t *testing.T) {
+	s := &namedState{machines: map[string]*namedMachine{}, dirty: map[string]bool{}, quiet: map[string]struct{}{}}
 	a, b := &fakeDue{due: 50}, &fakeDue{}
-	s := &namedState{machines: map[string]*namedMachine{"a": {sm: a}, "b": {sm: b}}, dirty: map[string]bool{}}
+	s.machines["a"] = &namedMachine{sm: s.lazily(a)}
+	s.machines["b"] = &namedMachine{sm: s.lazily(b)}
 	set := machineSet{s}
-	if got := set.TicksUntilDue(); got != 0 {
-		t.Fatalf("before any count: %d, want 0 (no timer known)", got)
+	s.dirty["a"], s.dirty["b"] = true, true // new machines: counted after their pass
+	s.noteDues()
+	clear(s.dirty)
+	if got := set.TicksUntilDue(); got != 50 {
+		t.Fatalf("at the start: %d, want a's 50", got)
 	}
-	set.Tick()
-	if got := set.TicksUntilDue(); got != 49 {
-		t.Fatalf("after a tick: %d, want a's 49", got)
+	for range 10 {
+		set.Tick()
 	}
-	b.due = b.now + 3 // a call on b in a loop pass, which marks it dirty
+	if a.now != 0 || b.now != 0 {
+		t.Fatalf("10 idle ticks reached the machines: a at %d, b at %d", a.now, b.now)
+	}
+	if got := set.TicksUntilDue(); got != 40 {
+		t.Fatalf("after 10 ticks: %d, want 40", got)
+	}
+	// A call on b (a message, say) catches it up first, in one Advance.
+	s.machines["b"].sm.TicksUntilDue()
+	if b.now != 10 || b.advances != 1 || b.ticks != 0 {
+		t.Fatalf("b caught up to %d with %d advances and %d ticks, want 10, 1, 0", b.now, b.advances, b.ticks)
+	}
+	b.due = b.now + 3
 	s.dirty["b"] = true
 	s.noteDues()
 	clear(s.dirty)
 	if got := set.TicksUntilDue(); got != 3 {
 		t.Fatalf("after b was touched: %d, want b's 3", got)
 	}
-	delete(s.machines, "b") // dropped: its count stands until the next tick
-	if got := set.TicksUntilDue(); got != 3 {
-		t.Fatalf("after b was dropped: %d, want the stale 3 (early is safe)", got)
-	}
 	for range 3 {
 		set.Tick()
 	}
-	if got := set.TicksUntilDue(); got != 46 {
-		t.Fatalf("after b's tick: %d, want a's 46", got)
+	if b.now != 13 {
+		t.Fatalf("b's due tick: b at %d, want 13", b.now)
 	}
-	a.due = 0
-	set.Tick()
+	if a.now != 0 {
+		t.Fatalf("b's due tick reached a (at %d)", a.now)
+	}
+	if got := set.TicksUntilDue(); got != 37 {
+		t.Fatalf("after b's tick: %d, want a's 37", got)
+	}
+	// a's timer moves later while it waits in the heap: its old entry
+	// wakes the clock early, the tick catches it up and counts it again.
+	s.machines["a"].sm.TicksUntilDue()
+	a.due = 80
+	for range 37 {
+		set.Tick()
+	}
+	if a.now != 50 {
+		t.Fatalf("a at its old due tick: %d, want 50", a.now)
+	}
+	if got := set.TicksUntilDue(); got != 30 {
+		t.Fatalf("after a's early wake: %d, want 30", got)
+	}
+	delete(s.machines, "a") // dropped: its entry is stale
 	if got := set.TicksUntilDue(); got != 0 {
 		t.Fatalf("no machine due: %d, want 0", got)
 	}

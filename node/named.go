@@ -18,7 +18,7 @@ import (
 
 // namedMachine is the state machine of one election this node stands in.
 type namedMachine struct {
-	sm       election.StateMachine
+	sm       *lazyMachine // the election's state machine, ticked lazily (named_lazy.go)
 	reported election.Leadership // the leadership last announced to peers
 	since    time.Time           // when the leadership last changed
 	priority int64               // the rank it started with (Config.Priority)
@@ -58,16 +58,12 @@ type namedState struct {
 	resend      namedResend    // anti-entropy for candidacies (named_resend.go)
 	changes     namedChangeLog // the loop pass's leadership changes, logged together (named_changelog.go)
 	rebalance   namedRebalance // placement spread (named_rebalance.go)
-	// ticks counts the named clock's ticks (machineSet), the scale of dueAt.
+	// ticks counts the named clock's ticks (machineSet); due holds, by the
+	// tick (of ticks) each is next due on, the machines' due ticks as last
+	// counted: after a tick for the machines it reached, after a loop pass
+	// for those it touched (noteDues).
 	ticks uint64
-	// dueAt is the tick (of ticks) at which the earliest machine is due, as
-	// last counted; 0: none. Every machine is counted again when the clock
-	// is armed after ticks were applied (dueStale), at most once however
-	// many ticks a catch-up applied; otherwise only the machines a loop
-	// pass touched are (noteDues), so arming the clock after a pass of
-	// messages does not ask every machine.
-	dueAt    uint64
-	dueStale bool
+	due   dueHeap
 }
 
 // renewIncarnation takes this node's next incarnation (incarnation.go).
@@ -136,7 +132,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 		c.start()
 		n.named.clock = c
 	}
-	n.named.machines[name] = &namedMachine{sm: sm, priority: head.Priority}
+	n.named.machines[name] = &namedMachine{sm: n.named.lazily(sm), priority: head.Priority}
 	_, standing := n.named.queues.Head(name)
 	if !standing {
 		sm.Stand(false) // a voter (quorum mode, namedvoter.go)

@@ -1,21 +1,56 @@
 package node
 
+import "container/heap"
+
 // The named elections' shared clock: one tickClock drives every named
 // machine as a machineSet, waking when the earliest of them is due.
 
-// machineSet ticks every named machine together: a tick that is not due
-// only advances a machine's counters, so ticking all of them by the fewest
-// ticks any of them is due in is what ticking each on its own would do.
+// machineSet is the named machines as the named clock ticks them: a tick
+// reaches only the machines due on it (named_lazy.go); the others have the
+// ticks they missed applied before anything else reaches them, which is
+// what ticking each every tick would have done.
 type machineSet struct{ s *namedState }
 
 func (m machineSet) Tick() {
-	m.s.ticks++
-	m.s.dueStale = true
-	quiet := !m.s.quorum
-	for name, nm := range m.s.machines {
-		nm.sm.Tick()
-		if nm.sm.HasReady() {
-			m.s.touchQuiet(name, quiet)
+	s := m.s
+	s.ticks++
+	quiet := !s.quorum
+	for len(s.due) > 0 && s.due[0].at <= s.ticks {
+		e := heap.Pop(&s.due).(dueEntry)
+		l := s.live(e)
+		if l == nil {
+			continue
+		}
+		l.due = 0
+		l.Tick()
+		if l.HasReady() {
+			s.touchQuiet(e.name, quiet)
+		}
+		s.scheduleDue(e.name, s.machines[e.name])
+	}
+}
+
+// TicksUntilDue is the earliest machine's due tick, as last counted. A
+// machine counted earlier whose due tick moved later only makes the clock
+// wake early: that tick applies its missed ticks and counts it again.
+func (m machineSet) TicksUntilDue() int {
+	at := m.s.nextDue()
+	switch {
+	case at == 0:
+		return 0
+	case at <= m.s.ticks:
+		return 1
+	default:
+		return int(min(at-m.s.ticks, 1<<30))
+	}
+}
+
+// noteDues counts the due ticks of the machines a loop pass touched (every
+// call that can change a machine's timers marks its election dirty).
+func (s *namedState) noteDues() {
+	for name := range s.dirty {
+		if nm := s.machines[name]; nm != nil {
+			s.scheduleDue(name, nm)
 		}
 	}
 }
@@ -39,49 +74,5 @@ func (s *namedState) touchQuiet(name string, quiet bool) {
 	if !s.dirty[name] {
 		s.dirty[name] = true
 		s.quiet[name] = struct{}{}
-	}
-}
-
-// TicksUntilDue is the earliest machine's due tick as last counted. A
-// machine counted earlier that is gone or was moved later only makes the
-// clock wake early, and the tick then has every machine counted again.
-func (m machineSet) TicksUntilDue() int {
-	if m.s.dueStale {
-		m.s.dueAt, m.s.dueStale = 0, false
-		for _, nm := range m.s.machines {
-			m.s.noteDue(nm)
-		}
-	}
-	switch at := m.s.dueAt; {
-	case at == 0:
-		return 0
-	case at <= m.s.ticks:
-		return 1
-	default:
-		return int(min(at-m.s.ticks, 1<<30))
-	}
-}
-
-// noteDue counts nm's next due tick into dueAt.
-func (s *namedState) noteDue(nm *namedMachine) {
-	k := 1
-	if d, ok := nm.sm.(DueTicker); ok {
-		k = d.TicksUntilDue()
-	}
-	if at := s.ticks + uint64(k); k > 0 && (s.dueAt == 0 || at < s.dueAt) {
-		s.dueAt = at
-	}
-}
-
-// noteDues counts the due ticks of the machines a loop pass touched (every
-// call that can change a machine's timers marks its election dirty).
-func (s *namedState) noteDues() {
-	if s.dueStale {
-		return // every machine is counted at the next TicksUntilDue
-	}
-	for name := range s.dirty {
-		if nm := s.machines[name]; nm != nil {
-			s.noteDue(nm)
-		}
 	}
 }

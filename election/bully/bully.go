@@ -325,6 +325,13 @@ func (b *Bully) TicksUntilDue(h election.Host) int {
 	return 0
 }
 
+// SkipTicks implements election.TickSkipper: an armed timer's count.
+func (b *Bully) SkipTicks(k int) {
+	if b.phase != idle {
+		b.elapsed += k
+	}
+}
+
 // Tick implements election.Algorithm.
 func (b *Bully) Tick(h election.Host) {
 	if b.phase == idle {

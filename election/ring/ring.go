@@ -299,6 +299,13 @@ func (r *Ring) TicksUntilDue(h election.Host) int {
 	return max(1, r.timeout(h)-r.elapsed+1)
 }
 
+// SkipTicks implements election.TickSkipper: the round's count.
+func (r *Ring) SkipTicks(k int) {
+	if r.active {
+		r.elapsed += k
+	}
+}
+
 // Tick implements election.Algorithm.
 func (r *Ring) Tick(h election.Host) {
 	if !r.active {

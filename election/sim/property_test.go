@@ -62,9 +62,16 @@ func (sc schedule) String() string {
 // runSchedule runs one seeded random schedule of faults, then heals
 // everything and checks L1 and that the agreed leader then stays put.
 func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule, error) {
+	return runScheduleOn(algo, seed, trace, false, nil, nil)
+}
+
+// runScheduleOn runs schedule seed, its nodes ticked lazily (Options.Lazy)
+// or every tick, their configs changed by tune if not nil; keep, if not
+// nil, is given the simulation.
+func runScheduleOn(algo string, seed uint64, trace func(string, ...any), lazy bool, tune func(*election.Config), keep **Sim) (schedule, error) {
 	r := rand.New(rand.NewPCG(seed, 0xfa17))
 	sc := schedule{n: 1 + r.IntN(7), quorum: r.IntN(2) == 0, preempt: r.IntN(4) == 0}
-	opts := Options{N: sc.n, Algorithm: algo, Quorum: sc.quorum, Preempt: sc.preempt, Seed: seed}
+	opts := Options{N: sc.n, Algorithm: algo, Quorum: sc.quorum, Preempt: sc.preempt, Seed: seed, Lazy: lazy, Tune: tune}
 	if r.IntN(3) == 0 {
 		for range sc.n {
 			opts.Priorities = append(opts.Priorities, int64(r.IntN(3)))
@@ -73,6 +80,9 @@ func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule
 	s, err := New(opts)
 	if err != nil {
 		return sc, err
+	}
+	if keep != nil {
+		*keep = s
 	}
 	s.Trace = trace
 	faults := &faultPicker{s: s, r: r, restartAt: map[election.NodeID]uint64{}}

@@ -60,6 +60,11 @@ type Options struct {
 	// simulator made for it (instead of algorithms.New): the named
 	// elections' host (NewNamed) is one.
 	Machine func(cfg election.Config) (election.StateMachine, error)
+	// Lazy ticks each node only when it is due, and applies the ticks
+	// before that at once (election.Advancer) when it is due or before
+	// anything else reaches it, as a host of many machines does (lazy.go).
+	// A run must come out the same as without it.
+	Lazy bool
 }
 
 // RejoinPolicy says whom a node joins again, every RejoinEvery ticks.
@@ -230,6 +235,9 @@ func (s *Sim) start(n *node) error {
 	if err != nil {
 		return err
 	}
+	if s.opts.Lazy {
+		sm = newLazy(sm)
+	}
 	n.sm, n.cfg, n.up = sm, cfg, true
 	return nil
 }
@@ -283,7 +291,7 @@ func (s *Sim) Step() error {
 		// The instance loop sleeps through ticks that TicksUntilDue says do
 		// nothing: check that every such tick indeed produces nothing.
 		quiet := false
-		if d, ok := n.sm.(interface{ TicksUntilDue() int }); ok && !n.sm.HasReady() {
+		if d, ok := n.sm.(interface{ TicksUntilDue() int }); ok && !n.sm.HasReady() && !s.opts.Lazy {
 			quiet = d.TicksUntilDue() != 1
 		}
 		n.sm.Tick()
