@@ -18,7 +18,7 @@ import (
 
 // namedMachine is the state machine of one election this node stands in.
 type namedMachine struct {
-	sm       *lazyMachine // the election's state machine, ticked lazily (named_lazy.go)
+	sm       *lazyMachine        // the election's state machine, ticked lazily (named_lazy.go)
 	reported election.Leadership // the leadership last announced to peers
 	since    time.Time           // when the leadership last changed
 	priority int64               // the rank it started with (Config.Priority)
