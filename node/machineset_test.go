@@ -94,7 +94,19 @@ func TestMachineSetTicksOnlyTheDue(t *testing.T) {
 	if got := set.TicksUntilDue(); got != 30 {
 		t.Fatalf("after a's early wake: %d, want 30", got)
 	}
+	// A call arms b's timer and touches it; the clock's catch-up later in
+	// the same pass (before noteDues) must reach b on its due tick.
+	s.machines["b"].sm.TicksUntilDue()
+	b.due = b.now + 2
+	s.touch("b")
+	set.Tick()
+	set.Tick()
+	if b.due != 0 || uint64(b.now) != s.ticks {
+		t.Fatalf("a timer armed in a pass: b at %d (due %d), the clock at %d: not reached on its tick", b.now, b.due, s.ticks)
+	}
+	clear(s.dirty)
 	delete(s.machines, "a") // dropped: its entry is stale
+	delete(s.machines, "b")
 	if got := set.TicksUntilDue(); got != 0 {
 		t.Fatalf("no machine due: %d, want 0", got)
 	}

@@ -24,9 +24,10 @@ func (m machineSet) Tick() {
 		l.due = 0
 		l.Tick()
 		if l.HasReady() {
-			s.touchQuiet(e.name, quiet)
+			s.touchQuiet(e.name, quiet) // counts it again
+		} else {
+			s.scheduleDue(e.name, s.machines[e.name], false)
 		}
-		s.scheduleDue(e.name, s.machines[e.name])
 	}
 }
 
@@ -50,15 +51,27 @@ func (m machineSet) TicksUntilDue() int {
 func (s *namedState) noteDues() {
 	for name := range s.dirty {
 		if nm := s.machines[name]; nm != nil {
-			s.scheduleDue(name, nm)
+			s.scheduleDue(name, nm, true)
 		}
 	}
 }
 
-// touch marks name for the loop pass's drain and publish.
+// touch marks name for the loop pass's drain and publish, and counts its
+// machine's due tick again at once: a catch-up later in the same pass (the
+// clock applying ticks before the next message) must reach the machine on
+// that tick, or a timer the call armed would fire only at the machine's
+// next access.
 func (s *namedState) touch(name string) {
 	s.dirty[name] = true
 	delete(s.quiet, name)
+	s.recount(name)
+}
+
+// recount counts name's machine's due tick again, if it runs one.
+func (s *namedState) recount(name string) {
+	if nm := s.machines[name]; nm != nil {
+		s.scheduleDue(name, nm, false)
+	}
 }
 
 // touchQuiet marks name for the pass's drain for its machine's own traffic
@@ -75,4 +88,5 @@ func (s *namedState) touchQuiet(name string, quiet bool) {
 		s.dirty[name] = true
 		s.quiet[name] = struct{}{}
 	}
+	s.recount(name)
 }

@@ -105,9 +105,14 @@ func (s *namedState) live(e dueEntry) *lazyMachine {
 }
 
 // scheduleDue records nm's next due tick (its machine counted now).
-func (s *namedState) scheduleDue(name string, nm *namedMachine) {
+// drained: the loop pass's drain is over, so a Ready the machine holds now
+// waits for the next pass that drains it: the next tick, not its next due.
+func (s *namedState) scheduleDue(name string, nm *namedMachine, drained bool) {
 	l := nm.sm
 	k := l.TicksUntilDue()
+	if drained && l.StateMachine.HasReady() {
+		k = 1
+	}
 	if k <= 0 {
 		l.due = 0
 		return
