@@ -341,13 +341,13 @@ func (h *httpHandler) serveElections(w http.ResponseWriter, r *http.Request) boo
 	switch verb {
 	case "leader":
 		if allow(w, r, http.MethodGet, http.MethodHead) {
-			li, _ := eb.ElectionLeader(name)
+			li := decided(w, func() node.LeaderInfo { li, _ := eb.ElectionLeader(name); return li })
 			code, body := leaderJSON(li)
 			writeJSON(w, code, body)
 		}
 	case "leader/self":
 		if allow(w, r, http.MethodGet, http.MethodHead) {
-			li, _ := eb.ElectionLeader(name)
+			li := decided(w, func() node.LeaderInfo { li, _ := eb.ElectionLeader(name); return li })
 			code, body := selfJSON(li)
 			writeJSON(w, code, namedSelfBody{SelfBody: body.(SelfBody), Election: name, Value: li.Value})
 		}

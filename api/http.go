@@ -187,12 +187,14 @@ func leaderJSON(li node.LeaderInfo) (int, any) {
 }
 
 func (h *httpHandler) leader(w http.ResponseWriter, _ *http.Request) {
-	e, err := cached(&h.leaderCache, h.b.Leader(), leaderJSON)
+	li := decided(w, h.b.Leader)
+	e, err := cached(&h.leaderCache, li, leaderJSON)
 	writeEncoded(w, e, err)
 }
 
 func (h *httpHandler) leaderSelf(w http.ResponseWriter, _ *http.Request) {
-	e, err := cached(&h.selfCache, h.b.Leader(), selfJSON)
+	li := decided(w, h.b.Leader)
+	e, err := cached(&h.selfCache, li, selfJSON)
 	writeEncoded(w, e, err)
 }
 

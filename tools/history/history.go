@@ -21,6 +21,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/electord/electord/api"
 )
 
 // Kind is which endpoint an observation asked.
@@ -50,6 +52,22 @@ type Obs struct {
 	Term       uint64
 	Self       bool // the body's "self"
 	State      string
+	// Decided (zero when unknown) is the node's own window, by its wall
+	// clock, within which it decided the answer (api.DecidedHeader): kept
+	// only when it lies within [Sent, Recv], which holds when the poller
+	// and the node share a clock (one host), so that windows of different
+	// nodes can be ordered. It is a microsecond or two wide where
+	// [Sent, Recv] is a round trip.
+	DecidedFrom, DecidedTo time.Time
+}
+
+// Window is the interval within which o's answer was decided: Decided
+// when known, else [Sent, Recv].
+func (o Obs) Window() (from, to time.Time) {
+	if !o.DecidedFrom.IsZero() {
+		return o.DecidedFrom, o.DecidedTo
+	}
+	return o.Sent, o.Recv
 }
 
 // Claim reports whether o is a node claiming leadership: /leader/self 200.
@@ -376,5 +394,8 @@ func (p *Poller) ask(ctx context.Context, id int, url string, k Kind, timeout ti
 		return o
 	}
 	o.Code, o.ID, o.Term, o.Self, o.State = resp.StatusCode, v.ID, v.Term, v.Self, v.State
+	if from, to, ok := api.ParseDecided(resp.Header.Get(api.DecidedHeader)); ok && !from.Before(o.Sent) && !to.After(o.Recv) {
+		o.DecidedFrom, o.DecidedTo = from, to
+	}
 	return o
 }

@@ -103,6 +103,12 @@ type Report struct {
 	// up and no link was cut (a resumed or restarted node's stale claim,
 	// or a handover's).
 	OverlapsWhole int
+	// Resolved counts, in quorum mode, the episodes in which two nodes'
+	// claims overlapped by round trips ([Sent, Recv]) but not by the
+	// nodes' own decision windows (Obs.Window): claims the windows show
+	// were made at different instants, which round trips alone would
+	// have judged two-claims.
+	Resolved int
 }
 
 // KindHeals are the heal figures of one fault kind.
@@ -165,11 +171,15 @@ func Check(cfg Config, h History) Report {
 	c.oneLeaderPerTerm()
 	c.termMonotonic()
 	if cfg.Quorum > 0 {
-		c.twoClaims()
+		n := len(r.Violations)
+		c.twoClaims(false)
+		byTrips := c.twoClaims(false)
+		r.Violations = r.Violations[:n]
+		r.Resolved = max(0, byTrips-c.twoClaims(true))
 		c.minority()
 	} else {
 		n := len(r.Violations)
-		c.twoClaims()
+		_ = c.twoClaims(false)
 		r.Overlaps = slices.Clone(r.Violations[n:])
 		r.Violations = r.Violations[:n]
 		for i, v := range r.Overlaps {
@@ -288,31 +298,34 @@ func describe(o Obs) string {
 }
 
 // twoClaims: no two nodes claim at overlapping moments. Polling cannot see
-// an instant, only that a node's answer was produced somewhere in
-// [Sent, Recv]; two claims of different nodes whose intervals overlap
-// may have been made at the same instant, and count. Overlapping pairs of
-// the same two nodes less than a second apart make one episode.
-func (c *checker) twoClaims() {
+// an instant, only that a node's answer was produced somewhere in a
+// window: [Sent, Recv], or with exact (quorum mode) the node's own window
+// (Obs.Window) where it gave one; two claims of different nodes whose
+// windows overlap may have been made at the same instant, and count.
+// Overlapping pairs of the same two nodes less than a second apart make
+// one episode. With exact it also finds, by the nodes' windows, a claim
+// made after another node's claim of a newer term (claimsAfterNewer).
+// It returns how many overlap episodes it found.
+func (c *checker) twoClaims(exact bool) int {
+	window := func(o Obs) (time.Time, time.Time) { return o.Sent, o.Recv }
+	if exact {
+		window = Obs.Window
+	}
 	var claims []Obs
 	for _, o := range c.obs {
 		if o.Claim() {
 			claims = append(claims, o)
 		}
 	}
-	type episode struct {
-		a, b       int
-		from, to   time.Time
-		n          int
-		terms      [2]uint64
-		maxOverlap time.Duration
-	}
-	var eps []*episode
-	open := map[[2]int]*episode{}
+	start := func(o Obs) time.Time { f, _ := window(o); return f }
+	end := func(o Obs) time.Time { _, t := window(o); return t }
+	sort.SliceStable(claims, func(i, j int) bool { return start(claims[i]).Before(start(claims[j])) })
+	eps := episodes{}
 	var active []Obs
 	for _, o := range claims {
 		keep := active[:0]
 		for _, a := range active {
-			if !a.Recv.Before(o.Sent) {
+			if !end(a).Before(start(o)) {
 				keep = append(keep, a)
 			}
 		}
@@ -321,36 +334,105 @@ func (c *checker) twoClaims() {
 			if a.Node == o.Node {
 				continue
 			}
-			x, y := min(a.Node, o.Node), max(a.Node, o.Node)
-			end := a.Recv
-			if o.Recv.Before(end) {
-				end = o.Recv
-			}
-			ov := end.Sub(o.Sent)
-			e := open[[2]int{x, y}]
-			if e == nil || o.Sent.Sub(e.to) > time.Second {
-				e = &episode{a: x, b: y, from: o.Sent}
-				eps = append(eps, e)
-				open[[2]int{x, y}] = e
+			e := eps.at(a, o, start(o))
+			to := end(a)
+			if end(o).Before(to) {
+				to = end(o)
 			}
 			e.n++
-			if end.After(e.to) {
-				e.to = end
+			if to.After(e.to) {
+				e.to = to
 			}
-			e.maxOverlap = max(e.maxOverlap, ov)
-			if a.Node == x {
-				e.terms = [2]uint64{a.Term, o.Term}
-			} else {
-				e.terms = [2]uint64{o.Term, a.Term}
-			}
+			e.maxOverlap = max(e.maxOverlap, to.Sub(start(o)))
 		}
 		active = append(active, o)
 	}
-	for _, e := range eps {
+	for _, e := range eps.list {
 		c.add(e.from, RuleTwoClaims, "nodes %d (term %s) and %d (term %s) both answered /leader/self 200 in overlapping intervals, %d times from %s to %s (%.0f ms; longest overlap %.1f ms)",
 			e.a, c.term(e.terms[0]), e.b, c.term(e.terms[1]), e.n, c.rel(e.from), c.rel(e.to),
 			float64(e.to.Sub(e.from).Microseconds())/1000, float64(e.maxOverlap.Microseconds())/1000)
 	}
+	if exact {
+		c.claimsAfterNewer(claims, start, end)
+	}
+	return len(eps.list)
+}
+
+// claimsAfterNewer (quorum mode): no node claims a term after another node
+// claimed a newer one. Each leadership's term is new when it begins (a
+// majority acknowledged it, and a node that saw a newer term acknowledges
+// no older one), so the older leadership began first; a claim of it after
+// the newer one's claim, by windows that do not overlap, means the older
+// one was still claimed when the newer one was: two leaders at once, seen
+// from two instants where the overlap rule needs one. Polling at intervals,
+// it is the rule that sees an overlap longer than the polling period.
+// claims is sorted by start.
+func (c *checker) claimsAfterNewer(claims []Obs, start, end func(Obs) time.Time) {
+	byEnd := slices.Clone(claims)
+	sort.SliceStable(byEnd, func(i, j int) bool { return end(byEnd[i]).Before(end(byEnd[j])) })
+	newest := map[int]Obs{} // per node, its claim of the highest term among those ended
+	eps := episodes{}
+	j := 0
+	for _, o := range claims {
+		for ; j < len(byEnd) && end(byEnd[j]).Before(start(o)); j++ {
+			if p, ok := newest[byEnd[j].Node]; !ok || byEnd[j].Term > p.Term {
+				newest[byEnd[j].Node] = byEnd[j]
+			}
+		}
+		for _, p := range newest {
+			if p.Node == o.Node || p.Term <= o.Term {
+				continue
+			}
+			e := eps.at(p, o, start(o))
+			e.n++
+			e.to = start(o)
+			if e.n == 1 {
+				e.newer, e.older = p, o
+			}
+		}
+	}
+	for _, e := range eps.list {
+		c.add(e.from, RuleTwoClaims, "node %d answered /leader/self 200 at term %s (decided at %s) after node %d had answered it 200 at the newer term %s (decided at %s): the older leadership was still claimed after the newer one was, %d times until %s",
+			e.older.Node, c.term(e.older.Term), c.rel(start(e.older)), e.newer.Node, c.term(e.newer.Term), c.rel(end(e.newer)), e.n, c.rel(e.to))
+	}
+}
+
+// episodes groups findings about one pair of nodes less than a second
+// apart.
+type episodes struct {
+	list []*episode
+	open map[[2]int]*episode
+}
+
+type episode struct {
+	a, b         int
+	from, to     time.Time
+	n            int
+	terms        [2]uint64 // of a and b
+	maxOverlap   time.Duration
+	newer, older Obs // claimsAfterNewer: the first pair
+}
+
+// at returns the episode of p and o's nodes that a finding at t belongs
+// to, opening one if the last is more than a second old, with the terms
+// of p and o.
+func (s *episodes) at(p, o Obs, t time.Time) *episode {
+	x, y := min(p.Node, o.Node), max(p.Node, o.Node)
+	if s.open == nil {
+		s.open = map[[2]int]*episode{}
+	}
+	e := s.open[[2]int{x, y}]
+	if e == nil || t.Sub(e.to) > time.Second {
+		e = &episode{a: x, b: y, from: t}
+		s.list = append(s.list, e)
+		s.open[[2]int{x, y}] = e
+	}
+	if p.Node == x {
+		e.terms = [2]uint64{p.Term, o.Term}
+	} else {
+		e.terms = [2]uint64{o.Term, p.Term}
+	}
+	return e
 }
 
 // minoritySince returns, for node n at time t, since when n has been

@@ -96,13 +96,75 @@ func TestTwoClaimsOverlap(t *testing.T) {
 		claim(1, term(1, 1), 0, 10),
 		claim(2, term(2, 2), 5, 6),     // overlaps node 1's interval
 		claim(3, term(3, 3), 100, 101), // alone
-		claim(2, term(2, 2), 102, 103), // after node 3's: no overlap
+		claim(1, term(4, 1), 102, 103), // after node 3's, newer: no overlap
 	}}
 	if r := Check(Config{Nodes: 3, Quorum: 3}, h); rules(r)[RuleTwoClaims] != 1 {
 		t.Fatalf("want one two-claims violation, got %v", r.Violations)
 	}
 	if r := Check(Config{Nodes: 3}, h); rules(r)[RuleTwoClaims] != 0 {
 		t.Fatalf("quorum off: want no two-claims violation, got %v", r.Violations)
+	}
+}
+
+// decidedAt is o with the node's own decision window [from, to] µs after
+// its Sent.
+func decidedAt(o Obs, from, to int) Obs {
+	o.DecidedFrom = o.Sent.Add(time.Duration(from) * time.Microsecond)
+	o.DecidedTo = o.Sent.Add(time.Duration(to) * time.Microsecond)
+	return o
+}
+
+func TestClaimAfterNewerTerm(t *testing.T) {
+	// Node 1 claims term 1.1 before and after node 2 claimed 2.2; no two
+	// windows overlap, but node 1's older leadership was claimed while
+	// node 2's was.
+	h := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
+		claim(1, term(1, 1), 0, 1),
+		claim(2, term(2, 2), 10, 11),
+		claim(1, term(1, 1), 20, 21),
+		claim(1, term(1, 1), 30, 31), // the same episode
+	}}
+	r := Check(Config{Nodes: 3, Quorum: 3}, h)
+	vs := only(r, RuleTwoClaims)
+	if len(vs) != 1 || !strings.Contains(vs[0].Detail, "node 1 answered /leader/self 200 at term 1.1") || !strings.Contains(vs[0].Detail, "2 times") {
+		t.Fatalf("want one two-claims episode of node 1 after node 2's newer term, twice, got %v", r.Violations)
+	}
+	if r := Check(Config{Nodes: 3}, h); rules(r)[RuleTwoClaims] != 0 || len(r.Overlaps) != 0 {
+		t.Fatalf("quorum off: want no two-claims violation nor overlap, got %v, %v", r.Violations, r.Overlaps)
+	}
+}
+
+func TestDecidedWindowsOrderClaims(t *testing.T) {
+	// The round trips overlap (node 1's answer came back late), so by
+	// [Sent, Recv] the claims may have been at one instant. The nodes'
+	// own windows say node 1 decided first: no violation in quorum mode.
+	// Plain mode judges by round trips, as before: an overlap.
+	before := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
+		decidedAt(claim(1, term(1, 1), 0, 10), 100, 102),
+		decidedAt(claim(2, term(2, 2), 5, 6), 200, 201),
+	}}
+	if r := Check(Config{Nodes: 3, Quorum: 3}, before); rules(r)[RuleTwoClaims] != 0 || r.Resolved != 1 {
+		t.Fatalf("older claim decided first: want no two-claims violation and one resolved overlap, got %v, %d resolved", r.Violations, r.Resolved)
+	}
+	if r := Check(Config{Nodes: 3}, before); len(r.Overlaps) != 1 {
+		t.Fatalf("quorum off: want the round trips' overlap, got %v", r.Overlaps)
+	}
+	// Decided the other way round: node 1 claimed its older term after
+	// node 2 claimed the newer one.
+	after := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
+		decidedAt(claim(1, term(1, 1), 0, 10), 7000, 7002),
+		decidedAt(claim(2, term(2, 2), 5, 6), 200, 201),
+	}}
+	if r := Check(Config{Nodes: 3, Quorum: 3}, after); rules(r)[RuleTwoClaims] != 1 {
+		t.Fatalf("older claim decided after the newer: want one two-claims violation, got %v", r.Violations)
+	}
+	// Windows that overlap count as one instant, whatever the terms.
+	same := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
+		decidedAt(claim(1, term(3, 1), 0, 10), 200, 205),
+		decidedAt(claim(2, term(2, 2), 5, 6), 204, 206),
+	}}
+	if r := Check(Config{Nodes: 3, Quorum: 3}, same); rules(r)[RuleTwoClaims] != 1 {
+		t.Fatalf("overlapping decision windows: want one two-claims violation, got %v", r.Violations)
 	}
 }
 

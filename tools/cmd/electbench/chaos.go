@@ -267,6 +267,9 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 	if len(rep.Overlaps) > 0 {
 		pr("- two nodes claimed at overlapping moments (plain mode: allowed, not violations): %d episodes, %d of them begun with every node up and no link cut\n", len(rep.Overlaps), rep.OverlapsWhole)
 	}
+	if rep.Resolved > 0 {
+		pr("- two claims overlapping by round trips but decided at different instants by the nodes' own windows (not violations): %d episodes\n", rep.Resolved)
+	}
 	bad := len(rep.Violations) > 0
 	for _, el := range res.Named {
 		er := el.Report
@@ -276,9 +279,9 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 				apps++
 			}
 		}
-		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut); violations: %s\n",
+		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut); overlapping by round trips only %d; violations: %s\n",
 			el.Name, er.Obs, er.Errs, er.Claims, apps, er.Heals, ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)),
-			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, ruleCounts(er))
+			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, er.Resolved, ruleCounts(er))
 		bad = bad || len(er.Violations) > 0 || len(er.Overlaps) > 0
 	}
 	if !bad {
