@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -304,7 +305,7 @@ func describe(o Obs) string {
 // windows overlap may have been made at the same instant, and count.
 // Overlapping pairs of the same two nodes less than a second apart make
 // one episode. With exact it also finds, by the nodes' windows, a claim
-// made after another node's claim of a newer term (claimsAfterNewer).
+// made between two claims of another node's leadership (claimsInterleaved).
 // It returns how many overlap episodes it found.
 func (c *checker) twoClaims(exact bool) int {
 	window := func(o Obs) (time.Time, time.Time) { return o.Sent, o.Recv }
@@ -353,47 +354,67 @@ func (c *checker) twoClaims(exact bool) int {
 			float64(e.to.Sub(e.from).Microseconds())/1000, float64(e.maxOverlap.Microseconds())/1000)
 	}
 	if exact {
-		c.claimsAfterNewer(claims, start, end)
+		c.claimsInterleaved(start, end)
 	}
 	return len(eps.list)
 }
 
-// claimsAfterNewer (quorum mode): no node claims a term after another node
-// claimed a newer one. Each leadership's term is new when it begins (a
-// majority acknowledged it, and a node that saw a newer term acknowledges
-// no older one), so the older leadership began first; a claim of it after
-// the newer one's claim, by windows that do not overlap, means the older
-// one was still claimed when the newer one was: two leaders at once, seen
-// from two instants where the overlap rule needs one. Polling at intervals,
+// claimsInterleaved (quorum mode): no node claims between two claims of
+// another node's one leadership. A node's claims of one term, with no
+// other answer of its own between them, are one leadership claimed
+// throughout (a leadership is claimed from its lease's start to its end,
+// once: a claim lost to the wall clock is not taken back at that term), so
+// another node's claim decided between them, by windows that do not
+// overlap, was made while it was claimed: two leaders at once, seen from
+// three instants where the overlap rule needs one. Polling at intervals,
 // it is the rule that sees an overlap longer than the polling period.
-// claims is sorted by start.
-func (c *checker) claimsAfterNewer(claims []Obs, start, end func(Obs) time.Time) {
-	byEnd := slices.Clone(claims)
-	sort.SliceStable(byEnd, func(i, j int) bool { return end(byEnd[i]).Before(end(byEnd[j])) })
-	newest := map[int]Obs{} // per node, its claim of the highest term among those ended
-	eps := episodes{}
-	j := 0
-	for _, o := range claims {
-		for ; j < len(byEnd) && end(byEnd[j]).Before(start(o)); j++ {
-			if p, ok := newest[byEnd[j].Node]; !ok || byEnd[j].Term > p.Term {
-				newest[byEnd[j].Node] = byEnd[j]
-			}
+func (c *checker) claimsInterleaved(start, end func(Obs) time.Time) {
+	answers := map[int][]Obs{} // per node, its /leader/self answers by start
+	claims := map[int][]Obs{}  // per node, its claims by start
+	for _, o := range c.obs {
+		if o.Kind != Self || o.Err != "" {
+			continue
 		}
-		for _, p := range newest {
-			if p.Node == o.Node || p.Term <= o.Term {
+		answers[o.Node] = append(answers[o.Node], o)
+		if o.Claim() {
+			claims[o.Node] = append(claims[o.Node], o)
+		}
+	}
+	for _, l := range [](map[int][]Obs){answers, claims} {
+		for _, os := range l {
+			sort.SliceStable(os, func(i, j int) bool { return start(os[i]).Before(start(os[j])) })
+		}
+	}
+	eps := episodes{}
+	for _, a := range slices.Sorted(maps.Keys(answers)) {
+		var first Obs // the first claim of the run o belongs to
+		inRun := false
+		for _, o := range answers[a] {
+			if !o.Claim() || !inRun || o.Term != first.Term {
+				first, inRun = o, o.Claim()
 				continue
 			}
-			e := eps.at(p, o, start(o))
-			e.n++
-			e.to = start(o)
-			if e.n == 1 {
-				e.newer, e.older = p, o
+			for _, b := range slices.Sorted(maps.Keys(claims)) {
+				if b == a {
+					continue
+				}
+				bs := claims[b]
+				k := sort.Search(len(bs), func(k int) bool { return start(bs[k]).After(end(first)) })
+				if k == len(bs) || !end(bs[k]).Before(start(o)) {
+					continue
+				}
+				e := eps.at(first, bs[k], start(o))
+				e.n++
+				e.to = start(o)
+				if e.n == 1 {
+					e.held, e.between, e.again = first, bs[k], o
+				}
 			}
 		}
 	}
 	for _, e := range eps.list {
-		c.add(e.from, RuleTwoClaims, "node %d answered /leader/self 200 at term %s (decided at %s) after node %d had answered it 200 at the newer term %s (decided at %s): the older leadership was still claimed after the newer one was, %d times until %s",
-			e.older.Node, c.term(e.older.Term), c.rel(start(e.older)), e.newer.Node, c.term(e.newer.Term), c.rel(end(e.newer)), e.n, c.rel(e.to))
+		c.add(e.from, RuleTwoClaims, "node %d answered /leader/self 200 at term %s (decided at %s) and again at that term (at %s), and node %d answered it 200 at term %s between them (at %s): both claimed at once, %d times until %s",
+			e.held.Node, c.term(e.held.Term), c.rel(end(e.held)), c.rel(start(e.again)), e.between.Node, c.term(e.between.Term), c.rel(start(e.between)), e.n, c.rel(e.to))
 	}
 }
 
@@ -405,12 +426,14 @@ type episodes struct {
 }
 
 type episode struct {
-	a, b         int
-	from, to     time.Time
-	n            int
-	terms        [2]uint64 // of a and b
-	maxOverlap   time.Duration
-	newer, older Obs // claimsAfterNewer: the first pair
+	a, b       int
+	from, to   time.Time
+	n          int
+	terms      [2]uint64 // of a and b
+	maxOverlap time.Duration
+	// claimsInterleaved: the first finding's claims: held's node claimed
+	// it again after between's node claimed.
+	held, between, again Obs
 }
 
 // at returns the episode of p and o's nodes that a finding at t belongs

@@ -114,10 +114,9 @@ func decidedAt(o Obs, from, to int) Obs {
 	return o
 }
 
-func TestClaimAfterNewerTerm(t *testing.T) {
+func TestClaimBetweenAnothersClaims(t *testing.T) {
 	// Node 1 claims term 1.1 before and after node 2 claimed 2.2; no two
-	// windows overlap, but node 1's older leadership was claimed while
-	// node 2's was.
+	// windows overlap, but node 1's leadership was claimed throughout.
 	h := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
 		claim(1, term(1, 1), 0, 1),
 		claim(2, term(2, 2), 10, 11),
@@ -127,10 +126,16 @@ func TestClaimAfterNewerTerm(t *testing.T) {
 	r := Check(Config{Nodes: 3, Quorum: 3}, h)
 	vs := only(r, RuleTwoClaims)
 	if len(vs) != 1 || !strings.Contains(vs[0].Detail, "node 1 answered /leader/self 200 at term 1.1") || !strings.Contains(vs[0].Detail, "2 times") {
-		t.Fatalf("want one two-claims episode of node 1 after node 2's newer term, twice, got %v", r.Violations)
+		t.Fatalf("want one two-claims episode of node 2 claiming within node 1's leadership, twice, got %v", r.Violations)
 	}
 	if r := Check(Config{Nodes: 3}, h); rules(r)[RuleTwoClaims] != 0 || len(r.Overlaps) != 0 {
 		t.Fatalf("quorum off: want no two-claims violation nor overlap, got %v, %v", r.Violations, r.Overlaps)
+	}
+	// Node 1 answered 503 between: its claims are two leaderships' as far
+	// as polling can tell, and node 2's sits between them.
+	h.Obs = append(h.Obs, self(1, term(1, 1), 15, 16))
+	if r := Check(Config{Nodes: 3, Quorum: 3}, h); rules(r)[RuleTwoClaims] != 0 {
+		t.Fatalf("node 1 stopped claiming between: want no two-claims violation, got %v", r.Violations)
 	}
 }
 
@@ -149,18 +154,19 @@ func TestDecidedWindowsOrderClaims(t *testing.T) {
 	if r := Check(Config{Nodes: 3}, before); len(r.Overlaps) != 1 {
 		t.Fatalf("quorum off: want the round trips' overlap, got %v", r.Overlaps)
 	}
-	// Decided the other way round: node 1 claimed its older term after
-	// node 2 claimed the newer one.
+	// Node 2's claim decided between two of node 1's leadership (the
+	// round trips of all three overlap).
 	after := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
-		decidedAt(claim(1, term(1, 1), 0, 10), 7000, 7002),
+		decidedAt(claim(1, term(1, 1), 0, 1), 500, 501),
+		decidedAt(claim(1, term(1, 1), 3, 10), 4000, 4002),
 		decidedAt(claim(2, term(2, 2), 5, 6), 200, 201),
 	}}
 	if r := Check(Config{Nodes: 3, Quorum: 3}, after); rules(r)[RuleTwoClaims] != 1 {
-		t.Fatalf("older claim decided after the newer: want one two-claims violation, got %v", r.Violations)
+		t.Fatalf("node 2's claim decided between two of node 1's: want one two-claims violation, got %v", r.Violations)
 	}
 	// Windows that overlap count as one instant, whatever the terms.
 	same := History{Topo: []Topology{topo(0, 3)}, Obs: []Obs{
-		decidedAt(claim(1, term(3, 1), 0, 10), 200, 205),
+		decidedAt(claim(1, term(3, 1), 0, 10), 5200, 5205),
 		decidedAt(claim(2, term(2, 2), 5, 6), 204, 206),
 	}}
 	if r := Check(Config{Nodes: 3, Quorum: 3}, same); rules(r)[RuleTwoClaims] != 1 {
