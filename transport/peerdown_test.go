@@ -77,6 +77,32 @@ func TestProbeRefused(t *testing.T) {
 	}
 }
 
+// probeDropped finds a listener that closes some time after the drop, up
+// to its last probe, and reports a listener that stays as alive.
+func TestProbeDroppedFindsALateClose(t *testing.T) {
+	for _, after := range []time.Duration{0, 3 * time.Millisecond, 30 * time.Millisecond} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(after)
+			lis.Close()
+		}()
+		if !probeDropped(lis.Addr().String(), time.Second) {
+			t.Errorf("a listener closed %v after the drop: not found gone", after)
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if probeDropped(lis.Addr().String(), time.Second) {
+		t.Error("a listener that stayed was found gone")
+	}
+}
+
 // A heartbeat to a port nobody listens on fails as ErrPeerDown; any other
 // message to it fails as before, and so does a heartbeat with probing off.
 func TestGRPCHeartbeatToClosedPortIsPeerDown(t *testing.T) {
