@@ -250,6 +250,9 @@ func (n *Node) process(reply chan election.Message, replyTo election.NodeID) {
 		// one write's time, not two in a row). The term itself is durable
 		// already (above), so nothing can be minted twice if this fails;
 		// the node then stops leading as for any failed write.
+		if len(rd.Messages) > 0 {
+			yieldToSends()
+		}
 		if err := n.saveTerm(0, rd.LeaderTerm); err != nil {
 			n.storeFailed(err, Persisted{LeaderTerm: rd.LeaderTerm})
 			return

@@ -543,6 +543,7 @@ func (n *Node) withdrawCandidacies(ids []named.ID) {
 		}
 	}
 	if dropped > 0 {
+		yieldToSends() // the handovers drained above
 		if err := n.named.store.Flush(); err != nil {
 			n.log.Warn("named election: cannot drop finished elections' records", "elections", dropped, "err", err)
 		}

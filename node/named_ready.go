@@ -1,7 +1,6 @@
 package node
 
 import (
-	"runtime"
 	"slices"
 	"time"
 
@@ -114,13 +113,7 @@ func (n *Node) drainNamed(names []string) {
 		}
 	}
 	if n.named.store.Dirty() {
-		// Let the transport's goroutines put the batch on the wire before
-		// this one blocks in the sync. With one P (max-procs 1, the
-		// default) a goroutine in a blocking syscall keeps the P until the
-		// runtime's monitor takes it back, which after an idle spell can
-		// be 10ms: a new leader's Coordinators waited that long behind
-		// the sync of its own leadership term.
-		runtime.Gosched()
+		yieldToSends()
 	}
 	batch = n.flushNamed(batch, func(rd election.Ready) bool { return rd.LeaderTerm != 0 })
 	for _, b := range batch {
