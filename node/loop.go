@@ -54,6 +54,7 @@ func (n *Node) Run(ctx context.Context) error {
 				break
 			}
 			n.cause = cause{kind: "message", msg: in.Msg}
+			n.heardFrom(in.Msg.From, time.Now())
 			n.heard(in.Msg)
 			if err := n.sm.Step(in.Msg); err != nil {
 				n.counters.Rejected.Add(1)
@@ -103,6 +104,9 @@ func (n *Node) Run(ctx context.Context) error {
 			c()
 		case <-n.retryC:
 			n.retrySave()
+		case <-n.deaths.c:
+			n.cause = cause{kind: "membership"}
+			n.recheckDeaths()
 		}
 		n.process(reply, replyTo)
 		n.afterNamed()
@@ -194,11 +198,20 @@ func (n *Node) takeEvent(ev MemberEvent, ok bool) bool {
 		return false
 	}
 	n.cause = cause{kind: "membership", ev: ev}
+	if ev.Member.ID != n.cfg.Self.ID && n.holdDeath(ev) {
+		return true
+	}
+	n.applyMemberEvent(ev)
+	return true
+}
+
+// applyMemberEvent gives a membership event to the default election and
+// the named ones.
+func (n *Node) applyMemberEvent(ev MemberEvent) {
 	n.membershipEvent(ev)
 	if ev.Member.ID != n.cfg.Self.ID {
 		n.namedMemberEvent(ev)
 	}
-	return true
 }
 
 // process drains Ready: persist the term, then answer a pending heartbeat

@@ -183,6 +183,7 @@ func electionRand(id election.NodeID, name string) func(int) int {
 // stepNamed handles a peer message of a named election, or a Candidacy.
 func (n *Node) stepNamed(in transport.Inbound) {
 	m := in.Msg
+	n.heardFrom(m.From, time.Now())
 	if m.Type == election.MsgCandidacy {
 		n.candidacyFrom(m)
 		return

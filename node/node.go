@@ -44,6 +44,9 @@ type Node struct {
 	pending    Persisted // what the failed saves asked for
 	retryC     <-chan time.Time
 	retryDelay time.Duration
+	// deaths holds gossip's death verdicts about members still heard from
+	// (helddeath.go).
+	deaths heldDeaths
 	// handingTo is the member Handover sent its leadership to, until that
 	// message failed; handoverLost says it failed.
 	handingTo    election.NodeID
