@@ -204,7 +204,10 @@ var ports struct {
 
 // FreePort returns a loopback port free for both TCP and UDP (gossip binds
 // both) that this process has not handed out before (the integration tests
-// take theirs here too, so the two never collide).
+// take theirs here too, so the two never collide), nor another process
+// holds by claimPort while it runs: between the pick and the bind another
+// test binary's pick of the same port went unseen (two packages' tests run
+// at once), and a node failed to start with "address already in use".
 func FreePort() (int, error) {
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
@@ -216,6 +219,9 @@ func FreePort() (int, error) {
 		ports.next++
 		if ports.next >= portHi {
 			ports.next = portLo
+		}
+		if !claimPort(p) {
+			continue
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(p)
 		l, err := net.Listen("tcp", addr)
