@@ -5,7 +5,6 @@ package devcluster
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -21,11 +20,10 @@ func TestFreePortSkipsAPortClaimedElsewhere(t *testing.T) {
 		ports.next = next
 	}
 	ports.mu.Unlock()
-	dir := filepath.Join(os.TempDir(), "electord-ports")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(portLockPath(next)), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(next)), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(portLockPath(next), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,16 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // claimed keeps the lock files of the ports this process claimed open (a
 // flock lasts as long as its file is open: until the process exits).
-var claimed struct {
-	mu    sync.Mutex
-	files []*os.File
+// FreePort calls claimPort under ports.mu, which guards it.
+var claimed []*os.File
+
+// portLockPath is the lock file of port p.
+func portLockPath(p int) string {
+	return filepath.Join(os.TempDir(), "electord-ports", strconv.Itoa(p))
 }
 
 // claimPort takes an exclusive lock on a file named for port p in the
@@ -23,11 +25,11 @@ var claimed struct {
 // it got it: a port another running process claimed is skipped. The files
 // stay (a lock is on the open file, not its name), a few bytes each.
 func claimPort(p int) bool {
-	dir := filepath.Join(os.TempDir(), "electord-ports")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	path := portLockPath(p)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return true // no directory for locks: pick as before
 	}
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return true
 	}
@@ -35,8 +37,6 @@ func claimPort(p int) bool {
 		f.Close()
 		return false
 	}
-	claimed.mu.Lock()
-	claimed.files = append(claimed.files, f)
-	claimed.mu.Unlock()
+	claimed = append(claimed, f)
 	return true
 }
