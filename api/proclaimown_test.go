@@ -66,6 +66,16 @@ func TestSecureNamedProclaimIsTheCandidacys(t *testing.T) {
 		}
 		return li.GetValue()
 	}
+	// The loop publishes a proclaimed value after the call returns, so a
+	// reader waits for the value it expects, up to a deadline.
+	valueBecomes := func(want string) string {
+		t.Helper()
+		got := leaderValue()
+		for deadline := time.Now().Add(5 * time.Second); got != want && time.Now().Before(deadline); got = leaderValue() {
+			time.Sleep(2 * time.Millisecond) // polling interval
+		}
+		return got
+	}
 	proclaim := func(cl electordv1.ElectorClient, id uint64, value string) codes.Code {
 		_, err := cl.Proclaim(ctx(t), &electordv1.ProclaimRequest{Election: "jobs", Candidacy: id, Value: value})
 		return grpcstatus.Code(err)
@@ -90,7 +100,7 @@ func TestSecureNamedProclaimIsTheCandidacys(t *testing.T) {
 		if got := proclaim(tc.who, tc.id, tc.value); got != tc.code {
 			t.Errorf("case %d: Proclaim of %d to %q: %v, want %v", i, tc.id, tc.value, got, tc.code)
 		}
-		if got := leaderValue(); got != tc.leaderVal {
+		if got := valueBecomes(tc.leaderVal); got != tc.leaderVal {
 			t.Errorf("case %d: the leader's value is %q, want %q", i, got, tc.leaderVal)
 		}
 	}
@@ -103,7 +113,7 @@ func TestSecureNamedProclaimIsTheCandidacys(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || leaderValue() != "sidecar" {
-		t.Errorf("the sidecar's proclaim: %d, value %q", resp.StatusCode, leaderValue())
+	if got := valueBecomes("sidecar"); resp.StatusCode != http.StatusOK || got != "sidecar" {
+		t.Errorf("the sidecar's proclaim: %d, value %q", resp.StatusCode, got)
 	}
 }
