@@ -62,6 +62,25 @@ type Config struct {
 	// that is still forming from electing a leader the full cluster would
 	// not have chosen.
 	BootstrapExpect int
+	// Vouched, if set, says whether the host hears steadily from member id
+	// by a means that covers every election between the two nodes (a
+	// heartbeat per pair of nodes), so that this machine need not hear it
+	// itself. Plain mode only (quorum mode ignores it: a lease counts each
+	// election's own heartbeats). While the host vouches for its leader, a
+	// follower keeps quiet: it heartbeats only every QuietHeartbeatTicks
+	// (which checks that it still follows the leadership its leader holds
+	// and brings it the leader's support) and never times the leader out
+	// itself; the host tells it when the pair falls silent
+	// (EventLeaderTimeout). A leader counts a vouched member heard for a
+	// quiet interval and a leader timeout after its last heartbeat, and
+	// re-announces itself to it only after that. The host keeps an answer
+	// steady between the ticks it applies at once (Advancer): before it
+	// stops vouching for a member, it brings every machine that follows
+	// that member up to date.
+	Vouched func(id NodeID) bool
+	// QuietHeartbeatTicks: a quiet follower's heartbeat interval (see
+	// Vouched). Default 50 heartbeat intervals.
+	QuietHeartbeatTicks int
 	// Rand returns a number in [0, n). Injected so runs are reproducible;
 	// nil uses a deterministic generator seeded by ID.
 	Rand func(n int) int
@@ -119,6 +138,9 @@ func (c Config) withDefaults() Config {
 	if c.LeaseTicks == 0 {
 		c.LeaseTicks = c.LeaderTimeoutTicks - c.HeartbeatTicks
 	}
+	if c.QuietHeartbeatTicks == 0 {
+		c.QuietHeartbeatTicks = 50 * c.HeartbeatTicks
+	}
 	if c.Rand == nil {
 		s := uint64(c.ID)*0x9E3779B97F4A7C15 | 1
 		c.Rand = func(n int) int {
@@ -148,10 +170,13 @@ func (c Config) Validate() error {
 	}
 	for name, v := range map[string]int{"HeartbeatTicks": d.HeartbeatTicks, "LeaderTimeoutTicks": d.LeaderTimeoutTicks,
 		"AnswerTimeoutTicks": d.AnswerTimeoutTicks, "ElectionTimeoutTicks": d.ElectionTimeoutTicks, "HopTicks": d.HopTicks,
-		"JitterTicks": d.JitterTicks, "LeaseTicks": d.LeaseTicks} {
+		"JitterTicks": d.JitterTicks, "LeaseTicks": d.LeaseTicks, "QuietHeartbeatTicks": d.QuietHeartbeatTicks} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative (got %d)", name, v))
 		}
+	}
+	if d.QuietHeartbeatTicks < d.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("QuietHeartbeatTicks: must be at least HeartbeatTicks (%d < %d)", d.QuietHeartbeatTicks, d.HeartbeatTicks))
 	}
 	if d.LeaderTimeoutTicks <= d.HeartbeatTicks {
 		errs = append(errs, fmt.Errorf("LeaderTimeoutTicks: must exceed HeartbeatTicks (%d <= %d)", d.LeaderTimeoutTicks, d.HeartbeatTicks))

@@ -27,6 +27,8 @@ type core struct {
 	// members before campaigning on its own.
 	bootstrapping bool
 	coldRanked    bool // the first election's rank-ordered wait was taken (tickNoLeader)
+	quiet         bool // follower: kept quiet at its last tick (quiet.go)
+	acked         bool // follower: its leader answered a heartbeat of this leadership
 	persist       bool // term changed since the last Ready
 
 	members peers  // live members, self excluded, with what is kept of each
@@ -52,6 +54,7 @@ type core struct {
 	heldAt        uint64
 	supportN      int    // leader: its support as last counted (support)
 	supportAt     uint64 // ... at this tick plus one; 0: count again
+	told          int    // leader: the support last announced to every member (quiet.go)
 
 	// q is quorum mode's state: proposals, promises and the lease. It is
 	// nil in plain mode, where a leader leads on its own word.

@@ -98,7 +98,7 @@ func (c *core) follow(leader NodeID, t Term) {
 		c.leaderSupport = 1 // until the leader says (see plain_mode.go)
 	}
 	c.leader, c.leaderTerm, c.role = leader, t, RoleFollower
-	c.sinceAck, c.hbElapsed = 0, 0
+	c.sinceAck, c.hbElapsed, c.quiet, c.acked = 0, 0, false, false
 	c.held = nil
 	c.suspectAt = c.cfg.LeaderTimeoutTicks + c.jitter()
 	c.settled()
@@ -118,7 +118,7 @@ func (c *core) becomeLeader(t Term) {
 			c.members[i].heard = false
 		}
 		c.leaseFrom = c.now
-		c.supportAt = 0 // count again (plain_mode.go)
+		c.supportAt, c.told = 0, 0 // count again (plain_mode.go)
 	}
 	if c.q != nil {
 		// The members that acknowledged the proposal were heard, and their

@@ -67,13 +67,6 @@ func (p *peers) remove(id NodeID) bool {
 	return ok
 }
 
-// heardWithin reports whether id is a live member heard within d ticks of
-// now.
-func (p peers) heardWithin(id NodeID, now, d uint64) bool {
-	e := p.get(id)
-	return e != nil && e.heard && now-e.heardAt <= d
-}
-
 // saysNotStanding reports whether id is a live member that last said it
 // does not stand.
 func (p peers) saysNotStanding(id NodeID) bool {

@@ -53,9 +53,8 @@ package election
 func (c *core) support() int {
 	if c.supportAt != c.now+1 {
 		n := 1
-		lt := uint64(c.cfg.LeaderTimeoutTicks)
 		for _, m := range c.members {
-			if m.heard && c.now-m.heardAt <= lt {
+			if m.heard && c.now-m.heardAt <= c.heardWindow(m.ID) {
 				n++
 			}
 		}
@@ -75,7 +74,7 @@ func (c *core) heard(id NodeID) {
 	if m == nil {
 		return // only a live member's word is taken (validate)
 	}
-	if !m.heard || c.now-m.heardAt > uint64(c.cfg.LeaderTimeoutTicks) {
+	if !m.heard || c.now-m.heardAt > c.heardWindow(id) {
 		c.supportAt = 0
 	}
 	m.heardAt, m.heard = c.now, true
@@ -233,7 +232,7 @@ func (c *core) leaderHearsOfRival(m Message) bool {
 	if c.q != nil || c.role != RoleLeader || m.Leader == c.cfg.ID || m.Leader == 0 || m.From == m.Leader {
 		return false
 	}
-	if c.members.heardWithin(m.Leader, c.now, uint64(c.cfg.LeaderTimeoutTicks)) {
+	if c.heardLately(m.Leader) {
 		if m.Term > c.leaderTerm {
 			c.observeTerm(m.Term)
 			c.reassert()
@@ -292,7 +291,7 @@ func (c *core) resignTarget() (NodeID, bool) {
 	ring := c.ringView()
 	for i := len(ring) - 1; i >= 0; i-- {
 		id := ring[i].ID
-		if id != c.cfg.ID && c.members.heardWithin(id, c.now, lt) && !c.members.saysNotStanding(id) {
+		if id != c.cfg.ID && c.heardLately(id) && !c.members.saysNotStanding(id) {
 			return id, true
 		}
 	}

@@ -164,7 +164,7 @@ func (c *core) stepHeartbeatResp(m Message) {
 	case c.role != RoleFollower || m.From != c.leader:
 		// Late or unsolicited: nothing to do.
 	case m.Leader == c.leader && m.Term == c.leaderTerm:
-		c.sinceAck = 0
+		c.sinceAck, c.acked = 0, true
 		if m.Support != 0 {
 			c.leaderSupport = c.claimed(m)
 		}

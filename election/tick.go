@@ -26,8 +26,9 @@ func (c *core) tickLeader() {
 	// follows someone else (a healed partition, a missed announcement) then
 	// answers with the newer leadership, or starts following this node.
 	if (c.now-c.leaseFrom)%uint64(c.cfg.LeaderTimeoutTicks) == 0 {
+		all := c.supportToTell()
 		for _, r := range c.ringView() {
-			if r.ID != c.cfg.ID && !c.members.heardWithin(r.ID, c.now, uint64(c.cfg.LeaderTimeoutTicks)) {
+			if r.ID != c.cfg.ID && (all || !c.heardLately(r.ID)) {
 				c.send(Message{Type: MsgCoordinator, To: r.ID, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
 			}
 		}
@@ -40,6 +41,13 @@ func (c *core) tickLeader() {
 }
 
 func (c *core) tickFollower() {
+	if c.keepsQuiet() {
+		if c.hbElapsed++; c.hbElapsed >= c.cfg.QuietHeartbeatTicks {
+			c.hbElapsed = 0
+			c.send(c.heartbeat())
+		}
+		return
+	}
 	c.hbElapsed++
 	if c.hbElapsed >= c.cfg.HeartbeatTicks {
 		c.hbElapsed = 0
@@ -151,7 +159,9 @@ func (c *core) skip(k int, algo TickSkipper) {
 	switch c.role {
 	case RoleFollower:
 		c.hbElapsed += k
-		c.sinceAck += k
+		if !c.quiet {
+			c.sinceAck += k
+		}
 	case RoleNoLeader:
 		c.idle += k
 	}
@@ -181,8 +191,15 @@ func (c *core) TicksUntilDue() int {
 			at(1) // a handover to a higher-ranked member (tickPreempt)
 		}
 	case RoleFollower:
-		at(c.cfg.HeartbeatTicks - c.hbElapsed)
-		at(c.suspectAt - c.sinceAck + 1)
+		switch {
+		case c.quietChanges():
+			at(1) // keepsQuiet's change is applied by a real tick
+		case c.quiet:
+			at(c.cfg.QuietHeartbeatTicks - c.hbElapsed)
+		default:
+			at(c.cfg.HeartbeatTicks - c.hbElapsed)
+			at(c.suspectAt - c.sinceAck + 1)
+		}
 	case RoleElecting:
 		if c.q != nil && c.q.proposing() {
 			at(c.q.proposalDue(c.cfg.ElectionTimeoutTicks))

@@ -97,6 +97,10 @@ type Mends struct {
 	// no round through it elects: TestPropertyNamedElections with
 	// -named.quorum finds it (ring, 46 seeds of 300; TestNamedQuorumVoterRank).
 	VoterRankZero bool
+	// Vouch: each node's host vouches for the members it hears steadily
+	// (Options.Vouch), as the node's pair heartbeats do for its named
+	// elections in plain mode.
+	Vouch bool
 }
 
 // appID names one app's candidacy: the node it stands through and its id

@@ -563,6 +563,17 @@ func (h *namedHost) TicksUntilDue() int {
 	return due
 }
 
+// peerSilent: the host's pair heartbeats with b fell silent (Options.Vouch):
+// every machine that follows b times it out, as the node's loop does.
+func (h *namedHost) peerSilent(b election.NodeID) {
+	for _, name := range h.names() {
+		nm := h.machines[name]
+		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == b {
+			nm.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+		}
+	}
+}
+
 // Observe routes membership and transport events as the node's loop does
 // (namedMemberEvent, namedSendFailed, namedPeerGone).
 func (h *namedHost) Observe(ev election.Event) {

@@ -19,6 +19,7 @@ var (
 	namedQuorum    = flag.Bool("named.quorum", false, "TestPropertyNamedElections in quorum mode too (TestPropertyNamedQuorum runs it with fewer seeds)")
 	namedAll       = flag.Bool("named.all", false, "run every seed, reporting each failing one in a line, instead of stopping at the first")
 	namedVoterRank = flag.Bool("named.voterrank0", true, "with -named.quorum: Mends.VoterRankZero, as the node does (false: a withdrawn app's machine keeps its rank, as the node did before)")
+	namedVouch     = flag.Bool("named.vouch", true, "the hosts vouch for the members they hear (Mends.Vouch), as the node does in plain mode")
 	namedAsBuilt   = flag.Bool("named.asbuilt", false, "run without the Mends (the node before its resend: expect lost candidacies to split elections)")
 )
 
@@ -63,7 +64,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, quorum bool, mend
 	if sc.elections == 0 {
 		sc.elections = 3 + r.IntN(6)
 	}
-	ns, err := NewNamed(Options{N: sc.n, Algorithm: algo, Quorum: quorum, Preempt: sc.preempt, Seed: seed})
+	ns, err := NewNamed(Options{N: sc.n, Algorithm: algo, Quorum: quorum, Preempt: sc.preempt, Seed: seed, Vouch: mends.Vouch})
 	if err != nil {
 		return sc, err
 	}
@@ -171,7 +172,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, quorum bool, mend
 // resend (node/named_resend.go). Without it a Candidacy lost to a fault is
 // never sent again, so no bound holds after a heal (TestNamedLostCandidacy
 // shows one such run).
-var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3}
+var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3, Vouch: true}
 
 // TestPropertyNamedElections: many seeds of random candidacy churn in
 // several elections under random faults; every step checks S1/S2/S3 and
@@ -235,6 +236,7 @@ func namedProperty(t *testing.T, quorum bool, count int) {
 					mends = Mends{}
 				}
 				mends.VoterRankZero = *namedVoterRank
+				mends.Vouch = mends.Vouch && *namedVouch
 				sc, err := runNamedSchedule(algo, seed, *namedElections, quorum, mends, trace)
 				if err != nil && *namedAll {
 					first, _, _ := strings.Cut(err.Error(), "\n")
@@ -243,8 +245,8 @@ func namedProperty(t *testing.T, quorum bool, count int) {
 					continue
 				}
 				if err != nil {
-					t.Fatalf("%s seed %d (%v): %v\nreproduce: go test ./election/sim -run 'TestPropertyNamedElections/%s' -named.seed=%d -named.count=1 -named.elections=%d -named.quorum=%v -named.asbuilt=%v -named.trace",
-						algo, seed, sc, err, algo, seed, *namedElections, quorum, *namedAsBuilt)
+					t.Fatalf("%s seed %d (%v): %v\nreproduce: go test ./election/sim -run 'TestPropertyNamedElections/%s' -named.seed=%d -named.count=1 -named.elections=%d -named.quorum=%v -named.asbuilt=%v -named.vouch=%v -named.trace",
+						algo, seed, sc, err, algo, seed, *namedElections, quorum, *namedAsBuilt, *namedVouch)
 				}
 				heal = append(heal, sc.healedAfter)
 				worstChange = max(worstChange, sc.changeAfter)

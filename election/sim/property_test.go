@@ -62,16 +62,17 @@ func (sc schedule) String() string {
 // runSchedule runs one seeded random schedule of faults, then heals
 // everything and checks L1 and that the agreed leader then stays put.
 func runSchedule(algo string, seed uint64, trace func(string, ...any)) (schedule, error) {
-	return runScheduleOn(algo, seed, trace, false, nil, nil)
+	return runScheduleOn(algo, seed, trace, false, false, nil, nil)
 }
 
 // runScheduleOn runs schedule seed, its nodes ticked lazily (Options.Lazy)
-// or every tick, their configs changed by tune if not nil; keep, if not
+// or every tick, with or without a host that vouches for members
+// (Options.Vouch), their configs changed by tune if not nil; keep, if not
 // nil, is given the simulation.
-func runScheduleOn(algo string, seed uint64, trace func(string, ...any), lazy bool, tune func(*election.Config), keep **Sim) (schedule, error) {
+func runScheduleOn(algo string, seed uint64, trace func(string, ...any), lazy, vouch bool, tune func(*election.Config), keep **Sim) (schedule, error) {
 	r := rand.New(rand.NewPCG(seed, 0xfa17))
 	sc := schedule{n: 1 + r.IntN(7), quorum: r.IntN(2) == 0, preempt: r.IntN(4) == 0}
-	opts := Options{N: sc.n, Algorithm: algo, Quorum: sc.quorum, Preempt: sc.preempt, Seed: seed, Lazy: lazy, Tune: tune}
+	opts := Options{N: sc.n, Algorithm: algo, Quorum: sc.quorum, Preempt: sc.preempt, Seed: seed, Lazy: lazy, Vouch: vouch, Tune: tune}
 	if r.IntN(3) == 0 {
 		for range sc.n {
 			opts.Priorities = append(opts.Priorities, int64(r.IntN(3)))

@@ -65,6 +65,9 @@ type Options struct {
 	// anything else reaches it, as a host of many machines does (lazy.go).
 	// A run must come out the same as without it.
 	Lazy bool
+	// Vouch models a host that heartbeats per pair of nodes and vouches
+	// for a member to every machine (election.Config.Vouched, vouch.go).
+	Vouch bool
 }
 
 // RejoinPolicy says whom a node joins again, every RejoinEvery ticks.
@@ -125,6 +128,8 @@ type Sim struct {
 	DropRate float64                       // chance a message is lost
 	MaxDelay int                           // extra delay 0..MaxDelay ticks (reorders)
 	Hook     func(m election.Message) bool
+
+	pairs map[[2]election.NodeID]*pair // Options.Vouch: {a, b}: what a's host hears of b (vouch.go)
 
 	persisted map[election.NodeID]election.Term
 	// persistedLeader is each node's persisted leadership term.
@@ -224,6 +229,9 @@ func (s *Sim) start(n *node) error {
 	slices.SortFunc(cfg.Peers, func(a, b election.Member) int { return cmp.Compare(a.ID, b.ID) })
 	r := rand.New(rand.NewPCG(s.rng.Uint64(), uint64(n.id)))
 	cfg.Rand = func(k int) int { return r.IntN(k) }
+	if s.opts.Vouch {
+		s.vouchFor(n, &cfg)
+	}
 	if s.opts.Tune != nil {
 		s.opts.Tune(&cfg)
 	}
@@ -283,6 +291,9 @@ func (s *Sim) Do(id election.NodeID, f func(sm election.StateMachine) error) err
 // Step runs one tick and the checker. It returns the first violation.
 func (s *Sim) Step() error {
 	s.now++
+	if s.opts.Vouch {
+		s.vouch()
+	}
 	s.deliver()
 	for _, n := range s.nodes {
 		if !n.up {

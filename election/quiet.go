@@ -1,0 +1,87 @@
+package election
+
+// Quiet following (Config.Vouched). A node that runs thousands of elections
+// with the same few peers would send each leader a heartbeat per election
+// and interval, each answered, although one exchange per pair of nodes says
+// as much about who is alive. When the host vouches for a member (it hears
+// from it steadily, for every election between them), a machine that
+// follows that member keeps quiet: its liveness is the pair's, and its own
+// heartbeat only checks, every quiet interval, what a pair's heartbeat
+// cannot: that the leader still holds the leadership this node follows,
+// with which support. A leader counts such a member as heard until a quiet
+// interval and a leader timeout have passed since its last heartbeat, so a
+// member that went over to another leadership without a word (a lost
+// message) is re-announced to, and the two leaderships compared, within
+// that time. A member the host stops vouching for is counted, and counts
+// its leader, by its own heartbeats again, as without Vouched.
+
+// vouched reports whether the host vouches for member id (plain mode).
+func (c *core) vouched(id NodeID) bool {
+	return c.q == nil && c.cfg.Vouched != nil && id != 0 && id != c.cfg.ID && c.cfg.Vouched(id)
+}
+
+// A quiet follower learns its leader's support, which it weighs a rival
+// against (plain_mode.go), from announcements: each round (tickLeader), a
+// leader whose support changed since it last told every member tells them
+// all. A follower goes quiet only once its leader has answered a heartbeat
+// of this leadership, so the leader has heard it and counts it.
+
+// supportToTell reports whether this leader, whose followers may keep
+// quiet, has a support to tell every member, and takes it as told.
+func (c *core) supportToTell() bool {
+	if c.q != nil || c.cfg.Vouched == nil {
+		return false
+	}
+	s := c.support()
+	if s == c.told {
+		return false
+	}
+	c.told = s
+	return true
+}
+
+// quietNow reports whether this follower is to keep quiet: its leader is
+// vouched for and has answered it in this leadership.
+func (c *core) quietNow() bool { return c.acked && c.vouched(c.leader) }
+
+// keepsQuiet reports whether this follower keeps quiet (quietNow), and
+// applies a change since its last tick. Going quiet, its
+// next heartbeat falls at a random point of the quiet interval, so that
+// the elections that went quiet together do not all heartbeat together.
+// Leaving quiet, the leader is timed from now, and asked at once.
+func (c *core) keepsQuiet() bool {
+	v := c.quietNow()
+	switch {
+	case v && !c.quiet:
+		c.hbElapsed = c.cfg.Rand(c.cfg.QuietHeartbeatTicks)
+	case !v && c.quiet:
+		c.sinceAck, c.hbElapsed = 0, c.cfg.HeartbeatTicks
+	}
+	c.quiet = v
+	if v {
+		c.sinceAck = 0 // the pair's heartbeats answer for the leader
+	}
+	return v
+}
+
+// quietChanges reports whether the next tick changes this follower's
+// quiet (keepsQuiet): that tick must be applied for real, not skipped.
+func (c *core) quietChanges() bool { return c.quietNow() != c.quiet }
+
+// heardWindow is how long after its last heartbeat a leader counts member
+// id as heard: a leader timeout, and a quiet interval more while the host
+// vouches for it.
+func (c *core) heardWindow(id NodeID) uint64 {
+	w := uint64(c.cfg.LeaderTimeoutTicks)
+	if c.vouched(id) {
+		w += uint64(c.cfg.QuietHeartbeatTicks)
+	}
+	return w
+}
+
+// heardLately reports whether live member id was heard within its window
+// (heardWindow).
+func (c *core) heardLately(id NodeID) bool {
+	m := c.members.get(id)
+	return m != nil && m.heard && c.now-m.heardAt <= c.heardWindow(id)
+}

@@ -1,0 +1,163 @@
+package election_test
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/electord/electord/election"
+	"github.com/electord/electord/election/bully"
+)
+
+// quietCfg is node id's config with members 1..3 and a host that vouches
+// for whoever *v says.
+func quietCfg(id election.NodeID, v *map[election.NodeID]bool) election.Config {
+	cfg := election.Config{ID: id, HeartbeatTicks: 2, LeaderTimeoutTicks: 10, QuietHeartbeatTicks: 40,
+		Vouched: func(m election.NodeID) bool { return (*v)[m] }}
+	for p := election.NodeID(1); p <= 3; p++ {
+		if p != id {
+			cfg.Peers = append(cfg.Peers, election.Member{ID: p})
+		}
+	}
+	return cfg
+}
+
+// countSent ticks sm k times (as Advance would where it may) and counts the
+// messages of type typ it sends.
+func countSent(sm election.StateMachine, k int, typ election.MsgType) int {
+	n := 0
+	for range k {
+		sm.Tick()
+		for _, m := range sm.Ready().Messages {
+			if m.Type == typ {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// A follower whose leader the host vouches for, and which its leader has
+// answered once, heartbeats once a quiet interval and never times the
+// leader out, though no answer comes; when
+// the host stops vouching, it asks the leader at once and times it out a
+// leader timeout (and its jitter) later, as without Vouched.
+func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
+	v := map[election.NodeID]bool{3: true}
+	sm, err := bully.New(quietCfg(1, &v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := election.NextTerm(0, 3)
+	if err := sm.Step(election.Message{Type: election.MsgCoordinator, From: 3, To: 1, Term: lead, Leader: 3, Confirmed: true}); err != nil {
+		t.Fatal(err)
+	}
+	sm.Ready()
+	// It goes quiet once its leader answered it in this leadership.
+	if got := countSent(sm, 2, election.MsgHeartbeat); got != 1 {
+		t.Fatalf("a new follower sent %d heartbeats in a heartbeat interval, want 1", got)
+	}
+	if err := sm.Step(election.Message{Type: election.MsgHeartbeatResp, From: 3, To: 1, Term: lead, Leader: 3, Support: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := countSent(sm, 400, election.MsgHeartbeat); got < 9 || got > 10 {
+		t.Fatalf("quiet for 400 ticks (a quiet interval of 40): %d heartbeats, want 9 or 10", got)
+	}
+	if st := sm.Status(); st.Role != election.RoleFollower || st.Leader != 3 {
+		t.Fatalf("a quiet follower unanswered for 400 ticks: %+v, want it following 3", st)
+	}
+	if due := sm.(interface{ TicksUntilDue() int }).TicksUntilDue(); due < 1 || due > 40 {
+		t.Fatalf("a quiet follower is due in %d ticks, want 1..40", due)
+	}
+	v[3] = false
+	if got := countSent(sm, 1, election.MsgHeartbeat); got != 1 {
+		t.Fatalf("the tick after the host stopped vouching: %d heartbeats, want 1 (ask the leader at once)", got)
+	}
+	for i := range 30 {
+		sm.Tick()
+		sm.Ready()
+		if sm.Status().Role != election.RoleFollower {
+			if after := i + 2; after <= 10 {
+				t.Fatalf("timed the leader out %d ticks after the host stopped vouching, want more than a leader timeout (10)", after)
+			}
+			return
+		}
+	}
+	t.Fatal("an unvouched, silent leader was never timed out")
+}
+
+// A leader counts a member the host vouches for as heard for a quiet
+// interval and a leader timeout after its last heartbeat: it does not
+// re-announce itself to it meanwhile, and counts it in its support; after
+// that, or as soon as the host stops vouching, it does both as without
+// Vouched.
+func TestLeaderCountsAVouchedMemberForAQuietInterval(t *testing.T) {
+	v := map[election.NodeID]bool{1: true, 2: true}
+	sm, err := bully.New(quietCfg(3, &v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.Campaign()
+	sm.Ready()
+	st := sm.Status()
+	if st.Role != election.RoleLeader {
+		t.Fatalf("the highest node campaigned: %+v", st)
+	}
+	for _, id := range []election.NodeID{1, 2} {
+		if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	support := func() uint32 {
+		t.Helper()
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgHeartbeatResp {
+				return m.Support
+			}
+		}
+		t.Fatal("no heartbeat answer")
+		return 0
+	}
+	support()
+	// Within a quiet interval and a leader timeout (50 ticks): both members
+	// still count, and the only announcements tell them the support (3) at
+	// the first round, since their quiet followers hear it no other way.
+	told := map[election.NodeID]uint32{}
+	for range 45 {
+		sm.Tick()
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgCoordinator {
+				if _, again := told[m.To]; again {
+					t.Fatalf("a second announcement to %d, a vouched member heard within 45 ticks", m.To)
+				}
+				told[m.To] = m.Support
+			}
+		}
+	}
+	if told[1] != 3 || told[2] != 3 {
+		t.Fatalf("support told in 45 ticks: %v, want 3 to members 1 and 2", told)
+	}
+	v[2] = false
+	sm.Step(election.Message{Type: election.MsgHeartbeat, From: 1, To: 3, Term: st.LeaderTerm, Leader: 3})
+	if got := support(); got != 2 {
+		t.Fatalf("support with member 1 vouched, 2 not and silent for 45 ticks: %d, want 2", got)
+	}
+	// At the next round member 2, no longer vouched for and silent, is
+	// re-announced to, and member 1 is told the support fell to 2; in the
+	// round after, only member 2 is announced to again.
+	for round, want := range []map[election.NodeID]uint32{{1: 2, 2: 2}, {2: 2}} {
+		to := map[election.NodeID]uint32{}
+		for range 10 {
+			sm.Tick()
+			for _, m := range sm.Ready().Messages {
+				if m.Type == election.MsgCoordinator {
+					to[m.To] = m.Support
+				}
+			}
+		}
+		if !maps.Equal(to, want) {
+			t.Fatalf("round %d: announcements (member: support) %v, want %v", round+1, to, want)
+		}
+		sm.Step(election.Message{Type: election.MsgHeartbeat, From: 1, To: 3, Term: st.LeaderTerm, Leader: 3})
+		sm.Ready()
+	}
+}
