@@ -43,6 +43,9 @@ func (n *Node) heardFrom(id election.NodeID, now time.Time) {
 		n.deaths.heard = map[election.NodeID]time.Time{}
 	}
 	n.deaths.heard[id] = now
+	if n.named != nil {
+		n.pairHeard(id, now)
+	}
 }
 
 // holdDeath reports whether ev, a membership event, is a death to hold

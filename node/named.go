@@ -58,6 +58,9 @@ type namedState struct {
 	resend      namedResend    // anti-entropy for candidacies (named_resend.go)
 	changes     namedChangeLog // the loop pass's leadership changes, logged together (named_changelog.go)
 	rebalance   namedRebalance // placement spread (named_rebalance.go)
+	pairs       pairBeats      // the heartbeat per pair of nodes (pairbeat.go)
+	// vouched is vouches, as every plain-mode machine's Config.Vouched.
+	vouched func(election.NodeID) bool
 	// ticks counts the named clock's ticks (machineSet); due holds, by the
 	// tick (of ticks) each is next due on, the machines' due ticks as last
 	// counted: after a tick for the machines it reached, after a loop pass
@@ -82,6 +85,7 @@ func (n *Node) initNamed() error {
 	}
 	n.named = &namedState{machines: map[string]*namedMachine{}, subs: map[named.ID]*Candidacy{}, store: store,
 		dirty: map[string]bool{}, quiet: map[string]struct{}{}, seen: map[string]election.Term{}, quorum: n.namedQuorum()}
+	n.named.vouched = n.named.vouches
 	n.renewIncarnation()
 	return nil
 }
@@ -116,6 +120,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	ecfg.BootstrapExpect = 0
 	if !n.namedQuorum() {
 		ecfg.Quorum, ecfg.Volatile = 0, false
+		ecfg.Vouched = n.named.vouched // pairbeat.go
 	}
 	ecfg.Rand = electionRand(n.cfg.Self.ID, name)
 	sm, err := algorithms.New(n.cfg.Algorithm, ecfg)
@@ -238,6 +243,9 @@ func (n *Node) candidacyFrom(m election.Message) {
 		n.log.Debug("named election: ignored a candidacy from a peer's earlier process", "peer", uint64(m.From), "election", m.Election)
 		return
 	}
+	if renewal == named.Restarted {
+		n.forgetPair(m.From) // a new process: vouched for after a timeout of its own
+	}
 	for _, name := range voided {
 		if nm := n.named.machines[name]; nm != nil && !n.halted() {
 			n.catchUpNamed()
@@ -312,6 +320,7 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 			n.voterMemberEvent(election.EventJoin, id)
 		}
 	case MemberLeave, MemberDead:
+		n.forgetPair(id)
 		typ := election.EventDead
 		if ev.Type == MemberLeave {
 			typ = election.EventLeave
@@ -370,6 +379,7 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 	if n.halted() || to == 0 {
 		return
 	}
+	n.forgetPair(to)
 	if !n.namedQuorum() {
 		n.forgetCandidate(to, election.EventDead)
 	}

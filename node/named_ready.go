@@ -204,6 +204,7 @@ func (n *Node) afterNamed() {
 	clear(n.named.dirty)
 	clear(n.named.quiet)
 	n.resendNamed()
+	n.beatPairs()
 	if n.named.clock != nil {
 		n.named.clock.arm()
 	}

@@ -95,11 +95,16 @@ func (n *Node) namedTicker() resendingSet {
 		r.every = resendHeartbeats * ticks(n.cfg.HeartbeatInterval, n.cfg.Tick)
 		r.left = r.every
 	}
+	if ps := &n.named.pairs; ps.every == 0 && !n.namedQuorum() {
+		ps.every = ticks(n.cfg.HeartbeatInterval, n.cfg.Tick)
+		ps.left = ps.every
+	}
 	return resendingSet{machineSet{n.named}}
 }
 
 func (s resendingSet) Tick() {
 	s.machineSet.Tick()
+	s.s.pairs.tick()
 	r := &s.s.resend
 	if r.left--; r.left <= 0 {
 		r.left, r.due = r.every, true
@@ -112,8 +117,11 @@ func (s resendingSet) TicksUntilDue() int {
 	due := s.machineSet.TicksUntilDue()
 	r := &s.s.resend
 	k := r.left
-	if len(r.round) > 0 || r.due {
+	if len(r.round) > 0 || r.due || s.s.pairs.due {
 		k = 1
+	}
+	if ps := &s.s.pairs; ps.every > 0 && ps.left < k {
+		k = ps.left
 	}
 	if due == 0 || k < due {
 		due = k

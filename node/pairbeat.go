@@ -1,0 +1,144 @@
+package node
+
+import (
+	"time"
+
+	"github.com/electord/electord/election"
+)
+
+// A heartbeat per pair of nodes for the named elections (plain mode). A node
+// that follows a peer in thousands of elections would otherwise heartbeat
+// it once per election and interval, each answered. Instead the node sends
+// every live member its incarnation (a Candidacy of no election) once a
+// heartbeat interval, and vouches for a member (election.Config.Vouched)
+// once it has heard from it steadily, anything at all with no gap of a
+// heartbeat timeout, for a heartbeat timeout. The machines that follow a
+// vouched member keep quiet (election/quiet.go). The node stops vouching
+// when the member falls silent for a heartbeat timeout (its followers then
+// time it out, as their own timers would have), restarts (a new
+// incarnation), leaves, dies, or refuses connections.
+//
+// A change of the answer is made between the ticks the machines apply at
+// once (named_lazy.go): the machines that follow the member are brought up
+// to date under the old answer first, and count their due ticks again
+// under the new one. Quorum mode keeps each election's heartbeats (a
+// lease counts them), and sends no pair heartbeats.
+
+// pairBeats is the node's pair heartbeat state, owned by the loop.
+type pairBeats struct {
+	every int  // ticks between beats; 0 until the named clock first starts
+	left  int  // ticks until the next beat
+	due   bool // a beat fell due; beatPairs sends it
+	peers map[election.NodeID]*pairPeer
+}
+
+// pairPeer is what the node keeps of one member's pair heartbeat.
+type pairPeer struct {
+	since, last time.Time // the first and the last message of the current run, no gap a heartbeat timeout
+	vouched     bool
+}
+
+// vouches answers election.Config.Vouched for every named machine.
+func (s *namedState) vouches(id election.NodeID) bool {
+	p := s.pairs.peers[id]
+	return p != nil && p.vouched
+}
+
+// pairHeard records a message from member id, which arrived now, and
+// vouches for the member once it has been heard steadily for a heartbeat
+// timeout.
+func (n *Node) pairHeard(id election.NodeID, now time.Time) {
+	ps := &n.named.pairs
+	if ps.peers == nil {
+		ps.peers = map[election.NodeID]*pairPeer{}
+	}
+	p := ps.peers[id]
+	if p == nil {
+		p = &pairPeer{since: now}
+		ps.peers[id] = p
+	}
+	if now.Sub(p.last) > n.cfg.HeartbeatTimeout {
+		// A gap: a new run. The beat that would have noticed the silence
+		// had not run yet (the clock stops while no machine runs).
+		n.unvouch(id, true)
+		p.since = now
+	}
+	p.last = now
+	if !p.vouched && now.Sub(p.since) >= n.cfg.HeartbeatTimeout && !n.namedQuorum() && !n.halted() {
+		n.setVouched(id, true)
+	}
+}
+
+// unvouch stops vouching for member id; silent: it fell silent, and the
+// machines that follow it time it out.
+func (n *Node) unvouch(id election.NodeID, silent bool) {
+	p := n.named.pairs.peers[id]
+	if p == nil || !p.vouched {
+		return
+	}
+	followers := n.setVouched(id, false)
+	if !silent || n.halted() {
+		return
+	}
+	for _, name := range followers {
+		n.named.machines[name].sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+		n.named.touch(name)
+	}
+}
+
+// forgetPair drops what the node keeps of member id's pair heartbeat (it
+// left, died, or a new process of it announced itself): it is vouched for
+// again only after a heartbeat timeout of messages.
+func (n *Node) forgetPair(id election.NodeID) {
+	n.unvouch(id, false)
+	delete(n.named.pairs.peers, id)
+}
+
+// setVouched changes the answer about member id between applied ticks (see
+// the top of this file), and returns the elections whose machines follow
+// it.
+func (n *Node) setVouched(id election.NodeID, on bool) []string {
+	n.catchUpNamed()
+	var followers []string
+	for name, nm := range n.named.machines {
+		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == id { // Status applies the missed ticks
+			followers = append(followers, name)
+		}
+	}
+	n.named.pairs.peers[id].vouched = on
+	for _, name := range followers {
+		n.named.recount(name)
+	}
+	return followers
+}
+
+// beatPairs runs after each loop pass: when a beat fell due, it sends this
+// node's incarnation to every live member, and stops vouching for the
+// members silent for a heartbeat timeout.
+func (n *Node) beatPairs() {
+	ps := &n.named.pairs
+	if !ps.due {
+		return
+	}
+	ps.due = false
+	if n.namedQuorum() || n.halted() {
+		return
+	}
+	n.announceIncarnation(0)
+	now := time.Now()
+	for id, p := range ps.peers {
+		if p.vouched && now.Sub(p.last) > n.cfg.HeartbeatTimeout {
+			n.unvouch(id, true)
+		}
+	}
+}
+
+// tick counts the named clock's tick toward the next beat.
+func (ps *pairBeats) tick() {
+	if ps.every == 0 {
+		return
+	}
+	if ps.left--; ps.left <= 0 {
+		ps.left, ps.due = ps.every, true
+	}
+}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/election"
+)
+
+// quietCluster is three nodes at fast timings, each node's app standing
+// in k elections on one stream, agreed.
+func quietCluster(t *testing.T, algo string, k int) (*cluster, []CampaignOptions) {
+	t.Helper()
+	c := newTunedCluster(t, algo, 3, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = 5*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond
+	})
+	c.agree(10*time.Second, 0)
+	opts := shardNames(k)
+	for id := range c.nodes {
+		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+	}
+	for deadline := time.Now().Add(20 * time.Second); c.notAgreed(opts) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d elections not agreed in 20 s", c.notAgreed(opts), k)
+		}
+	}
+	return c, opts
+}
+
+// At rest, a named election's followers heartbeat their leader once a
+// quiet interval (50 heartbeat intervals), not once an interval: the pair
+// heartbeat vouches for the leader. 3 nodes, 20 elections, 20 ms
+// heartbeats: ticking each election's heartbeats, 2 followers each would
+// send 2,000 in a second; quiet, about 40.
+func TestNamedFollowersKeepQuietAtRest(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			c, _ := quietCluster(t, algo, 20)
+			var heartbeats, beats atomic.Int64
+			c.net.SetHook(func(m election.Message) bool {
+				switch {
+				case m.Type == election.MsgHeartbeat && m.Election != "":
+					heartbeats.Add(1)
+				case m.Type == election.MsgCandidacy && m.Election == "":
+					beats.Add(1)
+				}
+				return true
+			})
+			// Followers go quiet a heartbeat timeout after they first
+			// heard their peers, and after one answer: settle first.
+			time.Sleep(500 * time.Millisecond)
+			heartbeats.Store(0)
+			beats.Store(0)
+			time.Sleep(time.Second)
+			hb, pb := heartbeats.Load(), beats.Load()
+			t.Logf("in 1 s at rest: %d heartbeats of named elections, %d pair heartbeats", hb, pb)
+			if hb > 200 {
+				t.Errorf("%d heartbeats of 20 named elections in 1 s at rest, want at most 200 (2,000 without quiet following)", hb)
+			}
+			if pb < 3*2*25 { // 3 nodes, 2 peers each, 50 intervals: allow a loaded host half
+				t.Errorf("%d pair heartbeats in 1 s, want about 300", pb)
+			}
+		})
+	}
+}
+
+// A leader that falls silent (every message to or from it lost without a
+// word, as to a paused process) is timed out through the pair heartbeat:
+// its quiet followers elect another leader in every election it led.
+// Bully only: a ring passes its token to the silent member, where it is
+// lost without a failure, until gossip declares the member dead (which
+// this test's gossip never does), with or without quiet following.
+func TestNamedQuietFollowersTimeOutASilentLeader(t *testing.T) {
+	for _, algo := range []string{"bully"} {
+		t.Run(algo, func(t *testing.T) {
+			c, opts := quietCluster(t, algo, 20)
+			time.Sleep(500 * time.Millisecond) // quiet
+			led := map[string]LeaderInfo{}
+			var silent election.NodeID
+			for _, o := range opts {
+				li, _ := c.nodes[1].ElectionLeader(o.Election)
+				led[o.Election] = li
+				silent = li.ID
+			}
+			var mu sync.Mutex
+			drop := true
+			c.net.SetHook(func(m election.Message) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return !(drop && (m.From == silent || m.To == silent))
+			})
+			c.hub.mu.Lock()
+			c.hub.members[silent].quiet = true // gossip says nothing either
+			c.hub.mu.Unlock()
+			start := time.Now()
+			var left int
+			for deadline := start.Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				left = 0
+				for _, o := range opts {
+					if led[o.Election].ID != silent {
+						continue
+					}
+					for id, nd := range c.nodes {
+						if id == silent {
+							continue
+						}
+						if li, _ := nd.ElectionLeader(o.Election); !li.HasLeader() || li.ID == silent {
+							left++
+						}
+					}
+				}
+				if left == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if left > 0 {
+				t.Fatalf("5 s after node %d fell silent, %d views of the elections it led still name it or no leader", silent, left)
+			}
+			t.Logf("node %d silent: every election it led has another leader on the other nodes after %v (heartbeat timeout 100 ms)", silent, time.Since(start).Round(time.Millisecond))
+			mu.Lock()
+			drop = false
+			mu.Unlock()
+		})
+	}
+}
