@@ -48,6 +48,19 @@ func allLead(k int, id election.NodeID) func(map[string]CandidacyEvent) bool {
 	}
 }
 
+// campaignAll has an app on every node stand in every election of opts, on
+// one stream each, closed when the test ends.
+func (c *cluster) campaignAll(opts []CampaignOptions) {
+	c.t.Helper()
+	for id := range c.nodes {
+		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.t.Cleanup(func() { s.Close() })
+	}
+}
+
 func shardNames(k int) []CampaignOptions {
 	opts := make([]CampaignOptions, k)
 	for i := range opts {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"syscall"
@@ -45,13 +44,7 @@ func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64) {
 	c.agree(30*time.Second, 0)
 	opts := shardNames(k)
 	start := time.Now()
-	for id := range c.nodes {
-		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-	}
+	c.campaignAll(opts)
 	for left := k; left > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Since(start) > 120*time.Second {
 			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, left, k)

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -37,13 +36,7 @@ func TestNamedMemoryPerElection(t *testing.T) {
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
 			opts := shardNames(k)
-			for id := range c.nodes {
-				s, err := c.nodes[id].CampaignMany(context.Background(), opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-			}
+			c.campaignAll(opts)
 			end := time.Now().Add(120 * time.Second)
 			for left := k; left > 0; {
 				left = c.notAgreed(opts)

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"runtime/debug"
 	"testing"
@@ -38,13 +37,7 @@ func TestThousandNamedElectionsAgreeOnFiveNodes(t *testing.T) {
 			c.agree(deadline, 0)
 			opts := shardNames(k)
 			start := time.Now()
-			for id := range c.nodes {
-				s, err := c.nodes[id].CampaignMany(context.Background(), opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-			}
+			c.campaignAll(opts)
 			end := start.Add(deadline)
 			for {
 				left, why := 0, ""

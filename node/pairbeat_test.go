@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,13 +18,7 @@ func quietCluster(t *testing.T, algo string, k int) (*cluster, []CampaignOptions
 	})
 	c.agree(10*time.Second, 0)
 	opts := shardNames(k)
-	for id := range c.nodes {
-		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-	}
+	c.campaignAll(opts)
 	for deadline := time.Now().Add(20 * time.Second); c.notAgreed(opts) > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d elections not agreed in 20 s", c.notAgreed(opts), k)
