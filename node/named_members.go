@@ -1,0 +1,93 @@
+package node
+
+import "github.com/electord/electord/election"
+
+// How the named elections follow the membership and the transport: a
+// member that joins, leaves or dies (gossip), a send that failed, a peer
+// whose host refuses connections.
+
+// namedMemberEvent follows gossip: a member that joins hears of this node's
+// incarnation and candidacies; one that leaves or dies loses its own.
+func (n *Node) namedMemberEvent(ev MemberEvent) {
+	id := ev.Member.ID
+	switch ev.Type {
+	case MemberJoin:
+		n.announceIncarnation(id)
+		for _, name := range n.named.queues.Elections() {
+			n.sendCandidacy(name, id)
+		}
+		if n.namedQuorum() && !n.halted() {
+			n.voterMemberEvent(election.EventJoin, id)
+		}
+	case MemberLeave, MemberDead:
+		n.forgetPair(id)
+		typ := election.EventDead
+		if ev.Type == MemberLeave {
+			typ = election.EventLeave
+		}
+		if n.namedQuorum() {
+			// Every machine has every member; those that have nobody left
+			// standing go.
+			if !n.halted() {
+				n.voterMemberEvent(typ, id)
+			}
+			for _, name := range n.named.table.Forget(id) {
+				n.named.touch(name)
+				n.followVoters(name)
+			}
+			return
+		}
+		n.forgetCandidate(id, typ)
+	}
+}
+
+// forgetCandidate (plain mode) drops every candidacy of id, which left or
+// died (typ), and tells the machines of those elections.
+func (n *Node) forgetCandidate(id election.NodeID, typ election.EventType) {
+	for _, name := range n.named.table.Forget(id) {
+		if nm := n.named.machines[name]; nm != nil && !n.halted() {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: typ, Member: election.Member{ID: id}})
+		}
+		n.named.touch(name)
+	}
+}
+
+// namedSendFailed tells a named machine that one of its messages was not
+// delivered (a Candidacy is no machine's).
+func (n *Node) namedSendFailed(ev election.Event) {
+	if ev.Msg.Type == election.MsgCandidacy {
+		return
+	}
+	if nm := n.named.machines[ev.Msg.Election]; nm != nil && !n.halted() {
+		n.catchUpNamed()
+		nm.sm.Observe(ev)
+		n.named.touch(ev.Msg.Election)
+	}
+}
+
+// namedPeerGone: the host of to refuses connections, so its process is
+// gone. Every named election that follows it campaigns now. In plain mode
+// its candidacies go first, as on gossip's word that it died (which comes
+// a suspicion timeout later): a campaign would otherwise still count it, a
+// bully candidate ranked below it would ask it first and wait for that
+// send to fail, and a ring would pass it a token. It stands again with its
+// next Candidacy (a restarted process announces itself). In quorum mode
+// the candidacies and voters follow gossip alone (the machines keep every
+// member as a voter), as before.
+func (n *Node) namedPeerGone(to election.NodeID) {
+	if n.halted() || to == 0 {
+		return
+	}
+	n.forgetPair(to)
+	if !n.namedQuorum() {
+		n.forgetCandidate(to, election.EventDead)
+	}
+	for name, nm := range n.named.machines {
+		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == to {
+			n.catchUpNamed()
+			nm.sm.Observe(election.Event{Type: election.EventLeaderTimeout})
+			n.named.touch(name)
+		}
+	}
+}
