@@ -66,6 +66,12 @@ func CheckMessage(m Message, self NodeID) error {
 		if m.Term != 0 && !m.Term.OwnedBy(m.From) {
 			return invalid(t, "term", "%v is not owned by the sender %d", m.Term, m.From)
 		}
+		if m.Held != 0 && m.Election != "" {
+			return invalid(t, "held", "set in a candidacy of election %q (only an incarnation's carries it)", m.Election)
+		}
+	}
+	if m.Held != 0 && t != MsgCandidacy {
+		return invalid(t, "held", "set (only a candidacy carries it)")
 	}
 	return nil
 }

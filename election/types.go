@@ -243,6 +243,10 @@ type Message struct {
 	// began, by the sender's wall clock, in Unix nanoseconds; 0 when it
 	// does not lead or does not say. The core never reads it.
 	LeaderSince int64
+	// Held (Candidacy of no election only): a digest of every candidacy of
+	// the recipient's that the sender holds, never 0; 0 when the sender
+	// does not say. The core never reads it.
+	Held uint64
 }
 
 // EventType is a local event from membership or the transport.

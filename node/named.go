@@ -266,7 +266,8 @@ func (n *Node) candidacyFrom(m election.Message) {
 	}
 	name := m.Election
 	if name == "" {
-		return // only the sender's incarnation (announceIncarnation)
+		n.heldDigestFrom(m) // the sender's incarnation (announceIncarnation), and what it holds of this node's
+		return
 	}
 	// After the incarnation: a copy from a new process is news even when
 	// its standing reads the same.
@@ -309,6 +310,13 @@ func (n *Node) candidacyFrom(m election.Message) {
 // sendCandidacy tells peer (every live member when 0) this node's standing
 // in name.
 func (n *Node) sendCandidacy(name string, peer election.NodeID) {
+	n.sendToMembers(n.standingIn(name), peer)
+}
+
+// standingIn is the Candidacy by which this node says its standing in
+// name: the head of its queue there, and the leadership it holds, or a
+// withdrawal.
+func (n *Node) standingIn(name string) election.Message {
 	m := n.notStanding(name)
 	if head, ok := n.named.queues.Head(name); ok {
 		m.Confirmed, m.Value = true, head.Value
@@ -317,7 +325,7 @@ func (n *Node) sendCandidacy(name string, peer election.NodeID) {
 			m.Term, m.LeaderSince = nm.reported.Term, nm.since.UnixNano()
 		}
 	}
-	n.sendToMembers(m, peer)
+	return m
 }
 
 // announceIncarnation tells peer (every live member when 0) this node's

@@ -11,10 +11,14 @@ import (
 // candidates"). A Candidacy is sent once, when it changes; one that is lost
 // (a full send queue, a failed send, a lossy link) would otherwise be
 // repaired only by that candidacy's next change or a gossip join, and an
-// election could stay split for good. So every resend period each node sends
-// its current standing in every election it stands in, and its withdrawal
-// from every election it withdrew from lately (withdrawnRounds), to every
-// live member.
+// election could stay split for good. So every resend period each node
+// tells every live member, in one message, a digest of the member's
+// candidacies as it holds them (named.Digest, in a Candidacy of no
+// election: Message.Held). A member whose own digest of its standing
+// differs resends, to that node only, its current standing in every
+// election it stands in and its withdrawal from every election it withdrew
+// from lately (withdrawnRounds): a round. A member that never sent a digest
+// (an older node) gets a round every period, as every member did before.
 // A copy that changes nothing is a no-op at the receiver (unchangedCandidacy).
 // The rounds run on the named elections' one clock: no timer or goroutine
 // per election.
@@ -35,8 +39,8 @@ const resendHeartbeats = 20
 // many elections the node stands in.
 const resendBatch = 64
 
-// withdrawnRounds: a withdrawal is resent until this many rounds have
-// sent it to every member, then forgotten, so that the node does not keep
+// withdrawnRounds: a withdrawal is kept for a round until this many
+// periods have passed with every member alive, then forgotten, so that the node does not keep
 // every name it ever stood in. A round while this node holds some member
 // dead does not count: that member hears none of it, and it may still hold
 // this node's candidacy (gossip's views are not symmetric), which only
@@ -54,17 +58,26 @@ const withdrawnMaxRounds = 225
 
 // namedResend is the resend's state, owned by the loop.
 type namedResend struct {
-	every int  // ticks between rounds; 0 until the named clock first starts
-	left  int  // ticks until the next round
-	due   bool // a round fell due; resendNamed starts it
-	// round: the elections of the current round not yet resent, sorted.
+	every int  // ticks between periods; 0 until the named clock first starts
+	left  int  // ticks until the next period
+	due   bool // a period fell due; resendNamed runs it
+	// round: the elections of the current round not yet resent, sorted;
+	// to: the members it goes to.
 	round []string
+	to    []election.NodeID
+	// want: the members a round is to go to next (their digest of this
+	// node's candidacies differed, or they never sent one); digesters: the
+	// members that sent a digest (Message.Held) since they joined.
+	want      map[election.NodeID]bool
+	digesters map[election.NodeID]bool
 	// withdrawn: elections this node withdrew from, and how long it still
 	// resends each withdrawal.
 	withdrawn map[string]withdrawal
 	// resent counts the Candidacy copies rounds sent (one per election and
-	// member); unchanged, the copies received that changed nothing.
-	resent, unchanged uint64
+	// member); unchanged, the copies received that changed nothing;
+	// digests, the digests received, and differed, those that differed
+	// from this node's own.
+	resent, unchanged, digests, differed uint64
 }
 
 // withdrawal counts down one withdrawal's resends: full, the rounds that
@@ -82,7 +95,9 @@ func (r *namedResend) withdrew(name string) {
 
 // pending: something is left to resend, so the named clock must run on
 // after the last machine stopped.
-func (r *namedResend) pending() bool { return len(r.withdrawn) > 0 || len(r.round) > 0 }
+func (r *namedResend) pending() bool {
+	return len(r.withdrawn) > 0 || len(r.round) > 0 || len(r.want) > 0
+}
 
 // resendingSet is what the named clock drives: the machines, and the count
 // of ticks to the next round.
@@ -117,7 +132,7 @@ func (s resendingSet) TicksUntilDue() int {
 	due := s.machineSet.TicksUntilDue()
 	r := &s.s.resend
 	k := r.left
-	if len(r.round) > 0 || r.due || s.s.pairs.due {
+	if len(r.round) > 0 || len(r.want) > 0 || r.due || s.s.pairs.due {
 		k = 1
 	}
 	if ps := &s.s.pairs; ps.every > 0 && ps.left < k {
@@ -129,19 +144,25 @@ func (s resendingSet) TicksUntilDue() int {
 	return due
 }
 
-// resendNamed runs after each loop pass (afterNamed): it starts a round
-// that fell due and resends up to resendBatch elections of it.
+// resendNamed runs after each loop pass (afterNamed): when a period fell
+// due, it counts the withdrawals down and sends every live member its
+// digest; it starts a round for the members that want one, and resends up
+// to resendBatch elections of the current round.
 func (n *Node) resendNamed() {
 	r := &n.named.resend
-	if r.due {
+	if r.due && !n.halted() {
 		r.due = false
-		if len(r.round) == 0 {
-			r.round = n.resendRound()
-		}
+		n.countWithdrawals()
+		n.sendHeldDigests()
 	}
 	if n.halted() {
-		r.round = nil // a killed node says nothing; it stands again when revived
+		r.round, r.to, r.due = nil, nil, false // a killed node says nothing; it stands again when revived
+		clear(r.want)
 	} else {
+		if len(r.round) == 0 && len(r.want) > 0 {
+			r.round, r.to = n.resendNames(), slices.Sorted(maps.Keys(r.want))
+			clear(r.want)
+		}
 		k := min(len(r.round), resendBatch)
 		for _, name := range r.round[:k] {
 			n.resendOne(name)
@@ -149,7 +170,7 @@ func (n *Node) resendNamed() {
 		r.round = r.round[k:]
 	}
 	if len(r.round) == 0 {
-		r.round = nil
+		r.round, r.to = nil, nil
 	}
 	// With no machine left the clock runs on only for the withdrawals
 	// still to resend, and not while the node is killed: a revive that
@@ -161,21 +182,16 @@ func (n *Node) resendNamed() {
 	}
 }
 
-// resendRound lists the elections a new round resends, sorted: those the
-// node stands in and those it withdrew from lately. A withdrawal is counted
-// down here, and forgotten once withdrawnRounds rounds sent it to every
-// member, after withdrawnMaxRounds rounds, or once the node stands in that
+// countWithdrawals counts the withdrawals kept for rounds down, once a
+// period: one is forgotten after withdrawnRounds periods with every member
+// alive, after withdrawnMaxRounds periods, or once the node stands in that
 // election again.
-func (n *Node) resendRound() []string {
+func (n *Node) countWithdrawals() {
 	r := &n.named.resend
 	full := true
 	for _, rec := range n.members {
 		full = full && rec.alive
 	}
-	// A voter's machine (quorum mode) stands for nothing: its node's
-	// standing there is a withdrawal, counted down below like any other.
-	names := slices.Collect(maps.Keys(n.named.machines))
-	names = slices.DeleteFunc(names, func(name string) bool { return !n.standsIn(name) })
 	for name, w := range r.withdrawn {
 		if n.standsIn(name) || w.full <= 0 || w.left <= 0 {
 			delete(r.withdrawn, name)
@@ -186,24 +202,38 @@ func (n *Node) resendRound() []string {
 		}
 		w.left--
 		r.withdrawn[name] = w
-		names = append(names, name)
+	}
+}
+
+// resendNames lists the elections a new round resends, sorted: those the
+// node stands in and those it withdrew from lately. A voter's machine
+// (quorum mode) stands for nothing: its node's standing there is a
+// withdrawal, kept like any other.
+func (n *Node) resendNames() []string {
+	names := slices.Collect(maps.Keys(n.named.machines))
+	names = slices.DeleteFunc(names, func(name string) bool { return !n.standsIn(name) })
+	for name := range n.named.resend.withdrawn {
+		if !n.standsIn(name) {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return names
 }
 
-// resendOne sends the node's current standing in name to every live member.
-// An election whose app is queued but whose machine stopped (its term could
-// not be written) is skipped: the node withdrew from it (namedStoreFailed),
-// and sendCandidacy would say it stands.
+// resendOne sends the node's current standing in name to the round's
+// members that are alive. An election whose app is queued but whose machine
+// stopped (its term could not be written) is skipped: the node withdrew
+// from it (namedStoreFailed), and sendCandidacy would say it stands.
 func (n *Node) resendOne(name string) {
 	if _, queued := n.named.queues.Head(name); queued && n.named.machines[name] == nil {
 		return
 	}
-	n.sendCandidacy(name, 0)
-	for _, rec := range n.members {
-		if rec.alive {
-			n.named.resend.resent++
+	r := &n.named.resend
+	for _, id := range r.to {
+		if rec := n.members[id]; rec != nil && rec.alive {
+			n.sendCandidacy(name, id)
+			r.resent++
 		}
 	}
 }

@@ -92,6 +92,7 @@ func (n *Node) unvouch(id election.NodeID, silent bool) {
 func (n *Node) forgetPair(id election.NodeID) {
 	n.unvouch(id, false)
 	delete(n.named.pairs.peers, id)
+	delete(n.named.resend.digesters, id) // a new process may be an older node: a round each period until it sends a digest
 }
 
 // setVouched changes the answer about member id between applied ticks (see

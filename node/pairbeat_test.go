@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,5 +122,40 @@ func TestNamedQuietFollowersTimeOutASilentLeader(t *testing.T) {
 			drop = false
 			mu.Unlock()
 		})
+	}
+}
+
+// At rest the candidacies' anti-entropy costs a digest per member and
+// period: every node's digest of each peer's candidacies matches the
+// peer's own, and no candidacy is resent.
+func TestNamedResendAtRestSendsDigestsOnly(t *testing.T) {
+	c, _ := quietCluster(t, "bully", 20)
+	type counts struct{ resent, digests, differed uint64 }
+	read := func() map[election.NodeID]counts {
+		out := map[election.NodeID]counts{}
+		for id, nd := range c.nodes {
+			if err := nd.do(context.Background(), func() error {
+				r := &nd.named.resend
+				out[id] = counts{r.resent, r.digests, r.differed}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	time.Sleep(time.Second) // the first periods' rounds (nobody has sent a digest yet) and repairs settle
+	before := read()
+	time.Sleep(2 * time.Second) // five periods of 400 ms
+	after := read()
+	for id := range c.nodes {
+		b, a := before[id], after[id]
+		t.Logf("node %d in 2 s at rest: %d copies resent, %d digests taken, %d differed", id, a.resent-b.resent, a.digests-b.digests, a.differed-b.differed)
+		if a.resent != b.resent || a.differed != b.differed {
+			t.Errorf("node %d at rest resent %d copies on %d differing digests, want none", id, a.resent-b.resent, a.differed-b.differed)
+		}
+		if a.digests-b.digests < 2*3 { // 2 peers, 5 periods: allow a loaded host some
+			t.Errorf("node %d took %d digests in 2 s, want about 10", id, a.digests-b.digests)
+		}
 	}
 }

@@ -74,7 +74,7 @@ func Encode(m election.Message) (proto.Message, error) {
 	case election.MsgCandidacy:
 		return &pb.Candidacy{From: uint64(m.From), To: uint64(m.To), Term: uint64(m.Term), Election: m.Election,
 			Standing: m.Confirmed, Priority: m.FromRank.Priority, Value: m.Value, Incarnation: m.Incarnation,
-			LeaderSinceUnixNano: m.LeaderSince}, nil
+			LeaderSinceUnixNano: m.LeaderSince, Held: m.Held}, nil
 	}
 	return nil, fmt.Errorf("transport: cannot encode message type %v", m.Type)
 }
@@ -184,7 +184,7 @@ func decode(x proto.Message) (election.Message, error) {
 		return election.Message{Type: election.MsgCandidacy,
 			From: from, To: election.NodeID(x.GetTo()), Term: election.Term(x.GetTerm()), Election: x.GetElection(),
 			Confirmed: x.GetStanding(), FromRank: election.Rank{Priority: x.GetPriority(), ID: from}, Value: x.GetValue(),
-			Incarnation: x.GetIncarnation(), LeaderSince: x.GetLeaderSinceUnixNano()}, nil
+			Incarnation: x.GetIncarnation(), LeaderSince: x.GetLeaderSinceUnixNano(), Held: x.GetHeld()}, nil
 	}
 	return election.Message{}, fmt.Errorf("%w: unexpected wire message %T", ErrInvalidMessage, x)
 }

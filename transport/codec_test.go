@@ -34,6 +34,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs", FromRank: election.Rank{ID: 1}, Incarnation: 9},
 		// A candidacy in no election: only the sender's incarnation.
 		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, FromRank: election.Rank{ID: 1}, Incarnation: 9},
+		// ... and with the digest of the recipient's candidacies it holds.
+		election.Message{Type: election.MsgCandidacy, From: 1, To: 2, FromRank: election.Rank{ID: 1}, Incarnation: 9, Held: 1<<63 + 5},
 	)
 	for _, m := range msgs {
 		x, err := Encode(m)
@@ -120,6 +122,9 @@ func TestValidate(t *testing.T) {
 			Candidates: []election.Rank{{ID: 1}, {Priority: 5}}}, "Election.candidates[1].id"},
 		{"too many candidates", election.Message{Type: election.MsgElection, From: 1, To: 2, Term: 3, Candidates: many}, "Election.candidates"},
 		{"max candidates", election.Message{Type: election.MsgElection, From: 1, To: 2, Term: 3, Candidates: many[:MaxCandidates]}, ""},
+		{"digest in an election's candidacy", election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Election: "jobs", Incarnation: 9, Held: 5}, "Candidacy.held"},
+		{"digest in an incarnation", election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Incarnation: 9, Held: 5}, ""},
+		{"digest in a heartbeat", election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Term: 3, Held: 5}, "Heartbeat.held"},
 	}
 	for _, c := range cases {
 		err := election.CheckMessage(c.m, 2)

@@ -45,6 +45,7 @@ type superKey struct {
 	term      election.Term
 	leader    election.NodeID
 	initiator election.NodeID
+	digest    bool
 }
 
 // supersedes returns m's key and true if a later message from this node
@@ -53,7 +54,9 @@ type superKey struct {
 //   - a Candidacy states the sender's whole standing in one election (its
 //     value, rank, incarnation, leadership term): the latest is the
 //     standing, and the receiver's anti-entropy already takes a copy as the
-//     state, not as an event (a lost one is repaired the same way);
+//     state, not as an event (a lost one is repaired the same way); one of
+//     no election that carries a digest (Message.Held) says more than the
+//     sender's incarnation alone, and only a later digest supersedes it;
 //   - a Heartbeat for one election and term asks the same question again,
 //     with the newest stamp (quorum mode) and standing: the answer to the
 //     latest is the one the follower uses;
@@ -66,7 +69,7 @@ type superKey struct {
 func supersedes(m election.Message) (superKey, bool) {
 	switch m.Type {
 	case election.MsgCandidacy:
-		return superKey{election: m.Election, typ: m.Type}, true
+		return superKey{election: m.Election, typ: m.Type, digest: m.Held != 0}, true
 	case election.MsgHeartbeat:
 		return superKey{election: m.Election, typ: m.Type, term: m.Term}, true
 	case election.MsgCoordinator:

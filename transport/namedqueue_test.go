@@ -137,3 +137,27 @@ func TestNamedSetDropsRoomOfAPastRound(t *testing.T) {
 		}
 	}
 }
+
+// A Candidacy of no election that carries a digest (Message.Held) is
+// superseded by a later digest only: the incarnation alone, sent every
+// heartbeat interval, says less and is queued beside it.
+func TestNamedSetKeepsADigestBesideAnIncarnation(t *testing.T) {
+	s := newNamedSet(DefaultNamedQueueLen)
+	inc := election.Message{Type: election.MsgCandidacy, From: 1, To: 2, Incarnation: 7}
+	digest := inc
+	digest.Held = 42
+	s.push(digest)
+	s.push(inc)
+	s.push(inc)
+	got := s.take()
+	if len(got) != 2 || got[0].Held != 42 || got[1].Held != 0 {
+		t.Fatalf("took %+v, want the digest and one incarnation", got)
+	}
+	digest2 := digest
+	digest2.Held = 43
+	s.push(digest)
+	s.push(digest2)
+	if got := s.take(); len(got) != 1 || got[0].Held != 43 {
+		t.Fatalf("took %+v, want the later digest only", got)
+	}
+}

@@ -872,8 +872,14 @@ type Candidacy struct {
 	// observer shows it as the leadership's since: it is the leader's clock,
 	// not the observer's.
 	LeaderSinceUnixNano int64 `protobuf:"varint,9,opt,name=leader_since_unix_nano,json=leaderSinceUnixNano,proto3" json:"leader_since_unix_nano,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// In a candidacy of no election only: a digest of every candidacy of the
+	// recipient's that the sender holds (election, priority, value, and the
+	// leadership it said it holds), never 0; the recipient resends its
+	// candidacies to the sender when its own digest of them differs. 0: the
+	// sender does not say (an older node, or not a digest round).
+	Held          uint64 `protobuf:"varint,10,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Candidacy) Reset() {
@@ -965,6 +971,13 @@ func (x *Candidacy) GetIncarnation() uint64 {
 func (x *Candidacy) GetLeaderSinceUnixNano() int64 {
 	if x != nil {
 		return x.LeaderSinceUnixNano
+	}
+	return 0
+}
+
+func (x *Candidacy) GetHeld() uint64 {
+	if x != nil {
+		return x.Held
 	}
 	return 0
 }
@@ -1568,7 +1581,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x05elect\x18\x04 \x01(\bR\x05elect\x12\x18\n" +
 	"\asupport\x18\x05 \x01(\rR\asupport\x12!\n" +
 	"\fnot_standing\x18\x06 \x01(\bR\vnotStanding\x12\x1a\n" +
-	"\belection\x18\x14 \x01(\tR\belection\"\x84\x02\n" +
+	"\belection\x18\x14 \x01(\tR\belection\"\x98\x02\n" +
 	"\tCandidacy\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x12\n" +
@@ -1578,7 +1591,9 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\bpriority\x18\x06 \x01(\x03R\bpriority\x12\x14\n" +
 	"\x05value\x18\a \x01(\tR\x05value\x12 \n" +
 	"\vincarnation\x18\b \x01(\x04R\vincarnation\x123\n" +
-	"\x16leader_since_unix_nano\x18\t \x01(\x03R\x13leaderSinceUnixNano\"\x05\n" +
+	"\x16leader_since_unix_nano\x18\t \x01(\x03R\x13leaderSinceUnixNano\x12\x12\n" +
+	"\x04held\x18\n" +
+	" \x01(\x04R\x04held\"\x05\n" +
 	"\x03Ack\":\n" +
 	"\x05Batch\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.electord.v1.EnvelopeR\bmessages\"D\n" +
