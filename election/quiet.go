@@ -40,6 +40,36 @@ func (c *core) supportToTell() bool {
 	return true
 }
 
+// roundDue is how many ticks from now this leader's next re-announcement
+// round (tickLeader) may send something. Every leader-timeout round may,
+// unless its followers keep quiet: then a round sends nothing while every
+// member is heard lately and the support is the one told, and the first
+// that may is the first after a member's window ends (heardWindow, as the
+// host answers now: the host recounts the machines when its answer
+// changes), or after a carried support lapses.
+func (c *core) roundDue() uint64 {
+	lt := uint64(c.cfg.LeaderTimeoutTicks)
+	next := lt - (c.now-c.leaseFrom)%lt
+	if c.q != nil || c.cfg.Vouched == nil || c.now < c.carriedEnd || c.support() != c.told {
+		return next
+	}
+	end := uint64(0) // the last tick every member is heard lately
+	for i, m := range c.members {
+		if !m.heard {
+			return next
+		}
+		if e := m.heardAt + c.heardWindow(m.ID); i == 0 || e < end {
+			end = e
+		}
+	}
+	if len(c.members) == 0 || end < c.now+next {
+		return next
+	}
+	// The first round tick after end.
+	k := (end + 1 - c.leaseFrom + lt - 1) / lt
+	return c.leaseFrom + k*lt - c.now
+}
+
 // quietNow reports whether this follower is to keep quiet: its leader is
 // vouched for and has answered it in this leadership.
 func (c *core) quietNow() bool { return c.acked && c.vouched(c.leader) }

@@ -85,6 +85,39 @@ func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
 	t.Fatal("an unvouched, silent leader was never timed out")
 }
 
+// A leader whose members keep quiet, heard lately and told its support,
+// is next due when a member's window ends, not at every leader-timeout
+// round: the rounds between would send nothing.
+func TestQuietLeaderSleepsThroughEmptyRounds(t *testing.T) {
+	v := map[election.NodeID]bool{1: true, 2: true}
+	sm, err := bully.New(quietCfg(3, &v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.Campaign()
+	lead := sm.Status().LeaderTerm
+	for _, id := range []election.NodeID{1, 2} {
+		sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: lead, Leader: 3})
+	}
+	sm.Ready()
+	due := func() int { return sm.(interface{ TicksUntilDue() int }).TicksUntilDue() }
+	if got := due(); got > 10 {
+		t.Fatalf("a leader that has not told its support is due in %d ticks, want at the next round (10)", got)
+	}
+	if got := countSent(sm, 10, election.MsgCoordinator); got != 2 {
+		t.Fatalf("the first round sent %d announcements, want the support to both members", got)
+	}
+	// Heard at tick 0, counted for 10 + 40 ticks: nothing to do until the
+	// round after tick 50, at tick 60.
+	if got := due(); got != 50 {
+		t.Fatalf("at tick 10, with both members heard lately and the support told, due in %d ticks, want 50 (the round at 60)", got)
+	}
+	v[2] = false // the host's answer changed: member 2's window is a leader timeout
+	if got := due(); got != 10 {
+		t.Fatalf("member 2 no longer vouched for: due in %d ticks, want 10 (the next round)", got)
+	}
+}
+
 // A leader counts a member the host vouches for as heard for a quiet
 // interval and a leader timeout after its last heartbeat: it does not
 // re-announce itself to it meanwhile, and counts it in its support; after

@@ -183,8 +183,7 @@ func (c *core) TicksUntilDue() int {
 	}
 	switch c.role {
 	case RoleLeader:
-		lt := uint64(c.cfg.LeaderTimeoutTicks)
-		at(int(lt - (c.now-c.leaseFrom)%lt)) // the re-announcement round
+		at(int(c.roundDue())) // the re-announcement round
 		if c.q != nil {
 			at(c.leaseDue())
 		} else if c.cfg.Preempt && c.preemptTarget() != c.cfg.ID {

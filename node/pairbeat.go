@@ -97,17 +97,22 @@ func (n *Node) forgetPair(id election.NodeID) {
 
 // setVouched changes the answer about member id between applied ticks (see
 // the top of this file), and returns the elections whose machines follow
-// it.
+// it. The machines that follow it keep quiet or not by the answer, and
+// those that lead time their rounds by it: both count their due ticks
+// again.
 func (n *Node) setVouched(id election.NodeID, on bool) []string {
 	n.catchUpNamed()
-	var followers []string
+	var followers, leaders []string
 	for name, nm := range n.named.machines {
-		if st := nm.sm.Status(); st.Role == election.RoleFollower && st.Leader == id { // Status applies the missed ticks
+		switch st := nm.sm.Status(); { // Status applies the missed ticks
+		case st.Role == election.RoleFollower && st.Leader == id:
 			followers = append(followers, name)
+		case st.Role == election.RoleLeader:
+			leaders = append(leaders, name)
 		}
 	}
 	n.named.pairs.peers[id].vouched = on
-	for _, name := range followers {
+	for _, name := range append(leaders, followers...) {
 		n.named.recount(name)
 	}
 	return followers
