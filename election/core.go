@@ -159,6 +159,9 @@ func (c *core) jitter() int { return c.cfg.Rand(c.cfg.JitterTicks + 1) }
 // leaderFresh: this node follows a leader that answered within half a
 // leader timeout.
 func (c *core) leaderFresh() bool {
+	if c.role == RoleFollower && c.quiet {
+		return c.quietLeaderFresh()
+	}
 	return c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks/2
 }
 

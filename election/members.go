@@ -15,6 +15,9 @@ type peer struct {
 	// starts a leadership (becomeLeader).
 	heardAt uint64
 	heard   bool
+	// quietHeard: heardAt was recorded while the host vouched for the
+	// member, and it has vouched for it since (election/quiet.go).
+	quietHeard bool
 	// notStanding: the member last said it does not stand (a Heartbeat or
 	// a TimeoutNow with NotStanding); preemptTarget skips it.
 	notStanding bool

@@ -49,6 +49,10 @@ func (c *core) Observe(ev Event) {
 		if c.role == RoleFollower {
 			c.suspect()
 		}
+	case EventUnvouched:
+		if m := c.members.get(ev.Member.ID); m != nil && m.quietHeard {
+			m.quietHeard, c.supportAt = false, 0
+		}
 	case EventSendFailed, EventPeerBusy:
 		// Only a message this node could have sent comes back: anything
 		// else is a caller's bug, and the algorithms would resend it.

@@ -54,7 +54,7 @@ func (c *core) support() int {
 	if c.supportAt != c.now+1 {
 		n := 1
 		for _, m := range c.members {
-			if m.heard && c.now-m.heardAt <= c.heardWindow(m.ID) {
+			if m.heard && c.now-m.heardAt <= c.heardWindow(&m) {
 				n++
 			}
 		}
@@ -74,10 +74,10 @@ func (c *core) heard(id NodeID) {
 	if m == nil {
 		return // only a live member's word is taken (validate)
 	}
-	if !m.heard || c.now-m.heardAt > c.heardWindow(id) {
+	if !m.heard || c.now-m.heardAt > c.heardWindow(m) {
 		c.supportAt = 0
 	}
-	m.heardAt, m.heard = c.now, true
+	m.heardAt, m.heard, m.quietHeard = c.now, true, c.vouched(id)
 }
 
 // claimed is the support a message claims, clamped to the live members this
@@ -123,6 +123,9 @@ func (c *core) stampSupport(m *Message) {
 // answer came within a leader timeout: it does not follow a rival with less
 // support than that leader's (see the top of this file).
 func (c *core) bound() bool {
+	if c.q == nil && c.role == RoleFollower && c.quiet {
+		return c.quietLeaderFresh()
+	}
 	return c.q == nil && c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks
 }
 

@@ -54,11 +54,12 @@ func (c *core) roundDue() uint64 {
 		return next
 	}
 	end := uint64(0) // the last tick every member is heard lately
-	for i, m := range c.members {
+	for i := range c.members {
+		m := &c.members[i]
 		if !m.heard {
 			return next
 		}
-		if e := m.heardAt + c.heardWindow(m.ID); i == 0 || e < end {
+		if e := m.heardAt + c.heardWindow(m); i == 0 || e < end {
 			end = e
 		}
 	}
@@ -69,6 +70,12 @@ func (c *core) roundDue() uint64 {
 	k := (end + 1 - c.leaseFrom + lt - 1) / lt
 	return c.leaseFrom + k*lt - c.now
 }
+
+// quietLeaderFresh says, for a follower that kept quiet at its last tick,
+// whether its leader counts as fresh: the host still vouches for it. (A
+// quiet follower's own counters say nothing of the leader; until its next
+// tick applies the host's new answer, this one does.)
+func (c *core) quietLeaderFresh() bool { return c.vouched(c.leader) }
 
 // quietNow reports whether this follower is to keep quiet: its leader is
 // vouched for and has answered it in this leadership.
@@ -99,11 +106,14 @@ func (c *core) keepsQuiet() bool {
 func (c *core) quietChanges() bool { return c.quietNow() != c.quiet }
 
 // heardWindow is how long after its last heartbeat a leader counts member
-// id as heard: a leader timeout, and a quiet interval more while the host
-// vouches for it.
-func (c *core) heardWindow(id NodeID) uint64 {
+// m as heard: a leader timeout, and a quiet interval more if the host
+// vouched for it when it was heard and has vouched for it since. A member
+// the host stopped vouching for (a partition) and vouches for again (the
+// heal) counts by its new heartbeats only: what it said before the cut is
+// no word on whom it follows now.
+func (c *core) heardWindow(m *peer) uint64 {
 	w := uint64(c.cfg.LeaderTimeoutTicks)
-	if c.vouched(id) {
+	if m.quietHeard && c.vouched(m.ID) {
 		w += uint64(c.cfg.QuietHeartbeatTicks)
 	}
 	return w
@@ -113,5 +123,5 @@ func (c *core) heardWindow(id NodeID) uint64 {
 // (heardWindow).
 func (c *core) heardLately(id NodeID) bool {
 	m := c.members.get(id)
-	return m != nil && m.heard && c.now-m.heardAt <= c.heardWindow(id)
+	return m != nil && m.heard && c.now-m.heardAt <= c.heardWindow(m)
 }

@@ -194,3 +194,40 @@ func TestLeaderCountsAVouchedMemberForAQuietInterval(t *testing.T) {
 		sm.Ready()
 	}
 }
+
+// A member the host stopped vouching for (a partition) and vouches for
+// again (the heal) counts by its new heartbeats only: what it said before
+// the cut is no word on whom it follows now, so the leader neither counts
+// it in its support nor spares it its announcement.
+func TestLeaderForgetsAQuietHeardMemberAcrossACut(t *testing.T) {
+	v := map[election.NodeID]bool{1: true, 2: true}
+	sm, err := bully.New(quietCfg(3, &v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.Campaign()
+	lead := sm.Status().LeaderTerm
+	for _, id := range []election.NodeID{1, 2} {
+		sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: lead, Leader: 3})
+	}
+	sm.Ready()
+	countSent(sm, 5, election.MsgCoordinator)
+	for _, id := range []election.NodeID{1, 2} {
+		v[id] = false
+		sm.Observe(election.Event{Type: election.EventUnvouched, Member: election.Member{ID: id}})
+	}
+	countSent(sm, 20, election.MsgCoordinator) // cut off for 20 ticks, two leader timeouts
+	v[1], v[2] = true, true                    // healed, vouched for again
+	to := map[election.NodeID]uint32{}
+	for range 10 {
+		sm.Tick()
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgCoordinator {
+				to[m.To] = m.Support
+			}
+		}
+	}
+	if len(to) != 2 || to[1] != 1 || to[2] != 1 {
+		t.Fatalf("the round after the heal announced (member: support) %v, want both members told support 1 (the leader alone)", to)
+	}
+}

@@ -267,6 +267,10 @@ const (
 	// because it is overloaded (its inbox was full); Msg says which. The
 	// peer is alive. The node reports Elections only.
 	EventPeerBusy
+	// EventUnvouched: the host stopped vouching for Member
+	// (Config.Vouched). A leader no longer counts what it heard of the
+	// member before as heard for a quiet interval (election/quiet.go).
+	EventUnvouched
 )
 
 // Event is a local event.

@@ -44,7 +44,7 @@ func (n *Node) heardFrom(id election.NodeID, now time.Time) {
 	}
 	n.deaths.heard[id] = now
 	if n.named != nil {
-		n.pairHeard(id, now)
+		n.pairHeard(id)
 	}
 }
 

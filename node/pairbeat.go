@@ -1,10 +1,6 @@
 package node
 
-import (
-	"time"
-
-	"github.com/electord/electord/election"
-)
+import "github.com/electord/electord/election"
 
 // A heartbeat per pair of nodes for the named elections (plain mode). A node
 // that follows a peer in thousands of elections would otherwise heartbeat
@@ -12,7 +8,12 @@ import (
 // every live member its incarnation (a Candidacy of no election) once a
 // heartbeat interval, and vouches for a member (election.Config.Vouched)
 // once it has heard from it steadily, anything at all with no gap of a
-// heartbeat timeout, for a heartbeat timeout. The machines that follow a
+// heartbeat timeout, for a heartbeat timeout. Time here is the named
+// clock's ticks. A loop that stalled (a pause, a starved process) finds
+// its beats late: what its peers sent meanwhile waits in its inbox, so it
+// counts every peer as heard at that moment (afterStall) rather than take
+// its own stall for their silence and time out every leader before it
+// reads them; a peer that is really silent is found a timeout later. The machines that follow a
 // vouched member keep quiet (election/quiet.go). The node stops vouching
 // when the member falls silent for a heartbeat timeout (its followers then
 // time it out, as their own timers would have), restarts (a new
@@ -29,12 +30,15 @@ type pairBeats struct {
 	every int  // ticks between beats; 0 until the named clock first starts
 	left  int  // ticks until the next beat
 	due   bool // a beat fell due; beatPairs sends it
-	peers map[election.NodeID]*pairPeer
+	// beatAt: the named clock's tick of the last beat (or of the clock's
+	// start, or of a stall found).
+	beatAt uint64
+	peers  map[election.NodeID]*pairPeer
 }
 
 // pairPeer is what the node keeps of one member's pair heartbeat.
 type pairPeer struct {
-	since, last time.Time // the first and the last message of the current run, no gap a heartbeat timeout
+	since, last uint64 // the named clock's ticks at the first and the last message of the current run, no gap a heartbeat timeout
 	vouched     bool
 }
 
@@ -44,30 +48,52 @@ func (s *namedState) vouches(id election.NodeID) bool {
 	return p != nil && p.vouched
 }
 
-// pairHeard records a message from member id, which arrived now, and
-// vouches for the member once it has been heard steadily for a heartbeat
-// timeout.
-func (n *Node) pairHeard(id election.NodeID, now time.Time) {
-	ps := &n.named.pairs
+// pairHeard records a message from member id, and vouches for the member
+// once it has been heard steadily for a heartbeat timeout. The table is
+// kept while the named clock runs (it starts empty with it).
+func (n *Node) pairHeard(id election.NodeID) {
+	if n.named.clock == nil {
+		return
+	}
+	n.catchUpNamed()
+	n.afterStall()
+	ps, now, timeout := &n.named.pairs, n.named.ticks, n.pairTimeout()
 	if ps.peers == nil {
 		ps.peers = map[election.NodeID]*pairPeer{}
 	}
 	p := ps.peers[id]
 	if p == nil {
-		p = &pairPeer{since: now}
+		p = &pairPeer{since: now, last: now}
 		ps.peers[id] = p
 	}
-	if now.Sub(p.last) > n.cfg.HeartbeatTimeout {
-		// A gap: a new run. The beat that would have noticed the silence
-		// had not run yet (the clock stops while no machine runs).
-		n.unvouch(id, true)
+	if now-p.last > timeout {
+		// A gap the beat did not see yet: a new run. The member speaks, so
+		// its followers are not told it fell silent; they follow it by
+		// their own heartbeats until it is vouched for again.
+		n.unvouch(id, false)
 		p.since = now
 	}
 	p.last = now
-	if !p.vouched && now.Sub(p.since) >= n.cfg.HeartbeatTimeout && !n.namedQuorum() && !n.halted() {
+	if !p.vouched && now-p.since >= timeout && !n.namedQuorum() && !n.halted() {
 		n.setVouched(id, true)
 	}
 }
+
+// afterStall counts every peer as heard now if the loop missed two beats or
+// more (see the top of this file).
+func (n *Node) afterStall() {
+	ps, now := &n.named.pairs, n.named.ticks
+	if ps.every == 0 || now-ps.beatAt <= 2*uint64(ps.every) {
+		return
+	}
+	for _, p := range ps.peers {
+		p.last = now
+	}
+	ps.beatAt = now
+}
+
+// pairTimeout is the heartbeat timeout in named ticks.
+func (n *Node) pairTimeout() uint64 { return uint64(ticks(n.cfg.HeartbeatTimeout, n.cfg.Tick)) }
 
 // unvouch stops vouching for member id; silent: it fell silent, and the
 // machines that follow it time it out.
@@ -112,7 +138,13 @@ func (n *Node) setVouched(id election.NodeID, on bool) []string {
 		}
 	}
 	n.named.pairs.peers[id].vouched = on
-	for _, name := range append(leaders, followers...) {
+	for _, name := range leaders {
+		if !on {
+			n.named.machines[name].sm.Observe(election.Event{Type: election.EventUnvouched, Member: election.Member{ID: id}})
+		}
+		n.named.recount(name)
+	}
+	for _, name := range followers {
 		n.named.recount(name)
 	}
 	return followers
@@ -131,9 +163,11 @@ func (n *Node) beatPairs() {
 		return
 	}
 	n.announceIncarnation(0)
-	now := time.Now()
+	n.catchUpNamed()
+	n.afterStall()
+	ps.beatAt = n.named.ticks
 	for id, p := range ps.peers {
-		if p.vouched && now.Sub(p.last) > n.cfg.HeartbeatTimeout {
+		if p.vouched && n.named.ticks-p.last > n.pairTimeout() {
 			n.unvouch(id, true)
 		}
 	}

@@ -159,3 +159,47 @@ func TestNamedResendAtRestSendsDigestsOnly(t *testing.T) {
 		}
 	}
 }
+
+// A node whose own loop stalls (a pause, a starved process) for longer
+// than the heartbeat timeout does not take its stall for its peers'
+// silence: the pair heartbeats are timed by the named clock, which drops
+// the ticks the loop missed, so its quiet followers read what their peers
+// sent meanwhile and nobody campaigns (a campaign against a live leader
+// may end with the same leader, so the test counts the campaigns' messages).
+func TestNamedLoopStallIsNotPeersSilence(t *testing.T) {
+	c, opts := quietCluster(t, "bully", 20)
+	time.Sleep(500 * time.Millisecond) // quiet
+	before := map[string]LeaderInfo{}
+	for _, o := range opts {
+		before[o.Election], _ = c.nodes[2].ElectionLeader(o.Election)
+	}
+	stalled := election.NodeID(2)
+	if before[opts[0].Election].ID == stalled {
+		stalled = 3 // stall a node that follows in the first election
+	}
+	var campaigns atomic.Int64
+	c.net.SetHook(func(m election.Message) bool {
+		if m.Election != "" && (m.Type == election.MsgElection || m.Type == election.MsgCoordinator && m.Leader != before[m.Election].ID) {
+			campaigns.Add(1)
+		}
+		return true
+	})
+	if err := c.nodes[stalled].do(context.Background(), func() error {
+		time.Sleep(time.Second) // ten heartbeat timeouts with the loop held
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := campaigns.Load(); n > 0 {
+		t.Errorf("after node %d's loop stalled, %d messages of campaigns (Elections, or announcements of another leader)", stalled, n)
+	}
+	for _, o := range opts {
+		for id, nd := range c.nodes {
+			li, _ := nd.ElectionLeader(o.Election)
+			if b := before[o.Election]; li.ID != b.ID || li.Term != b.Term {
+				t.Errorf("%s on node %d: %d at %v after node %d's loop stalled, %d at %v before", o.Election, id, li.ID, li.Term, stalled, b.ID, b.Term)
+			}
+		}
+	}
+}

@@ -602,6 +602,10 @@ func (h *namedHost) Observe(ev election.Event) {
 				nm.sm.Observe(election.Event{Type: ev.Type, Member: election.Member{ID: ev.Member.ID}})
 			}
 		}
+	case election.EventUnvouched:
+		for _, name := range h.names() {
+			h.machines[name].sm.Observe(ev)
+		}
 	case election.EventSendFailed, election.EventPeerBusy:
 		if nm := h.machines[ev.Msg.Election]; nm != nil && ev.Msg.Type != election.MsgCandidacy {
 			nm.sm.Observe(ev)

@@ -78,6 +78,7 @@ func (s *Sim) unvouch(a *node, b election.NodeID, silent bool) {
 		return
 	}
 	s.answer(a, func() { p.vouched = false })
+	a.sm.Observe(election.Event{Type: election.EventUnvouched, Member: election.Member{ID: b}})
 	if !silent {
 		return
 	}
