@@ -21,6 +21,27 @@ func quietCfg(id election.NodeID, v *map[election.NodeID]bool) election.Config {
 	return cfg
 }
 
+// quietLeader is node 3, leading at tick 0, its heartbeat from members 1
+// and 2 heard, with a host that vouches for whoever *v says.
+func quietLeader(t *testing.T, v *map[election.NodeID]bool) election.StateMachine {
+	t.Helper()
+	sm, err := bully.New(quietCfg(3, v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.Campaign()
+	st := sm.Status()
+	if st.Role != election.RoleLeader {
+		t.Fatalf("the highest node campaigned: %+v", st)
+	}
+	for _, id := range []election.NodeID{1, 2} {
+		if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sm
+}
+
 // countSent ticks sm k times (as Advance would where it may) and counts the
 // messages of type typ it sends.
 func countSent(sm election.StateMachine, k int, typ election.MsgType) int {
@@ -90,15 +111,7 @@ func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
 // round: the rounds between would send nothing.
 func TestQuietLeaderSleepsThroughEmptyRounds(t *testing.T) {
 	v := map[election.NodeID]bool{1: true, 2: true}
-	sm, err := bully.New(quietCfg(3, &v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm.Campaign()
-	lead := sm.Status().LeaderTerm
-	for _, id := range []election.NodeID{1, 2} {
-		sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: lead, Leader: 3})
-	}
+	sm := quietLeader(t, &v)
 	sm.Ready()
 	due := func() int { return sm.(interface{ TicksUntilDue() int }).TicksUntilDue() }
 	if got := due(); got > 10 {
@@ -125,21 +138,8 @@ func TestQuietLeaderSleepsThroughEmptyRounds(t *testing.T) {
 // Vouched.
 func TestLeaderCountsAVouchedMemberForAQuietInterval(t *testing.T) {
 	v := map[election.NodeID]bool{1: true, 2: true}
-	sm, err := bully.New(quietCfg(3, &v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm.Campaign()
-	sm.Ready()
+	sm := quietLeader(t, &v)
 	st := sm.Status()
-	if st.Role != election.RoleLeader {
-		t.Fatalf("the highest node campaigned: %+v", st)
-	}
-	for _, id := range []election.NodeID{1, 2} {
-		if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	support := func() uint32 {
 		t.Helper()
 		for _, m := range sm.Ready().Messages {
@@ -201,15 +201,7 @@ func TestLeaderCountsAVouchedMemberForAQuietInterval(t *testing.T) {
 // it in its support nor spares it its announcement.
 func TestLeaderForgetsAQuietHeardMemberAcrossACut(t *testing.T) {
 	v := map[election.NodeID]bool{1: true, 2: true}
-	sm, err := bully.New(quietCfg(3, &v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm.Campaign()
-	lead := sm.Status().LeaderTerm
-	for _, id := range []election.NodeID{1, 2} {
-		sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: lead, Leader: 3})
-	}
+	sm := quietLeader(t, &v)
 	sm.Ready()
 	countSent(sm, 5, election.MsgCoordinator)
 	for _, id := range []election.NodeID{1, 2} {
