@@ -53,6 +53,8 @@ func (c *core) Observe(ev Event) {
 		if m := c.members.get(ev.Member.ID); m != nil && m.quietHeard {
 			m.quietHeard, c.supportAt = false, 0
 		}
+	case EventVouched:
+		c.vouchedNow(ev.Member.ID)
 	case EventSendFailed, EventPeerBusy:
 		// Only a message this node could have sent comes back: anything
 		// else is a caller's bug, and the algorithms would resend it.

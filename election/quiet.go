@@ -119,6 +119,21 @@ func (c *core) heardWindow(m *peer) uint64 {
 	return w
 }
 
+// vouchedNow: the host started vouching for member id (EventVouched), after
+// hearing it steadily for a leader timeout. A heartbeat heard within that
+// time came within the run of hearing the host vouches for, so it counts
+// for a quiet interval, as one heard after it would: without that, a
+// leader would count its followers only for a leader timeout after they go
+// quiet, and announce itself to each of them every round until its first
+// quiet heartbeat, a quiet interval later at worst.
+func (c *core) vouchedNow(id NodeID) {
+	m := c.members.get(id)
+	if m == nil || !m.heard || m.quietHeard || c.now-m.heardAt > uint64(c.cfg.LeaderTimeoutTicks) || !c.vouched(id) {
+		return
+	}
+	m.quietHeard, c.supportAt = true, 0
+}
+
 // heardLately reports whether live member id was heard within its window
 // (heardWindow).
 func (c *core) heardLately(id NodeID) bool {

@@ -271,6 +271,10 @@ const (
 	// (Config.Vouched). A leader no longer counts what it heard of the
 	// member before as heard for a quiet interval (election/quiet.go).
 	EventUnvouched
+	// EventVouched: the host started vouching for Member, having heard it
+	// steadily for a leader timeout. A leader that heard the member within
+	// that time counts it for a quiet interval from then (quiet.go).
+	EventVouched
 )
 
 // Event is a local event.

@@ -56,6 +56,25 @@ func (s *namedState) noteDues() {
 	}
 }
 
+// untouchedRoom bounds the room a pass's touched sets keep for the next:
+// a Go map keeps the room of its largest size after clear, and ranging
+// over it costs that room, empty or not. One pass that touched thousands
+// of elections (a mass failover, every campaign opening) would otherwise
+// make every pass after it, at rest too, walk thousands of empty slots,
+// three times (the drain, the publish, noteDues).
+const untouchedRoom = 64
+
+// untouch empties the pass's touched sets (dirty, quiet) for the next
+// pass, with new maps when they grew large.
+func (s *namedState) untouch() {
+	if len(s.dirty) > untouchedRoom {
+		s.dirty, s.quiet = map[string]bool{}, map[string]struct{}{}
+		return
+	}
+	clear(s.dirty)
+	clear(s.quiet)
+}
+
 // touch marks name for the loop pass's drain and publish, and counts its
 // machine's due tick again at once: a catch-up later in the same pass (the
 // clock applying ticks before the next message) must reach the machine on

@@ -60,13 +60,22 @@ func (n *Node) heldDigestFrom(m election.Message) {
 }
 
 // ownDigest is the digest of this node's standing in every election it
-// stands in, as its Candidacies say it (standingIn).
+// stands in, as its Candidacies say it (standingIn), counted once a period:
+// every member's digest of the period is compared with it. A change since
+// it was counted was sent to the members too, so at worst one period's
+// comparison misses a lost copy (the next finds it) or finds a difference
+// that is not there (a round too many).
 func (n *Node) ownDigest() uint64 {
+	r := &n.named.resend
+	if r.ownIn == r.period+1 {
+		return r.own
+	}
 	var d named.Digest
 	for _, name := range n.named.queues.Elections() {
 		if n.standsIn(name) {
 			d.Add(name, standOf(n.standingIn(name)))
 		}
 	}
-	return d.Sum()
+	r.own, r.ownIn = d.Sum(), r.period+1
+	return r.own
 }

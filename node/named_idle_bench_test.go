@@ -2,6 +2,7 @@ package node
 
 import (
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -19,6 +20,9 @@ import (
 // builds side by side, e.g.
 //
 //	flock /tmp/electord-bench.lock go test ./node -run '^$' -bench NamedIdleCPU/bully -benchtime 1x
+//
+// ELECTORD_BENCH_IDLEPROFILE=FILE writes a CPU profile of the idle window
+// alone to FILE.bully and FILE.ring.
 func BenchmarkNamedIdleCPU(b *testing.B) {
 	k := 1000
 	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
@@ -53,6 +57,18 @@ func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64) {
 	}
 	agree := time.Since(start)
 	time.Sleep(2 * time.Second) // settle: the measurement is of an idle cluster
+	if f := os.Getenv("ELECTORD_BENCH_IDLEPROFILE"); f != "" {
+		// A CPU profile of the idle window alone (the benchmark's own
+		// -cpuprofile covers the start too).
+		w, err := os.Create(f + "." + algo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(w); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); w.Close() }()
+	}
 	before := cpuTime(b)
 	t0 := time.Now()
 	time.Sleep(window)

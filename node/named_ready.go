@@ -201,8 +201,7 @@ func (n *Node) afterNamed() {
 		}
 	}
 	n.named.noteDues()
-	clear(n.named.dirty)
-	clear(n.named.quiet)
+	n.named.untouch()
 	n.resendNamed()
 	n.beatPairs()
 	if n.named.clock != nil {

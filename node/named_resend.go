@@ -70,6 +70,10 @@ type namedResend struct {
 	// members that sent a digest (Message.Held) since they joined.
 	want      map[election.NodeID]bool
 	digesters map[election.NodeID]bool
+	// period counts the periods; own is this node's own digest as counted
+	// in period ownIn (ownDigest).
+	period, ownIn uint64
+	own           uint64
 	// withdrawn: elections this node withdrew from, and how long it still
 	// resends each withdrawal.
 	withdrawn map[string]withdrawal
@@ -152,6 +156,7 @@ func (n *Node) resendNamed() {
 	r := &n.named.resend
 	if r.due && !n.halted() {
 		r.due = false
+		r.period++
 		n.countWithdrawals()
 		n.sendHeldDigests()
 	}

@@ -138,10 +138,12 @@ func (n *Node) setVouched(id election.NodeID, on bool) []string {
 		}
 	}
 	n.named.pairs.peers[id].vouched = on
+	ev := election.Event{Type: election.EventUnvouched, Member: election.Member{ID: id}}
+	if on {
+		ev.Type = election.EventVouched
+	}
 	for _, name := range leaders {
-		if !on {
-			n.named.machines[name].sm.Observe(election.Event{Type: election.EventUnvouched, Member: election.Member{ID: id}})
-		}
+		n.named.machines[name].sm.Observe(ev)
 		n.named.recount(name)
 	}
 	for _, name := range followers {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/electord/electord/config"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,5 +202,39 @@ func TestNamedLoopStallIsNotPeersSilence(t *testing.T) {
 				t.Errorf("%s on node %d: %d at %v after node %d's loop stalled, %d at %v before", o.Election, id, li.ID, li.Term, stalled, b.ID, b.Term)
 			}
 		}
+	}
+}
+
+// At rest a leader announces itself to no quiet follower: the heartbeats
+// its followers sent before they went quiet count for a quiet interval once
+// the node vouches for them (EventVouched), so no member's window ends
+// before its first quiet heartbeat, up to a quiet interval later. At the
+// product's timings, 5 nodes and 500 elections (without EventVouched:
+// about 5,000 announcements in these 4 s).
+func TestNamedQuietLeaderAnnouncesNothingAtRest(t *testing.T) {
+	d := config.Default()
+	c := newTunedCluster(t, "bully", 5, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
+	})
+	c.agree(10*time.Second, 0)
+	opts := shardNames(500)
+	c.campaignAll(opts)
+	for deadline := time.Now().Add(20 * time.Second); c.notAgreed(opts) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 500 elections not agreed in 20 s", c.notAgreed(opts))
+		}
+	}
+	var coordinators atomic.Int64
+	c.net.SetHook(func(m election.Message) bool {
+		if m.Type == election.MsgCoordinator && m.Election != "" {
+			coordinators.Add(1)
+		}
+		return true
+	})
+	time.Sleep(6 * time.Second) // vouched, quiet, the support told
+	coordinators.Store(0)
+	time.Sleep(4 * time.Second)
+	if n := coordinators.Load(); n > 0 {
+		t.Errorf("%d announcements of 500 named elections' leaders in 4 s at rest, want none", n)
 	}
 }

@@ -602,7 +602,7 @@ func (h *namedHost) Observe(ev election.Event) {
 				nm.sm.Observe(election.Event{Type: ev.Type, Member: election.Member{ID: ev.Member.ID}})
 			}
 		}
-	case election.EventUnvouched:
+	case election.EventUnvouched, election.EventVouched:
 		for _, name := range h.names() {
 			h.machines[name].sm.Observe(ev)
 		}

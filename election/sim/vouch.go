@@ -62,6 +62,7 @@ func (s *Sim) vouch() {
 				p.last = s.now
 				if !p.vouched && s.now-p.since >= lt {
 					s.answer(a, func() { p.vouched = true })
+					a.sm.Observe(election.Event{Type: election.EventVouched, Member: election.Member{ID: b.id}})
 				}
 			case p != nil && p.vouched && s.now-p.last > lt:
 				s.unvouch(a, b.id, true)
