@@ -79,7 +79,6 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 	if n.halted() || to == 0 {
 		return
 	}
-	n.forgetPair(to)
 	if !n.namedQuorum() {
 		n.forgetCandidate(to, election.EventDead)
 	}
@@ -90,4 +89,10 @@ func (n *Node) namedPeerGone(to election.NodeID) {
 			n.named.touch(name)
 		}
 	}
+	// The node stops vouching for it last: a quiet follower takes the
+	// death above as it took it before quiet following, as word about a
+	// leader it had heard from (ignored), and campaigns on the timeout at
+	// once; unvouched first, it would take the death and wait a jittered
+	// suspicion delay before campaigning.
+	n.forgetPair(to)
 }
