@@ -268,7 +268,8 @@ const (
 	// peer is alive. The node reports Elections only.
 	EventPeerBusy
 	// EventUnvouched: the host stopped vouching for Member
-	// (Config.Vouched). A leader no longer counts what it heard of the
+	// (Config.Vouched), or cannot answer for the time before now (its own
+	// process stood still). A leader no longer counts what it heard of the
 	// member before as heard for a quiet interval (election/quiet.go).
 	EventUnvouched
 	// EventVouched: the host started vouching for Member, having heard it

@@ -80,7 +80,12 @@ func (n *Node) pairHeard(id election.NodeID) {
 }
 
 // afterStall counts every peer as heard now if the loop missed two beats or
-// more (see the top of this file).
+// more (see the top of this file). Its leaders, though, count their
+// members by new heartbeats only (EventUnvouched): while this node stood
+// still its members may have timed it out and followed another, and the
+// heartbeats they sent it before say nothing of that. Counted on, they
+// kept a paused leader claiming its elections for a quiet interval after
+// it resumed, its rounds announcing nothing to members that had moved on.
 func (n *Node) afterStall() {
 	ps, now := &n.named.pairs, n.named.ticks
 	if ps.every == 0 || now-ps.beatAt <= 2*uint64(ps.every) {
@@ -90,6 +95,15 @@ func (n *Node) afterStall() {
 		p.last = now
 	}
 	ps.beatAt = now
+	for name, nm := range n.named.machines {
+		if nm.sm.Status().Role != election.RoleLeader {
+			continue
+		}
+		for id := range ps.peers {
+			nm.sm.Observe(election.Event{Type: election.EventUnvouched, Member: election.Member{ID: id}})
+		}
+		n.named.recount(name)
+	}
 }
 
 // pairTimeout is the heartbeat timeout in named ticks.
