@@ -42,6 +42,21 @@ func quietLeader(t *testing.T, v *map[election.NodeID]bool) election.StateMachin
 	return sm
 }
 
+// announced ticks sm k times and returns the support its announcements
+// told each member (the last one's).
+func announced(sm election.StateMachine, k int) map[election.NodeID]uint32 {
+	to := map[election.NodeID]uint32{}
+	for range k {
+		sm.Tick()
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgCoordinator {
+				to[m.To] = m.Support
+			}
+		}
+	}
+	return to
+}
+
 // countSent ticks sm k times (as Advance would where it may) and counts the
 // messages of type typ it sends.
 func countSent(sm election.StateMachine, k int, typ election.MsgType) int {
@@ -178,15 +193,7 @@ func TestLeaderCountsAVouchedMemberForAQuietInterval(t *testing.T) {
 	// re-announced to, and member 1 is told the support fell to 2; in the
 	// round after, only member 2 is announced to again.
 	for round, want := range []map[election.NodeID]uint32{{1: 2, 2: 2}, {2: 2}} {
-		to := map[election.NodeID]uint32{}
-		for range 10 {
-			sm.Tick()
-			for _, m := range sm.Ready().Messages {
-				if m.Type == election.MsgCoordinator {
-					to[m.To] = m.Support
-				}
-			}
-		}
+		to := announced(sm, 10)
 		if !maps.Equal(to, want) {
 			t.Fatalf("round %d: announcements (member: support) %v, want %v", round+1, to, want)
 		}
@@ -210,15 +217,7 @@ func TestLeaderForgetsAQuietHeardMemberAcrossACut(t *testing.T) {
 	}
 	countSent(sm, 20, election.MsgCoordinator) // cut off for 20 ticks, two leader timeouts
 	v[1], v[2] = true, true                    // healed, vouched for again
-	to := map[election.NodeID]uint32{}
-	for range 10 {
-		sm.Tick()
-		for _, m := range sm.Ready().Messages {
-			if m.Type == election.MsgCoordinator {
-				to[m.To] = m.Support
-			}
-		}
-	}
+	to := announced(sm, 10)
 	if len(to) != 2 || to[1] != 1 || to[2] != 1 {
 		t.Fatalf("the round after the heal announced (member: support) %v, want both members told support 1 (the leader alone)", to)
 	}
