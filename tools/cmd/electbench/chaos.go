@@ -214,6 +214,19 @@ func kindHeals(kh *history.KindHeals) string {
 	return s
 }
 
+// slowKinds names the fault kinds whose slowest heal took longer than
+// over, with their figures: an election's slow heals are found by kind.
+func slowKinds(by map[string]*history.KindHeals, over time.Duration) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		kh := by[k]
+		if kh.Unhealed > 0 || (len(kh.Times) > 0 && history.Percentile(kh.Times, 1) > over) {
+			parts = append(parts, k+" "+kindHeals(kh))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // staticElectord builds cmd/electord with CGO_ENABLED=0, for a FROM
 // scratch image.
 func staticElectord() (string, func(), error) { return buildElectord("electbench-static-", true) }
@@ -282,6 +295,9 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut); overlapping by round trips only %d; violations: %s\n",
 			el.Name, er.Obs, er.Errs, er.Claims, apps, er.Heals, ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)),
 			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, er.Resolved, ruleCounts(er))
+		if slow := slowKinds(er.ByKind, time.Second); slow != "" {
+			pr("  - heals slower than 1 s, by fault (p50 / p99 / max ms): %s\n", slow)
+		}
 		bad = bad || len(er.Violations) > 0 || len(er.Overlaps) > 0
 	}
 	if !bad {
