@@ -236,6 +236,9 @@ const startWorkers = 8
 
 func (c *cluster) start(p *proc) error {
 	p.cmd = exec.Command(c.bin, p.args...)
+	if addr := pprofAddr(p.id); addr != "" {
+		p.cmd.Env = append(os.Environ(), "ELECTORD_PPROF_DEBUG_ADDR="+addr)
+	}
 	logFile, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", p.id)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

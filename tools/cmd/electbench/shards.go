@@ -336,6 +336,13 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	if err != nil {
 		return fmt.Errorf("crash: %w", err)
 	}
+	var survivors []*proc
+	for _, p := range running(c) {
+		if p != victim {
+			survivors = append(survivors, p)
+		}
+	}
+	profiled := profileCrash(survivors, 2*time.Second)
 	t0 = time.Now()
 	c.kill(victim)
 	apps.drop(f.victim)
@@ -353,6 +360,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	}
 	wcancel()
 	stopWatch()
+	profiled()
 	logf("%s: crash of node %d (leading %d): observer node %d, watched p50 %s p99 %s ms (%d missed), polled p50 %s p99 %s ms (%d missed, poll %v)",
 		f.algo, f.victim, f.led, observer.id, ms(f.watched.pct(0.5)), ms(f.watched.pct(0.99)), f.watchMissed,
 		ms(f.polled.pct(0.5)), ms(f.polled.pct(0.99)), f.pollMissed, f.pollRes.Round(time.Millisecond))
