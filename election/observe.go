@@ -55,6 +55,8 @@ func (c *core) Observe(ev Event) {
 		}
 	case EventVouched:
 		c.vouchedNow(ev.Member.ID)
+	case EventStalled:
+		c.stalled()
 	case EventSendFailed, EventPeerBusy:
 		// Only a message this node could have sent comes back: anything
 		// else is a caller's bug, and the algorithms would resend it.

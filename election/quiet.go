@@ -134,6 +134,24 @@ func (c *core) vouchedNow(id NodeID) {
 	m.quietHeard, c.supportAt = true, 0
 }
 
+// stalled: the host stood still (EventStalled). Its members may have timed
+// this leader out and campaigned meanwhile, and the heartbeats they sent
+// before that wait in the host's inbox: read now, each would count its
+// sender as heard, for a quiet interval while the host still vouches for
+// it, and the rounds would announce nothing to a member that waits for a
+// campaign's answer. So the next round tells every member who leads,
+// whatever was heard, and what was heard before counts for a leader
+// timeout only.
+func (c *core) stalled() {
+	if c.role != RoleLeader || c.q != nil || c.cfg.Vouched == nil {
+		return
+	}
+	for i := range c.members {
+		c.members[i].quietHeard = false
+	}
+	c.supportAt, c.told = 0, 0 // support is never 0: the next round tells
+}
+
 // heardLately reports whether live member id was heard within its window
 // (heardWindow).
 func (c *core) heardLately(id NodeID) bool {

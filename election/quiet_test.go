@@ -222,3 +222,32 @@ func TestLeaderForgetsAQuietHeardMemberAcrossACut(t *testing.T) {
 		t.Fatalf("the round after the heal announced (member: support) %v, want both members told support 1 (the leader alone)", to)
 	}
 }
+
+// A leader whose host stood still (EventStalled) tells every member who
+// leads at its next round, though each member's heartbeat, read after the
+// stall, counts it as heard: what waited in the host's inbox through the
+// stall was sent before the member may have timed this leader out. At rest
+// without the event, the same rounds announce nothing.
+func TestStalledLeaderTellsEveryMemberAtItsNextRound(t *testing.T) {
+	v := map[election.NodeID]bool{1: true, 2: true}
+	sm := quietLeader(t, &v)
+	sm.Ready()
+	countSent(sm, 10, election.MsgCoordinator) // the support told
+	if got := countSent(sm, 10, election.MsgCoordinator); got != 0 {
+		t.Fatalf("at rest a round announced %d times, want none", got)
+	}
+	sm.Observe(election.Event{Type: election.EventStalled})
+	term := sm.Status().LeaderTerm
+	for _, id := range []election.NodeID{1, 2} { // the heartbeats that waited through the stall
+		if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: term, Leader: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sm.Ready()
+	if due := sm.(interface{ TicksUntilDue() int }).TicksUntilDue(); due > 10 {
+		t.Fatalf("after a stall the leader is due in %d ticks, want at its next round (10)", due)
+	}
+	if to := announced(sm, 10); len(to) != 2 {
+		t.Fatalf("the round after a stall announced to %v, want both members", to)
+	}
+}

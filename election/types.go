@@ -268,14 +268,19 @@ const (
 	// peer is alive. The node reports Elections only.
 	EventPeerBusy
 	// EventUnvouched: the host stopped vouching for Member
-	// (Config.Vouched), or cannot answer for the time before now (its own
-	// process stood still). A leader no longer counts what it heard of the
+	// (Config.Vouched). A leader no longer counts what it heard of the
 	// member before as heard for a quiet interval (election/quiet.go).
 	EventUnvouched
 	// EventVouched: the host started vouching for Member, having heard it
 	// steadily for a leader timeout. A leader that heard the member within
 	// that time counts it for a quiet interval from then (quiet.go).
 	EventVouched
+	// EventStalled: the host's process stood still (paused, starved) for
+	// longer than it vouches across: its members may have timed this node
+	// out meanwhile, and what it reads next may have waited through the
+	// stall. A leader whose followers keep quiet tells every member at its
+	// next round who leads (quiet.go).
+	EventStalled
 )
 
 // Event is a local event.

@@ -136,7 +136,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 		c.drive(n.namedTicker())
 		c.start()
 		n.named.clock = c
-		n.named.pairs.peers, n.named.pairs.beatAt = nil, n.named.ticks // pairbeat.go: kept while the clock runs
+		n.named.pairs.peers, n.named.pairs.beatWall = nil, time.Now() // pairbeat.go: kept while the clock runs
 	}
 	n.named.machines[name] = &namedMachine{sm: n.named.lazily(sm), priority: head.Priority}
 	_, standing := n.named.queues.Head(name)

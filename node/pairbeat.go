@@ -1,6 +1,10 @@
 package node
 
-import "github.com/electord/electord/election"
+import (
+	"time"
+
+	"github.com/electord/electord/election"
+)
 
 // A heartbeat per pair of nodes for the named elections (plain mode). A node
 // that follows a peer in thousands of elections would otherwise heartbeat
@@ -9,11 +13,11 @@ import "github.com/electord/electord/election"
 // heartbeat interval, and vouches for a member (election.Config.Vouched)
 // once it has heard from it steadily, anything at all with no gap of a
 // heartbeat timeout, for a heartbeat timeout. Time here is the named
-// clock's ticks. A loop that stalled (a pause, a starved process) finds
-// its beats late: what its peers sent meanwhile waits in its inbox, so it
-// counts every peer as heard at that moment (afterStall) rather than take
-// its own stall for their silence and time out every leader before it
-// reads them; a peer that is really silent is found a timeout later. The machines that follow a
+// clock's ticks, which a loop that stalled (a pause, a starved process)
+// does not count: the clock drops the ticks it missed, so the node does not
+// take its own stall for its peers' silence and time out every leader
+// before it reads what they sent meanwhile. For the same reason the stall
+// is found by the wall clock, as beats late (afterStall). The machines that follow a
 // vouched member keep quiet (election/quiet.go). The node stops vouching
 // when the member falls silent for a heartbeat timeout (its followers then
 // time it out, as their own timers would have), restarts (a new
@@ -30,10 +34,11 @@ type pairBeats struct {
 	every int  // ticks between beats; 0 until the named clock first starts
 	left  int  // ticks until the next beat
 	due   bool // a beat fell due; beatPairs sends it
-	// beatAt: the named clock's tick of the last beat (or of the clock's
-	// start, or of a stall found).
-	beatAt uint64
-	peers  map[election.NodeID]*pairPeer
+	// beatWall: when the last beat was sent (or the clock started, or a
+	// stall was found), by the wall clock: the named clock's ticks do not
+	// count a stall.
+	beatWall time.Time
+	peers    map[election.NodeID]*pairPeer
 }
 
 // pairPeer is what the node keeps of one member's pair heartbeat.
@@ -79,29 +84,30 @@ func (n *Node) pairHeard(id election.NodeID) {
 	}
 }
 
-// afterStall counts every peer as heard now if the loop missed two beats or
-// more (see the top of this file). Its leaders, though, count their
-// members by new heartbeats only (EventUnvouched): while this node stood
-// still its members may have timed it out and followed another, and the
-// heartbeats they sent it before say nothing of that. Counted on, they
-// kept a paused leader claiming its elections for a quiet interval after
-// it resumed, its rounds announcing nothing to members that had moved on.
+// afterStall runs when the loop finds its beats two intervals late or more
+// by the wall clock: it stood still. Every peer counts as heard now (what
+// they sent meanwhile waits in the inbox; one really silent is found a
+// timeout later). Its leaders are told (EventStalled): while this node
+// stood still its members may have timed it out and campaigned or
+// followed another, and the heartbeats they sent before, read now, say
+// nothing of that; each leader tells every member who leads at its next
+// round. Counted on, those heartbeats kept a paused ring leader silent for
+// a quiet interval after it resumed, while members that had campaigned
+// waited for a round that had ended in the paused node.
 func (n *Node) afterStall() {
 	ps, now := &n.named.pairs, n.named.ticks
-	if ps.every == 0 || now-ps.beatAt <= 2*uint64(ps.every) {
+	if ps.every == 0 || time.Since(ps.beatWall) <= 2*time.Duration(ps.every)*n.cfg.Tick {
 		return
 	}
 	for _, p := range ps.peers {
 		p.last = now
 	}
-	ps.beatAt = now
+	ps.beatWall = time.Now()
 	for name, nm := range n.named.machines {
 		if nm.sm.Status().Role != election.RoleLeader {
 			continue
 		}
-		for id := range ps.peers {
-			nm.sm.Observe(election.Event{Type: election.EventUnvouched, Member: election.Member{ID: id}})
-		}
+		nm.sm.Observe(election.Event{Type: election.EventStalled})
 		n.named.recount(name)
 	}
 }
@@ -181,7 +187,7 @@ func (n *Node) beatPairs() {
 	n.announceIncarnation(0)
 	n.catchUpNamed()
 	n.afterStall()
-	ps.beatAt = n.named.ticks
+	ps.beatWall = time.Now()
 	for id, p := range ps.peers {
 		if p.vouched && n.named.ticks-p.last > n.pairTimeout() {
 			n.unvouch(id, true)

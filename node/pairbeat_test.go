@@ -238,3 +238,57 @@ func TestNamedQuietLeaderAnnouncesNothingAtRest(t *testing.T) {
 		t.Errorf("%d announcements of 500 named elections' leaders in 4 s at rest, want none", n)
 	}
 }
+
+// A leader whose loop stood still longer than a heartbeat timeout (a
+// SIGSTOP) lost its quiet followers meanwhile: the pair fell silent, they
+// timed it out and campaigned. Its clock dropped the ticks it missed, so
+// the stall is found by the wall clock, and its leaders re-announce
+// themselves to every member at their next round, whatever heartbeats wait
+// in the inbox. Ring: a campaign's token that reached the stalled node ends
+// there, and without the re-announcement a member whose heartbeat, sent
+// before it campaigned, was read after the stall stayed electing until its
+// backed-off round timed out (about 0.9 s here, against 60 ms).
+func TestNamedLeaderResumedFromAStallIsFollowedAgain(t *testing.T) {
+	c, opts := quietCluster(t, "ring", 20)
+	time.Sleep(500 * time.Millisecond) // quiet
+	var stalled election.NodeID
+	led := map[string]bool{}
+	for _, o := range opts {
+		li, _ := c.nodes[1].ElectionLeader(o.Election)
+		if stalled == 0 {
+			stalled = li.ID
+		}
+		if li.ID == stalled {
+			led[o.Election] = true
+		}
+	}
+	if err := c.nodes[stalled].do(context.Background(), func() error {
+		time.Sleep(time.Second) // ten heartbeat timeouts with the loop held
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	disagreed := func() (n int) {
+		for name := range led {
+			first, _ := c.nodes[1].ElectionLeader(name)
+			for _, nd := range c.nodes {
+				if li, _ := nd.ElectionLeader(name); !li.HasLeader() || li.ID != first.ID || li.Term != first.Term {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	// The bound: a leader timeout to the round that re-announces, and a
+	// margin for a loaded machine.
+	const bound = 400 * time.Millisecond
+	for disagreed() > 0 && time.Since(resumed) < 5*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(resumed)
+	if n := disagreed(); n > 0 || took > bound {
+		t.Fatalf("node %d resumed from a 1 s stall: the %d elections it led agreed again after %v (%d views still apart), bound %v", stalled, len(led), took.Round(time.Millisecond), n, bound)
+	}
+	t.Logf("node %d resumed from a 1 s stall: the %d elections it led agreed again after %v", stalled, len(led), took.Round(time.Millisecond))
+}
