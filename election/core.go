@@ -207,7 +207,8 @@ func (c *core) Status() Status {
 	st := Status{ID: c.cfg.ID, Algorithm: c.algo.Name(), Role: c.role, Leader: c.leader, LeaderTerm: c.leaderTerm,
 		Term: c.term, Members: len(c.members) + 1, Excluded: c.excluded(), Withdrawn: c.withdrawn,
 		Bootstrapping: c.bootstrapping && len(c.ringView()) < c.cfg.BootstrapExpect, Rejected: c.rejected,
-		RefusedTerms: c.refusedTerms, RefusedMembership: c.refusedMembership, Now: c.now}
+		RefusedTerms: c.refusedTerms, RefusedMembership: c.refusedMembership, Now: c.now,
+		Quiet: c.role == RoleFollower && c.quiet && !c.quietChanges()}
 	if c.role == RoleLeader && c.q != nil {
 		st.LeaseEnd = c.leaseEnd()
 	}

@@ -345,6 +345,11 @@ type Status struct {
 	// leader a Coordinator names, is not a live member, or a TimeoutNow
 	// came from another node than the leader (also counted in Rejected).
 	RefusedMembership uint64
+	// Quiet (plain mode, a follower): it keeps quiet (Config.Vouched) and
+	// will at its next tick too; its one timer is the quiet heartbeat, which
+	// its host may send up to a heartbeat interval late, with others
+	// (election/quiet.go).
+	Quiet bool
 	// Now is the state machine's clock, in ticks.
 	Now uint64
 	// LeaseEnd (quorum mode, leader only): the tick at which the leader's

@@ -118,6 +118,9 @@ func (s *namedState) scheduleDue(name string, nm *namedMachine, drained bool) {
 		return
 	}
 	at := s.ticks + uint64(k)
+	if l.StateMachine.Status().Quiet {
+		at = s.pairs.onBeat(s.ticks, at)
+	}
 	if at == l.due {
 		return // already in the heap
 	}

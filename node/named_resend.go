@@ -122,8 +122,10 @@ func (n *Node) namedTicker() resendingSet {
 }
 
 func (s resendingSet) Tick() {
-	s.machineSet.Tick()
+	// The beat's count first: a machine due on this tick counts its next due
+	// tick by the next beat (pairBeats.onBeat).
 	s.s.pairs.tick()
+	s.machineSet.Tick()
 	r := &s.s.resend
 	if r.left--; r.left <= 0 {
 		r.left, r.due = r.every, true

@@ -195,6 +195,27 @@ func (n *Node) beatPairs() {
 	}
 }
 
+// onBeat is the first tick at or after at (a tick after now) on which a
+// beat falls. A quiet follower's one timer, its quiet heartbeat, is due on
+// it (scheduleDue), so the quiet heartbeats of all the elections that fall
+// due within an interval leave with the pair's beat in one loop pass, and
+// reach each peer as one call, and the leaders' answers as one, instead of
+// one call each way per election: at rest at 2,000 elections a node sent
+// and answered some 320 calls a second instead of about 40. A quiet
+// heartbeat checks only that the leader still holds what the follower
+// follows, once a quiet interval; sent up to an interval late, it checks
+// the same.
+func (ps *pairBeats) onBeat(now, at uint64) uint64 {
+	if ps.every == 0 {
+		return at
+	}
+	next, every := now+uint64(max(ps.left, 1)), uint64(ps.every)
+	if at <= next {
+		return next
+	}
+	return next + (at-next+every-1)/every*every
+}
+
 // tick counts the named clock's tick toward the next beat.
 func (ps *pairBeats) tick() {
 	if ps.every == 0 {
