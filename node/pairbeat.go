@@ -200,8 +200,8 @@ func (n *Node) beatPairs() {
 // it (scheduleDue), so the quiet heartbeats of all the elections that fall
 // due within an interval leave with the pair's beat in one loop pass, and
 // reach each peer as one call, and the leaders' answers as one, instead of
-// one call each way per election: at rest at 2,000 elections a node sent
-// and answered some 320 calls a second instead of about 40. A quiet
+// one call each way per election (at rest at 2,000 elections this halved a
+// node's CPU, docs/bench/HISTORY.md). A quiet
 // heartbeat checks only that the leader still holds what the follower
 // follows, once a quiet interval; sent up to an interval late, it checks
 // the same.
