@@ -29,8 +29,11 @@ type namedState struct {
 	queues   named.Queues
 	table    named.Table
 	machines map[string]*namedMachine
-	subs     map[named.ID]*Candidacy
-	watchers map[string]map[*ElectionWatch]struct{}
+	subs     map[named.ID]*Candidacy // keep with addSub and dropSub
+	// spreadSubs counts the candidacies in subs that ask for placement
+	// spread: while there is none, the rebalancer has nothing to look at.
+	spreadSubs int
+	watchers   map[string]map[*ElectionWatch]struct{}
 	// seen: the highest leadership term this node has shown of each
 	// election it knows (namedInfo).
 	seen  map[string]election.Term
@@ -364,7 +367,7 @@ func (n *Node) stand(c *Candidacy) error {
 		return err
 	}
 	c.ID = cand.ID
-	n.named.subs[cand.ID] = c
+	n.named.addSub(c)
 	if n.named.machines[c.Election] == nil {
 		// The first app here, or the machine stopped (a term it could not
 		// persist): stand for the head of the queue. A record of the
@@ -377,7 +380,7 @@ func (n *Node) stand(c *Candidacy) error {
 		h, _ := n.named.queues.Head(c.Election)
 		if err := n.newMachine(c.Election, h, !n.named.store.Holds(c.Election)); err != nil {
 			n.named.queues.Remove(cand.ID)
-			delete(n.named.subs, cand.ID)
+			n.named.dropSub(cand.ID)
 			return err
 		}
 		n.sendCandidacy(c.Election, 0)
@@ -388,6 +391,22 @@ func (n *Node) stand(c *Candidacy) error {
 	}
 	n.named.touch(c.Election)
 	return nil
+}
+
+// addSub records local candidacy c (its ID set).
+func (s *namedState) addSub(c *Candidacy) {
+	s.subs[c.ID] = c
+	if c.Placement == PlacementSpread {
+		s.spreadSubs++
+	}
+}
+
+// dropSub forgets local candidacy id.
+func (s *namedState) dropSub(id named.ID) {
+	if c := s.subs[id]; c != nil && c.Placement == PlacementSpread {
+		s.spreadSubs--
+	}
+	delete(s.subs, id)
 }
 
 // withdrawCandidacy ends a local candidacy (on the loop). The head's end is
@@ -413,7 +432,7 @@ func (n *Node) withdrawCandidacies(ids []named.ID) {
 	var drain []string
 	for _, id := range ids {
 		c := n.named.subs[id]
-		delete(n.named.subs, id)
+		n.named.dropSub(id)
 		gone, wasHead, next, more, err := n.named.queues.Remove(id)
 		if err != nil {
 			continue

@@ -82,6 +82,12 @@ func (n *Node) rebalanceNamed() {
 		return
 	}
 	r := &n.named.rebalance
+	if n.named.spreadSubs == 0 {
+		// No election here asks for spread: a scan would count nothing
+		// (isSpread), at O(elections) each interval.
+		r.seen = nil
+		return
+	}
 	now := time.Now()
 	if now.Before(r.next) {
 		return

@@ -448,3 +448,43 @@ func TestNamedSpreadPriorityFirst(t *testing.T) {
 		})
 	}
 }
+
+// The rebalancer scans the elections only while some local candidacy asks
+// for spread: the count of such candidacies follows stands and
+// withdrawals.
+func TestNamedSpreadCandidaciesCounted(t *testing.T) {
+	c := newCluster(t, "bully", 1)
+	c.agree(10*time.Second, 0)
+	nd := c.nodes[1]
+	spread := func() (k int) {
+		if err := nd.do(context.Background(), func() error { k = nd.named.spreadSubs; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	ctx := context.Background()
+	sticky, err := nd.CampaignWith(ctx, CampaignOptions{Election: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spreads []*Candidacy
+	for _, name := range []string{"a", "b"} {
+		cd, err := nd.CampaignWith(ctx, CampaignOptions{Election: name, Placement: PlacementSpread})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spreads = append(spreads, cd)
+	}
+	if k := spread(); k != 2 {
+		t.Fatalf("one sticky and two spread candidacies: %d counted spread, want 2", k)
+	}
+	sticky.Close()
+	spreads[0].Close()
+	if k := spread(); k != 1 {
+		t.Fatalf("after the sticky and one spread candidacy ended: %d counted spread, want 1", k)
+	}
+	spreads[1].Close()
+	if k := spread(); k != 0 {
+		t.Fatalf("after every candidacy ended: %d counted spread, want 0", k)
+	}
+}
