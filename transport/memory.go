@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -40,6 +41,7 @@ type Network struct {
 	mu          sync.RWMutex
 	nodes       map[election.NodeID]*Memory
 	down        map[election.NodeID]bool
+	crashed     map[election.NodeID]error // what a send to it fails with
 	cuts        map[[2]election.NodeID]bool
 	hook        func(election.Message) bool
 	cutDelay    time.Duration
@@ -54,6 +56,7 @@ func NewNetwork() *Network {
 	return &Network{
 		nodes:       make(map[election.NodeID]*Memory),
 		down:        make(map[election.NodeID]bool),
+		crashed:     make(map[election.NodeID]error),
 		cuts:        make(map[[2]election.NodeID]bool),
 		cutDelay:    DefaultCutDelay,
 		sendTimeout: DefaultSendTimeout,
@@ -82,10 +85,33 @@ func (n *Network) Down(id election.NodeID) {
 	n.mu.Unlock()
 }
 
-// Up undoes Down(id). Safe for concurrent use.
+// Crash makes id's process gone as its peers see a SIGKILL over gRPC: what
+// id sends is dropped, sends to it fail with ErrPeerDown (a refused
+// connection confirmed by a refused dial), and every other node is told at
+// once, as a dropped connection is reported (a Heartbeat to id failed with
+// ErrPeerDown). Until Up(id). Safe for concurrent use.
+func (n *Network) Crash(id election.NodeID) {
+	err := fmt.Errorf("%w: transport(memory): %d crashed: %w", ErrPeerDown, id,
+		status.Errorf(codes.Unavailable, "connection refused by %d", id))
+	n.mu.Lock()
+	n.crashed[id] = err
+	var others []*Memory
+	for oid, t := range n.nodes {
+		if oid != id {
+			others = append(others, t)
+		}
+	}
+	n.mu.Unlock()
+	for _, t := range others {
+		t.recv.Failed(election.Message{Type: election.MsgHeartbeat, From: t.self, To: id}, err)
+	}
+}
+
+// Up undoes Down(id) and Crash(id). Safe for concurrent use.
 func (n *Network) Up(id election.NodeID) {
 	n.mu.Lock()
 	delete(n.down, id)
+	delete(n.crashed, id)
 	n.mu.Unlock()
 }
 
@@ -211,13 +237,17 @@ func (t *Memory) deliver(ctx context.Context, m election.Message) {
 	n := t.net
 	n.mu.RLock()
 	hook, dst, down, cut := n.hook, n.nodes[m.To], n.down[m.To], n.cuts[pair(t.self, m.To)]
+	crashed, gone := n.crashed[t.self] != nil, n.crashed[m.To]
 	cutDelay, timeout := n.cutDelay, n.sendTimeout
 	n.mu.RUnlock()
 
-	if hook != nil && !hook(m) {
+	if crashed || hook != nil && !hook(m) {
 		return
 	}
 	switch {
+	case gone != nil:
+		t.recv.Failed(m, gone)
+		return
 	case cut:
 		timer := time.NewTimer(cutDelay)
 		defer timer.Stop()

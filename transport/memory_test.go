@@ -204,3 +204,29 @@ func TestMemoryCloseDetaches(t *testing.T) {
 	waitGoroutines(t, before)
 	r1.noFailure(t)
 }
+
+// A crashed node's peers are told at once with ErrPeerDown, its sends are
+// dropped, and sends to it fail with ErrPeerDown; Up undoes it.
+func TestMemoryCrash(t *testing.T) {
+	n := NewNetwork()
+	r1, t1, r2, t2 := pairOn(t, n)
+	n.Crash(2)
+	if f := r1.nextFailure(t); f.m.To != 2 || !errors.Is(f.err, ErrPeerDown) {
+		t.Fatalf("node 1 was told %+v (%v), want a failed Heartbeat to 2 with ErrPeerDown", f.m, f.err)
+	}
+	t2.Send(election.Message{Type: election.MsgAnswer, From: 2, To: 1, Term: 1})
+	t1.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 1})
+	if f := r1.nextFailure(t); f.m.To != 2 || !errors.Is(f.err, ErrPeerDown) {
+		t.Fatalf("a send to the crashed node failed with %+v (%v), want ErrPeerDown", f.m, f.err)
+	}
+	select {
+	case in := <-r1.got:
+		t.Fatalf("the crashed node's send was delivered: %+v", in.Msg)
+	case <-time.After(50 * time.Millisecond):
+	}
+	n.Up(2)
+	t1.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: 2})
+	if in := r2.next(t); in.Msg.Term != 2 {
+		t.Fatalf("after Up, node 2 got %+v", in.Msg)
+	}
+}

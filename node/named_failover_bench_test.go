@@ -1,0 +1,157 @@
+package node
+
+import (
+	"context"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electord/electord/config"
+	"github.com/electord/electord/election"
+)
+
+// BenchmarkNamedMassFailover: five in-process nodes (memory transport, the
+// product's timings), every node's app standing in N elections on one
+// stream (ELECTORD_BENCH_ELECTIONS, default 1,000), agreed and at rest;
+// then the node leading them crashes as a SIGKILL looks over gRPC
+// (transport.Network.Crash: its peers are told at once, its sends stop).
+// Reported: when the observer (the lowest survivor) saw a new leader in
+// each of the crashed node's elections, by its watch (p50-ms, p99-ms), and
+// when every survivor agreed on one in all of them (all-ms), polled every
+// 5 ms. The loops' own cost of a mass failover without gRPC's:
+//
+//	go test ./node -run '^$' -bench NamedMassFailover -benchtime 1x
+//
+// ELECTORD_BENCH_FAILOVERPROFILE=FILE writes a CPU profile of the failover
+// (its first second) to FILE.bully and FILE.ring.
+func BenchmarkNamedMassFailover(b *testing.B) {
+	k := 1000
+	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
+		k = v
+	}
+	for _, algo := range []string{"bully", "ring"} {
+		b.Run(algo, func(b *testing.B) {
+			for range b.N {
+				seen, all := namedMassFailover(b, algo, k)
+				b.ReportMetric(float64(percentile(seen, .5).Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(percentile(seen, .99).Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(all.Microseconds())/1000, "all-ms")
+			}
+		})
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, all time.Duration) {
+	const nodes = 5
+	d := config.Default()
+	c := newTunedCluster(b, algo, nodes, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
+	})
+	c.agree(30*time.Second, 0)
+	opts := shardNames(k)
+	c.campaignAll(opts)
+	for start := time.Now(); c.notAgreed(opts) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > 120*time.Second {
+			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, c.notAgreed(opts), k)
+		}
+	}
+	time.Sleep(2 * time.Second) // at rest: quiet followers
+	byLeader := map[election.NodeID][]string{}
+	for _, o := range opts {
+		li, _ := c.nodes[1].ElectionLeader(o.Election)
+		byLeader[li.ID] = append(byLeader[li.ID], o.Election)
+	}
+	var victim election.NodeID
+	for id, names := range byLeader {
+		if len(names) > len(byLeader[victim]) {
+			victim = id
+		}
+	}
+	names := byLeader[victim]
+	observer := election.NodeID(1)
+	if victim == 1 {
+		observer = 2
+	}
+	var mu sync.Mutex
+	var t0 time.Time
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range names {
+		w, err := c.nodes[observer].WatchElection(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for li := range w.C() {
+				if li.HasLeader() && li.ID != victim {
+					mu.Lock()
+					seen = append(seen, time.Since(t0))
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // the watches' first events (the current leader) delivered
+	if f := os.Getenv("ELECTORD_BENCH_FAILOVERPROFILE"); f != "" {
+		w, err := os.Create(f + "." + algo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(w); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); w.Close() }()
+	}
+	mu.Lock()
+	t0 = time.Now()
+	mu.Unlock()
+	c.net.Crash(victim)
+	for {
+		left := 0
+		for _, name := range names {
+			var first LeaderInfo
+			for id, nd := range c.nodes {
+				if id == victim {
+					continue
+				}
+				li, _ := nd.ElectionLeader(name)
+				if !li.HasLeader() || li.ID == victim || first.HasLeader() && (li.ID != first.ID || li.Term != first.Term) {
+					left++
+					break
+				}
+				first = li
+			}
+		}
+		if left == 0 {
+			all = time.Since(t0)
+			break
+		}
+		if time.Since(t0) > 20*time.Second {
+			b.Fatalf("%s: 20 s after node %d crashed, %d of the %d elections it led have no agreed new leader", algo, victim, left, len(names))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	if len(seen) != len(names) {
+		b.Fatalf("%s: the observer saw a new leader in %d of %d elections", algo, len(seen), len(names))
+	}
+	return seen, all
+}
