@@ -9,7 +9,7 @@ import (
 // fakeDue is a state machine that only counts its ticks: due is its own
 // tick count at which it is next due (0: never).
 type fakeDue struct {
-	election.StateMachine // nil: the set calls nothing else
+	election.StateMachine // nil: the set calls nothing else but Status
 	now, due              int
 	ticks, advances       int // calls of Tick and of Advance
 }
@@ -24,7 +24,8 @@ func (d *fakeDue) Advance(k int) {
 		d.due = 0
 	}
 }
-func (d *fakeDue) HasReady() bool { return false }
+func (d *fakeDue) HasReady() bool          { return false }
+func (d *fakeDue) Status() election.Status { return election.Status{} } // never quiet
 func (d *fakeDue) TicksUntilDue() int {
 	if d.due == 0 {
 		return 0
