@@ -47,7 +47,7 @@ func (c *core) Observe(ev Event) {
 		}
 	case EventLeaderTimeout:
 		if c.role == RoleFollower {
-			c.suspect()
+			c.suspect(ev.Lead)
 		}
 	case EventUnvouched:
 		if m := c.members.get(ev.Member.ID); m != nil && m.quietHeard {
@@ -72,7 +72,7 @@ func (c *core) Observe(ev Event) {
 			// heartbeat can time out on a live leader's old connection, and
 			// taking that as its death handed the cluster to the cut-off
 			// node the bound follower was holding.
-			c.suspect()
+			c.suspect(0)
 			return
 		}
 		if b, ok := c.algo.(BusyObserver); ok && ev.Type == EventPeerBusy {

@@ -183,7 +183,7 @@ func (c *core) stepHeartbeatResp(m Message) {
 		}
 	default:
 		// Our leader knows our term and says it does not lead it.
-		c.suspect()
+		c.suspect(0)
 	}
 }
 

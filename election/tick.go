@@ -55,7 +55,7 @@ func (c *core) tickFollower() {
 	}
 	c.sinceAck++
 	if c.sinceAck > c.suspectAt {
-		c.suspect()
+		c.suspect(0)
 	}
 }
 
@@ -235,9 +235,13 @@ func (c *core) bootstrap() bool {
 }
 
 // suspect reacts to a leader that stopped answering: campaign now (the
-// detection timeout was jittered already).
-func (c *core) suspect() {
+// detection timeout was jittered already), or, ranked below others, after
+// the algorithm's wait and lead ticks more (Event.Lead).
+func (c *core) suspect(lead int) {
 	wait := c.suspicionWait(0)
+	if wait > 0 {
+		wait += min(max(lead, 0), c.cfg.LeaderTimeoutTicks)
+	}
 	c.noLeader(wait)
 	if c.followHeld() {
 		return // a rival's announcement held while bound (plain_mode.go)

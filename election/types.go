@@ -288,6 +288,13 @@ type Event struct {
 	Type   EventType
 	Member Member
 	Msg    Message
+	// Lead, for EventLeaderTimeout: ticks more that a node ranked below
+	// others waits before campaigning (at most a leader timeout). A host
+	// that times out one leader in many elections at once says how long
+	// failing them all over takes it: the highest survivor, doing the same,
+	// announces itself that much later, and a node below that campaigned
+	// meanwhile would find it slow to answer and claim beside it.
+	Lead int
 	// Refused, for EventSendFailed: the receiver's host refused the
 	// connection, so its process is gone. A timeout or a reset says only
 	// that the path failed, which a live peer survives (a link that heals,

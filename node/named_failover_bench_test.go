@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -124,6 +125,32 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	t0 = time.Now()
 	mu.Unlock()
 	c.net.Crash(victim)
+	if os.Getenv("DBGFO") != "" {
+		go func() {
+			for time.Since(t0) < 2*time.Second {
+				var parts []string
+				for id, nd := range c.nodes {
+					if id == victim {
+						continue
+					}
+					led, moved := 0, 0
+					for _, name := range names {
+						li, _ := nd.ElectionLeader(name)
+						if li.Self {
+							led++
+						}
+						if li.HasLeader() && li.ID != victim {
+							moved++
+						}
+					}
+					parts = append(parts, fmt.Sprintf("n%d led %d moved %d", id, led, moved))
+				}
+				slices.Sort(parts)
+				b.Logf("%v: %v", time.Since(t0).Round(time.Millisecond), parts)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
 	for {
 		left := 0
 		for _, name := range names {

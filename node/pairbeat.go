@@ -126,10 +126,7 @@ func (n *Node) unvouch(id election.NodeID, silent bool) {
 	if !silent || n.halted() {
 		return
 	}
-	for _, name := range followers {
-		n.named.machines[name].sm.Observe(election.Event{Type: election.EventLeaderTimeout})
-		n.named.touch(name)
-	}
+	n.timeOutLeader(followers)
 }
 
 // forgetPair drops what the node keeps of member id's pair heartbeat (it
