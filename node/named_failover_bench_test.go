@@ -28,7 +28,9 @@ import (
 //	go test ./node -run '^$' -bench NamedMassFailover -benchtime 1x
 //
 // ELECTORD_BENCH_FAILOVERPROFILE=FILE writes a CPU profile of the failover
-// (its first second) to FILE.bully and FILE.ring.
+// to FILE.bully and FILE.ring; ELECTORD_BENCH_FAILOVERTRACE=1 logs, every
+// 10 ms for 2 s, how many of the elections each survivor leads and sees
+// led by a live node.
 func BenchmarkNamedMassFailover(b *testing.B) {
 	k := 1000
 	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
@@ -125,7 +127,7 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	t0 = time.Now()
 	mu.Unlock()
 	c.net.Crash(victim)
-	if os.Getenv("DBGFO") != "" {
+	if os.Getenv("ELECTORD_BENCH_FAILOVERTRACE") != "" {
 		go func() {
 			for time.Since(t0) < 2*time.Second {
 				var parts []string
