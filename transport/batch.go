@@ -197,13 +197,20 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 	if !delivered {
 		return silent, false
 	}
+	var busy []election.Message
 	for _, r := range ack.GetRefused() {
 		if i := int(r.GetIndex()); i < len(ms) {
 			m := ms[i]
 			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
-			l.fail(m, status.Error(codes.Code(r.GetCode()), r.GetMessage()))
+			err := status.Error(codes.Code(r.GetCode()), r.GetMessage())
+			if forNamedSet(m) && PeerOverloaded(err) {
+				busy = append(busy, m) // sent again after a pause (sendQueues.busy)
+				continue
+			}
+			l.fail(m, err)
 		}
 	}
+	l.t.q.busy(l.id, busy)
 	return false, false
 }
 

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/electord/electord/election"
 	pb "github.com/electord/electord/proto/electord/v1"
@@ -121,17 +124,43 @@ func TestGRPCBatchStaysUnderTheSizeLimit(t *testing.T) {
 func TestGRPCBatchRefusalsReportedPerMessage(t *testing.T) {
 	srv := newFakeReceiver(2)
 	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg})
-	srv.setErr(ErrOverloaded)
+	srv.setErr(ErrNotServing)
 	ms := namedBurst(60)
 	for _, m := range ms {
 		tr.Send(m)
 	}
 	for range ms {
 		f := cli.nextFailure(t)
-		if !PeerOverloaded(f.err) {
-			t.Fatalf("%v failed with %v, want the peer's overload", f.m.Type, f.err)
+		if status.Code(f.err) != codes.Unavailable || !strings.Contains(f.err.Error(), ErrNotServing.Error()) {
+			t.Fatalf("%v failed with %v, want the peer's refusal (not serving)", f.m.Type, f.err)
 		}
 	}
+}
+
+// Named messages the receiver refuses as overloaded (its inbox was full)
+// are not failed: they are sent again after a pause, and delivered once
+// it takes them.
+func TestGRPCBatchOverloadedNamedMessagesAreSentAgain(t *testing.T) {
+	srv := newFakeReceiver(2)
+	_, svc, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg})
+	srv.setErr(ErrOverloaded)
+	ms := namedBurst(60)
+	for _, m := range ms {
+		tr.Send(m)
+	}
+	eventually(t, "the receiver refused messages as overloaded", func() bool { return svc.Stats().RejectedOverloaded >= 60 })
+	srv.setErr(nil)
+	got := map[string]int{}
+	for len(got) < len(ms) {
+		in := srv.next(t)
+		got[fmt.Sprintf("%v %s", in.Msg.Type, in.Msg.Election)]++
+	}
+	for _, m := range ms {
+		if got[fmt.Sprintf("%v %s", m.Type, m.Election)] == 0 {
+			t.Fatalf("%v of %s never delivered", m.Type, m.Election)
+		}
+	}
+	cli.noFailure(t)
 }
 
 // oldPeer is a peer service from before Batch.

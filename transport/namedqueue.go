@@ -145,6 +145,47 @@ func (s *namedSet) push(m election.Message) bool {
 	return true
 }
 
+// pushBack puts ms, messages taken from the set that the peer refused as
+// overloaded (its inbox was full), back in front of what was queued since,
+// for the next call: they go before it, as they would have. One whose key a
+// message queued since holds is dropped: that one supersedes it.
+func (s *namedSet) pushBack(ms []election.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msgs := make([]election.Message, 0, len(ms)+s.live)
+	for _, m := range ms {
+		if k, ok := supersedes(m); ok {
+			if _, later := s.at[k]; later {
+				continue
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	for i, m := range s.msgs {
+		if !s.gone[i] {
+			msgs = append(msgs, m)
+		}
+	}
+	s.msgs, s.gone, s.live = msgs, make([]bool, len(msgs)), len(msgs)
+	if s.at == nil {
+		s.at = make(map[superKey]int)
+	}
+	clear(s.at)
+	for i, m := range s.msgs {
+		if k, ok := supersedes(m); ok {
+			s.at[k] = i
+		}
+	}
+	s.atPeak = max(s.atPeak, len(s.at))
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
 // compact drops the superseded messages' slots (a peer that takes nothing
 // for long while the same keys are queued again and again).
 func (s *namedSet) compact() {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -159,5 +160,29 @@ func TestNamedSetKeepsADigestBesideAnIncarnation(t *testing.T) {
 	s.push(digest2)
 	if got := s.take(); len(got) != 1 || got[0].Held != 43 {
 		t.Fatalf("took %+v, want the later digest only", got)
+	}
+}
+
+// Messages put back after an overload refusal go before what was queued
+// since; one superseded meanwhile (its key queued again) is dropped.
+func TestNamedSetPushBackGoesFirst(t *testing.T) {
+	s := newNamedSet(100)
+	hb := func(name string, term election.Term) election.Message {
+		return election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Election: name, Term: term, Leader: 2}
+	}
+	el := election.Message{Type: election.MsgElection, From: 1, To: 2, Election: "a", Term: election.NextTerm(0, 1)}
+	refused := []election.Message{el, hb("a", 5), hb("b", 5)}
+	s.push(hb("b", 5)) // queued again since: supersedes the refused one
+	s.push(hb("c", 5))
+	s.pushBack(refused)
+	got := s.take()
+	want := []election.Message{el, hb("a", 5), hb("b", 5), hb("c", 5)}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after pushBack the set holds %v, want %v", got, want)
+	}
+	s.pushBack([]election.Message{hb("d", 5)})
+	s.push(hb("d", 5)) // a later copy supersedes the one put back
+	if got := s.take(); len(got) != 1 || got[0].Election != "d" {
+		t.Fatalf("a later copy of a message put back: the set holds %v, want one", got)
 	}
 }
