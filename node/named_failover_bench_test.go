@@ -30,7 +30,8 @@ import (
 // ELECTORD_BENCH_FAILOVERPROFILE=FILE writes a CPU profile of the failover
 // to FILE.bully and FILE.ring; ELECTORD_BENCH_FAILOVERTRACE=1 logs, every
 // 10 ms for 2 s, how many of the elections each survivor leads and sees
-// led by a live node.
+// led by a live node, and at the end each node's named messages lost to a
+// full inbox.
 func BenchmarkNamedMassFailover(b *testing.B) {
 	k := 1000
 	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
