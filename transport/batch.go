@@ -203,7 +203,7 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 			m := ms[i]
 			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
 			err := status.Error(codes.Code(r.GetCode()), r.GetMessage())
-			if forNamedSet(m) && PeerOverloaded(err) {
+			if retriesBusy(m) && PeerOverloaded(err) {
 				busy = append(busy, m) // sent again after a pause (sendQueues.busy)
 				continue
 			}

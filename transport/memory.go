@@ -282,7 +282,7 @@ func (t *Memory) deliver(ctx context.Context, m election.Message) {
 		reply = make(chan election.Message, 1)
 	}
 	if err := dst.recv.Receive(Inbound{Msg: in, Reply: reply}); err != nil {
-		if reply == nil && forNamedSet(m) && errors.Is(err, ErrOverloaded) {
+		if reply == nil && retriesBusy(m) && errors.Is(err, ErrOverloaded) {
 			t.q.busy(m.To, []election.Message{m}) // as the Batch call's refusal is
 			return
 		}

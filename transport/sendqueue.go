@@ -117,6 +117,15 @@ func (q *sendQueues) send(m election.Message) {
 
 // failAsync reports a failure from a new goroutine. q.mu must be held (read
 // or write) and q.closed false, so that wg.Add never races with close's Wait.
+// retriesBusy says whether m, refused by its peer as overloaded, is sent
+// again (busy): a named message, except an Election, whose refusal its
+// election takes as the busy peer's answer (election.EventPeerBusy: the
+// bully waits for that peer's announcement, the ring passes the token on
+// to the next member).
+func retriesBusy(m election.Message) bool {
+	return forNamedSet(m) && m.Type != election.MsgElection
+}
+
 // busyPause is how long a peer's named messages wait after it refused some
 // as overloaded: about what a busy node's loop takes to step a call's worth
 // of messages (maxCall) from its inbox.
