@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"sync"
@@ -28,7 +29,8 @@ import (
 //	go test ./node -run '^$' -bench NamedMassFailover -benchtime 1x
 //
 // ELECTORD_BENCH_FAILOVERPROFILE=FILE writes a CPU profile of the failover
-// to FILE.bully and FILE.ring; ELECTORD_BENCH_FAILOVERTRACE=1 logs, every
+// to FILE.bully and FILE.ring (ELECTORD_BENCH_FAILOVEREXECTRACE=FILE an
+// execution trace); ELECTORD_BENCH_FAILOVERTRACE=1 logs, every
 // 10 ms for 2 s, how many of the elections each survivor leads and sees
 // led by a live node, and at the end each node's named messages lost to a
 // full inbox.
@@ -123,6 +125,16 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 			b.Fatal(err)
 		}
 		defer func() { pprof.StopCPUProfile(); w.Close() }()
+	}
+	if f := os.Getenv("ELECTORD_BENCH_FAILOVEREXECTRACE"); f != "" {
+		w, err := os.Create(f + "." + algo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := trace.Start(w); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { trace.Stop(); w.Close() }()
 	}
 	mu.Lock()
 	t0 = time.Now()
