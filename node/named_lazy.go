@@ -110,7 +110,8 @@ func (s *namedState) live(e dueEntry) *lazyMachine {
 func (s *namedState) scheduleDue(name string, nm *namedMachine, drained bool) {
 	l := nm.sm
 	k := l.TicksUntilDue()
-	if drained && l.StateMachine.HasReady() {
+	ready := drained && l.StateMachine.HasReady()
+	if ready {
 		k = 1
 	}
 	if k <= 0 {
@@ -118,8 +119,8 @@ func (s *namedState) scheduleDue(name string, nm *namedMachine, drained bool) {
 		return
 	}
 	at := s.ticks + uint64(k)
-	if l.StateMachine.Status().Quiet {
-		at = s.pairs.onBeat(s.ticks, at)
+	if !ready && l.StateMachine.Status().Quiet {
+		at = s.pairs.onBeat(s.ticks, at) // its quiet heartbeat, with the beat
 	}
 	if at == l.due {
 		return // already in the heap

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -209,6 +210,38 @@ func TestGRPCBatchFallsBackForAnOlderPeer(t *testing.T) {
 		if in := srv.next(t); !reflect.DeepEqual(in.Msg, want) {
 			t.Fatalf("message %d arrived as %+v, want %+v", i, in.Msg, want)
 		}
+	}
+	cli.noFailure(t)
+}
+
+// A peer that refuses everything as overloaded is sent its named messages
+// again at pauses that grow, and after busyGiveUp they are lost (counted),
+// not sent again: the refusals stop, far below a call every 5 ms.
+func TestGRPCWedgedPeerIsNotHammered(t *testing.T) {
+	srv := newFakeReceiver(2)
+	_, svc, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg})
+	srv.setErr(ErrOverloaded)
+	for i := range 10 {
+		tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: election.NextTerm(0, 1), Election: fmt.Sprintf("e%d", i)})
+	}
+	start := time.Now()
+	last := uint64(0)
+	for {
+		time.Sleep(300 * time.Millisecond) // the quiet that shows the retries stopped
+		n := svc.Stats().RejectedOverloaded
+		if n > 0 && n == last {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("still refusing after 10 s: %d refusals", n)
+		}
+		last = n
+	}
+	if calls := last / 10; calls > 40 {
+		t.Fatalf("%d calls refused before the messages were given up, want the pauses to grow (about 17)", calls)
+	}
+	if d := time.Since(start); d < busyGiveUp {
+		t.Fatalf("the refusals stopped after %v, before busyGiveUp", d)
 	}
 	cli.noFailure(t)
 }

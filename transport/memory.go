@@ -103,7 +103,7 @@ func (n *Network) Crash(id election.NodeID) {
 	}
 	n.mu.Unlock()
 	for _, t := range others {
-		t.recv.Failed(election.Message{Type: election.MsgHeartbeat, From: t.self, To: id}, err)
+		t.q.report(election.Message{Type: election.MsgHeartbeat, From: t.self, To: id}, err)
 	}
 }
 

@@ -81,11 +81,14 @@ func supersedes(m election.Message) (superKey, bool) {
 // namedSet is the messages of named elections (and Candidacies) waiting for
 // one peer, in the order they were queued. Safe for concurrent use.
 type namedSet struct {
-	mu   sync.Mutex
-	msgs []election.Message
-	gone []bool // gone[i]: msgs[i] was superseded
-	live int
-	at   map[superKey]int // the waiting message of each superseding key
+	mu sync.Mutex
+	// retry: messages the peer refused as overloaded, sent first at the
+	// next take (pushBack).
+	retry []election.Message
+	msgs  []election.Message
+	gone  []bool // gone[i]: msgs[i] was superseded
+	live  int
+	at    map[superKey]int // the waiting message of each superseding key
 	// atPeak: the most keys at has held since it was made. A Go map keeps
 	// the room of its largest size after clear, so a set that once held
 	// every election's Candidacy (a start, a failover) would keep that room
@@ -145,45 +148,27 @@ func (s *namedSet) push(m election.Message) bool {
 	return true
 }
 
-// pushBack puts ms, messages taken from the set that the peer refused as
-// overloaded (its inbox was full), back in front of what was queued since,
-// for the next call: they go before it, as they would have. One whose key a
-// message queued since holds is dropped: that one supersedes it.
-func (s *namedSet) pushBack(ms []election.Message) {
+// pushBack keeps ms, messages taken from the set that the peer refused as
+// overloaded, for the next take: ahead of what was queued since, in the
+// order refused (a call's, then the next call's). One whose key a message
+// queued since holds is dropped at the take, that one superseding it. What
+// does not fit under max is returned, lost.
+func (s *namedSet) pushBack(ms []election.Message) (lost []election.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	msgs := make([]election.Message, 0, len(ms)+s.live)
-	for _, m := range ms {
-		if k, ok := supersedes(m); ok {
-			if _, later := s.at[k]; later {
-				continue
-			}
+	for i, m := range ms {
+		if s.live+len(s.retry) >= s.max {
+			return ms[i:]
 		}
-		msgs = append(msgs, m)
+		s.retry = append(s.retry, m)
 	}
-	if len(msgs) == 0 {
-		return
-	}
-	for i, m := range s.msgs {
-		if !s.gone[i] {
-			msgs = append(msgs, m)
+	if len(ms) > 0 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
 		}
 	}
-	s.msgs, s.gone, s.live = msgs, make([]bool, len(msgs)), len(msgs)
-	if s.at == nil {
-		s.at = make(map[superKey]int)
-	}
-	clear(s.at)
-	for i, m := range s.msgs {
-		if k, ok := supersedes(m); ok {
-			s.at[k] = i
-		}
-	}
-	s.atPeak = max(s.atPeak, len(s.at))
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
+	return nil
 }
 
 // compact drops the superseded messages' slots (a peer that takes nothing
@@ -204,17 +189,29 @@ func (s *namedSet) compact() {
 	s.msgs, s.gone = kept, make([]bool, len(kept))
 }
 
-// take returns every waiting message, in order, and empties the set.
+// take returns every waiting message, in order (those put back first,
+// pushBack), and empties the set.
 func (s *namedSet) take() []election.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.msgs[:0]
+	out := s.msgs[:0] // taken in place, unless refused messages go first
+	if len(s.retry) > 0 {
+		out = make([]election.Message, 0, len(s.retry)+s.live)
+	}
+	for _, m := range s.retry {
+		if k, ok := supersedes(m); ok {
+			if _, later := s.at[k]; later {
+				continue // a later message of its key is queued
+			}
+		}
+		out = append(out, m)
+	}
 	for i, m := range s.msgs {
 		if !s.gone[i] {
 			out = append(out, m)
 		}
 	}
-	s.msgs, s.gone, s.live = nil, nil, 0
+	s.retry, s.msgs, s.gone, s.live = nil, nil, nil, 0
 	s.shrinkAt()
 	select {
 	case <-s.ready:
@@ -240,5 +237,5 @@ func (s *namedSet) shrinkAt() {
 func (s *namedSet) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.live
+	return s.live + len(s.retry)
 }

@@ -164,25 +164,32 @@ func TestNamedSetKeepsADigestBesideAnIncarnation(t *testing.T) {
 }
 
 // Messages put back after an overload refusal go before what was queued
-// since; one superseded meanwhile (its key queued again) is dropped.
+// since, in the order refused, call after call; one whose key was queued
+// again meanwhile is dropped (the later supersedes it); what does not fit
+// under the bound is handed back as lost.
 func TestNamedSetPushBackGoesFirst(t *testing.T) {
 	s := newNamedSet(100)
 	hb := func(name string, term election.Term) election.Message {
 		return election.Message{Type: election.MsgHeartbeat, From: 1, To: 2, Election: name, Term: term, Leader: 2}
 	}
-	el := election.Message{Type: election.MsgElection, From: 1, To: 2, Election: "a", Term: election.NextTerm(0, 1)}
-	refused := []election.Message{el, hb("a", 5), hb("b", 5)}
-	s.push(hb("b", 5)) // queued again since: supersedes the refused one
-	s.push(hb("c", 5))
-	s.pushBack(refused)
-	got := s.take()
-	want := []election.Message{el, hb("a", 5), hb("b", 5), hb("c", 5)}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("after pushBack the set holds %v, want %v", got, want)
+	answer := func(term election.Term) election.Message {
+		return election.Message{Type: election.MsgAnswer, From: 1, To: 2, Election: "a", Term: term}
 	}
-	s.pushBack([]election.Message{hb("d", 5)})
-	s.push(hb("d", 5)) // a later copy supersedes the one put back
-	if got := s.take(); len(got) != 1 || got[0].Election != "d" {
-		t.Fatalf("a later copy of a message put back: the set holds %v, want one", got)
+	s.push(hb("b", 5)) // queued since the refusals: supersedes the refused one
+	s.push(hb("c", 5))
+	s.pushBack([]election.Message{answer(1), hb("a", 5), hb("b", 5)}) // one call's refusals
+	s.pushBack([]election.Message{answer(2)})                         // the next call's
+	got := s.take()
+	want := []election.Message{answer(1), hb("a", 5), answer(2), hb("b", 5), hb("c", 5)}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after pushBack the set gave %v, want %v", got, want)
+	}
+	small := newNamedSet(2)
+	small.push(hb("x", 5))
+	if lost := small.pushBack([]election.Message{answer(1), answer(2)}); len(lost) != 1 || !reflect.DeepEqual(lost[0], answer(2)) {
+		t.Fatalf("a set bounded at 2 holding 1 took back 2 refused messages and lost %v, want the second", lost)
+	}
+	if n := small.len(); n != 2 {
+		t.Fatalf("the bounded set holds %d, want 2", n)
 	}
 }

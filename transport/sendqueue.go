@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/electord/electord/election"
@@ -60,12 +59,10 @@ type peerQueue struct {
 	// named holds the named elections' messages and Candidacies (see
 	// namedSet): they leave in batches, and a slow peer never fails them.
 	named *namedSet
-	// busyUntil: the peer refused named messages as overloaded; the next
-	// call waits until then (UnixNano; see busy).
-	busyUntil atomic.Int64
-	link      link
-	ctx       context.Context // canceled by removePeer or close
-	stop      context.CancelFunc
+	busy  busyState // owned by the peer's goroutine (busy.go)
+	link  link
+	ctx   context.Context // canceled by removePeer or close
+	stop  context.CancelFunc
 	// start runs once: the peer's goroutine at its first message (most
 	// members of a large cluster are never sent to: a follower sends to
 	// its leader), or closing the link of a peer removed before it.
@@ -115,42 +112,23 @@ func (q *sendQueues) send(m election.Message) {
 	})
 }
 
-// failAsync reports a failure from a new goroutine. q.mu must be held (read
-// or write) and q.closed false, so that wg.Add never races with close's Wait.
-// retriesBusy says whether m, refused by its peer as overloaded, is sent
-// again (busy): a named message, except an Election, whose refusal its
-// election takes as the busy peer's answer (election.EventPeerBusy: the
-// bully waits for that peer's announcement, the ring passes the token on
-// to the next member).
-func retriesBusy(m election.Message) bool {
-	return forNamedSet(m) && m.Type != election.MsgElection
-}
-
-// busyPause is how long a peer's named messages wait after it refused some
-// as overloaded: about what a busy node's loop takes to step a call's worth
-// of messages (maxCall) from its inbox.
-const busyPause = 5 * time.Millisecond
-
-// busy: peer id refused named messages ms as overloaded (its inbox was
-// full). They wait in its set again, in front, and its next call after a
-// pause: a burst larger than the peer's inbox (every election failing over
-// at once) is delivered a pause later instead of lost. Lost, a ring
-// election's token cost it a backed-off round timeout, 1.5-7.5 s at 2,000
-// elections.
-func (q *sendQueues) busy(id election.NodeID, ms []election.Message) {
+// report hands the receiver a failure from a new goroutine, unless q is
+// closed (a peer's drop reported as a failed message, Network.Crash).
+func (q *sendQueues) report(m election.Message, err error) {
 	q.mu.RLock()
-	p := q.peers[id]
-	q.mu.RUnlock()
-	if p == nil || len(ms) == 0 {
-		for _, m := range ms {
-			q.count(m)
-		}
+	defer q.mu.RUnlock()
+	if q.closed {
 		return
 	}
-	p.busyUntil.Store(time.Now().Add(busyPause).UnixNano())
-	p.named.pushBack(ms)
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		q.recv.Failed(m, err)
+	}()
 }
 
+// failAsync reports a failure from a new goroutine. q.mu must be held (read
+// or write) and q.closed false, so that wg.Add never races with close's Wait.
 func (q *sendQueues) failAsync(m election.Message, err error) {
 	q.count(m)
 	q.wg.Add(1)
@@ -239,6 +217,8 @@ func (q *sendQueues) run(p *peerQueue) {
 			q.removed(p, m)
 		}
 	}()
+	var pause <-chan time.Time
+	named := p.named.ready
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -255,25 +235,43 @@ func (q *sendQueues) run(p *peerQueue) {
 			if q.sendNext(p, m) {
 				q.silent(p)
 			}
-		case <-p.named.ready:
-			if d := time.Until(time.Unix(0, p.busyUntil.Load())); d > 0 {
-				select { // the peer is overloaded: let its inbox drain
-				case <-time.After(d):
-				case <-p.ctx.Done():
-				}
-			}
-			ms := p.named.take()
-			if p.ctx.Err() != nil {
-				for _, m := range ms {
-					q.removed(p, m)
-				}
+		case <-pause:
+			pause, named = nil, p.named.ready
+			if !q.takeNamed(p) {
 				return
 			}
-			// A silent named call fails nothing else: what waits in the
-			// set goes in the next call (one send timeout later at most).
-			q.sendNamed(p, ms)
+		case <-named:
+			if d := time.Until(p.busy.until); d > 0 {
+				// The peer is overloaded: its named messages wait for its
+				// inbox to drain, the default election's go on.
+				pause, named = time.After(d), nil
+				continue
+			}
+			if !q.takeNamed(p) {
+				return
+			}
 		}
 	}
+}
+
+// takeNamed sends every named message waiting for p, and reports false
+// when p's context ended (what was taken is removed).
+func (q *sendQueues) takeNamed(p *peerQueue) bool {
+	ms := p.named.take()
+	if p.ctx.Err() != nil {
+		for _, m := range ms {
+			q.removed(p, m)
+		}
+		return false
+	}
+	// A silent named call fails nothing else: what waits in the set goes
+	// in the next call (one send timeout later at most).
+	p.busy.refused = 0
+	q.sendNamed(p, ms)
+	if p.busy.refused == 0 {
+		p.busy = busyState{} // the peer took everything: not busy
+	}
+	return true
 }
 
 // sendNamed sends ms, every named message that waited for p, in calls of
