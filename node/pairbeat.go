@@ -85,24 +85,33 @@ func (n *Node) pairHeard(id election.NodeID) {
 }
 
 // afterStall runs when the loop finds its beats two intervals late or more
-// by the wall clock: it stood still. Every peer counts as heard now (what
-// they sent meanwhile waits in the inbox; one really silent is found a
-// timeout later). Its leaders are told (EventStalled): while this node
-// stood still its members may have timed it out and campaigned or
-// followed another, and the heartbeats they sent before, read now, say
-// nothing of that; each leader tells every member who leads at its next
-// round. Counted on, those heartbeats kept a paused ring leader silent for
-// a quiet interval after it resumed, while members that had campaigned
-// waited for a round that had ended in the paused node.
+// by the wall clock: it stood still (or one pass took that long). Every
+// peer counts as heard now (what they sent meanwhile waits in the inbox;
+// one really silent is found a timeout later). If it stood still longer
+// than a heartbeat timeout, its members may have found the pair silent,
+// timed it out and campaigned or followed another, and the heartbeats they
+// sent before, read now, say nothing of that: its leaders are told
+// (EventStalled), and each tells every member who leads at its next round.
+// Counted on, those heartbeats kept a paused ring leader silent for a quiet
+// interval after it resumed, while members that had campaigned waited for
+// a round that had ended in the paused node. A shorter stall (a long pass
+// in a mass failover) went unseen by the members: no announcement.
 func (n *Node) afterStall() {
 	ps, now := &n.named.pairs, n.named.ticks
-	if ps.every == 0 || time.Since(ps.beatWall) <= 2*time.Duration(ps.every)*n.cfg.Tick {
+	if ps.every == 0 {
+		return
+	}
+	stood := time.Since(ps.beatWall)
+	if stood <= 2*time.Duration(ps.every)*n.cfg.Tick {
 		return
 	}
 	for _, p := range ps.peers {
 		p.last = now
 	}
 	ps.beatWall = time.Now()
+	if stood <= n.cfg.HeartbeatTimeout {
+		return
+	}
 	for name, nm := range n.named.machines {
 		if nm.sm.Status().Role != election.RoleLeader {
 			continue

@@ -339,3 +339,30 @@ func TestNamedQuietHeartbeatsLeaveWithThePairBeat(t *testing.T) {
 	}
 	t.Logf("%d of %d quiet heartbeats left within 2 ms of their node's pair beat", near, all)
 }
+
+// A leader whose loop stood still for less than a heartbeat timeout (a
+// long pass) announces nothing after it: its members never found the pair
+// silent, so they follow it still.
+func TestNamedLeaderShortStallAnnouncesNothing(t *testing.T) {
+	c, opts := quietCluster(t, "bully", 20)
+	time.Sleep(500 * time.Millisecond) // quiet
+	li, _ := c.nodes[1].ElectionLeader(opts[0].Election)
+	stalled := li.ID
+	var announced atomic.Int64
+	c.net.SetHook(func(m election.Message) bool {
+		if m.From == stalled && m.Type == election.MsgCoordinator && m.Election != "" {
+			announced.Add(1)
+		}
+		return true
+	})
+	if err := c.nodes[stalled].do(context.Background(), func() error {
+		time.Sleep(60 * time.Millisecond) // three beats, under the 100 ms timeout
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // three leader timeouts: every round that would announce
+	if n := announced.Load(); n > 0 {
+		t.Fatalf("node %d stood still 60 ms (heartbeat timeout 100 ms) and announced itself %d times after", stalled, n)
+	}
+}
