@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electord/electord/config"
 	"github.com/electord/electord/election"
 )
 
@@ -61,19 +60,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, all time.Duration) {
-	const nodes = 5
-	d := config.Default()
-	c := newTunedCluster(b, algo, nodes, 0, nil, func(cfg *Config) {
-		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
-	})
-	c.agree(30*time.Second, 0)
-	opts := shardNames(k)
-	c.campaignAll(opts)
-	for start := time.Now(); c.notAgreed(opts) > 0; time.Sleep(50 * time.Millisecond) {
-		if time.Since(start) > 120*time.Second {
-			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, c.notAgreed(opts), k)
-		}
-	}
+	c, opts, _ := restingNamedCluster(b, algo, k)
 	time.Sleep(2 * time.Second) // at rest: quiet followers
 	byLeader := map[election.NodeID][]string{}
 	for _, o := range opts {
@@ -116,26 +103,8 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 		}()
 	}
 	time.Sleep(200 * time.Millisecond) // the watches' first events (the current leader) delivered
-	if f := os.Getenv("ELECTORD_BENCH_FAILOVERPROFILE"); f != "" {
-		w, err := os.Create(f + "." + algo)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(w); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { pprof.StopCPUProfile(); w.Close() }()
-	}
-	if f := os.Getenv("ELECTORD_BENCH_FAILOVEREXECTRACE"); f != "" {
-		w, err := os.Create(f + "." + algo)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := trace.Start(w); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { trace.Stop(); w.Close() }()
-	}
+	defer recordTo(b, "ELECTORD_BENCH_FAILOVERPROFILE", algo, pprof.StartCPUProfile, pprof.StopCPUProfile)()
+	defer recordTo(b, "ELECTORD_BENCH_FAILOVEREXECTRACE", algo, trace.Start, trace.Stop)()
 	mu.Lock()
 	t0 = time.Now()
 	mu.Unlock()

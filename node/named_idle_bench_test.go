@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electord/electord/config"
 )
 
 // BenchmarkNamedIdleCPU: five in-process nodes (memory transport, the
@@ -41,34 +39,11 @@ func BenchmarkNamedIdleCPU(b *testing.B) {
 
 func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64) {
 	const nodes, window = 5, 10 * time.Second
-	d := config.Default()
-	c := newTunedCluster(b, algo, nodes, 0, nil, func(cfg *Config) {
-		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
-	})
-	c.agree(30*time.Second, 0)
-	opts := shardNames(k)
-	start := time.Now()
-	c.campaignAll(opts)
-	for left := k; left > 0; time.Sleep(50 * time.Millisecond) {
-		if time.Since(start) > 120*time.Second {
-			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, left, k)
-		}
-		left = c.notAgreed(opts)
-	}
-	agree := time.Since(start)
+	_, _, agree := restingNamedCluster(b, algo, k)
 	time.Sleep(2 * time.Second) // settle: the measurement is of an idle cluster
-	if f := os.Getenv("ELECTORD_BENCH_IDLEPROFILE"); f != "" {
-		// A CPU profile of the idle window alone (the benchmark's own
-		// -cpuprofile covers the start too).
-		w, err := os.Create(f + "." + algo)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(w); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { pprof.StopCPUProfile(); w.Close() }()
-	}
+	// A CPU profile of the idle window alone (the benchmark's own
+	// -cpuprofile covers the start too).
+	defer recordTo(b, "ELECTORD_BENCH_IDLEPROFILE", algo, pprof.StartCPUProfile, pprof.StopCPUProfile)()
 	before := cpuTime(b)
 	t0 := time.Now()
 	time.Sleep(window)
