@@ -30,6 +30,12 @@ type Config struct {
 	// and to the wait before a first election, so nodes do not all start at
 	// once. Default LeaderTimeoutTicks.
 	JitterTicks int
+	// FirstWaitTicks, if positive, is how long the machine waits before its
+	// first campaign in place of a leader timeout plus jitter: a host that
+	// knows when campaigning sooner is safe, or later is wiser, says so.
+	// The wait still ends early when a leader is heard of, and a cluster's
+	// first election still waits its rank order after it (coldWait).
+	FirstWaitTicks int
 	// AnswerTimeoutTicks (bully only): wait this long for an Answer. Default 2.
 	AnswerTimeoutTicks int
 	// ElectionTimeoutTicks: bully waits this long for a Coordinator after an
@@ -169,7 +175,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for name, v := range map[string]int{"HeartbeatTicks": d.HeartbeatTicks, "LeaderTimeoutTicks": d.LeaderTimeoutTicks,
-		"AnswerTimeoutTicks": d.AnswerTimeoutTicks, "ElectionTimeoutTicks": d.ElectionTimeoutTicks, "HopTicks": d.HopTicks,
+		"AnswerTimeoutTicks": d.AnswerTimeoutTicks, "ElectionTimeoutTicks": d.ElectionTimeoutTicks, "HopTicks": d.HopTicks, "FirstWaitTicks": d.FirstWaitTicks,
 		"JitterTicks": d.JitterTicks, "LeaseTicks": d.LeaseTicks, "QuietHeartbeatTicks": d.QuietHeartbeatTicks} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative (got %d)", name, v))

@@ -54,7 +54,10 @@ type core struct {
 	heldAt        uint64
 	supportN      int    // leader: its support as last counted (support)
 	supportAt     uint64 // ... at this tick plus one; 0: count again
-	told          int    // leader: the support last announced to every member (quiet.go)
+	told          int    // leader: the support last announced (quiet.go)
+	// tellAll: the host stood still (stalled); the next round announces
+	// to every member, vouched for or not.
+	tellAll bool
 
 	// q is quorum mode's state: proposals, promises and the lease. It is
 	// nil in plain mode, where a leader leads on its own word.
@@ -108,6 +111,9 @@ func New(cfg Config, algo Algorithm) (StateMachine, error) {
 	// Wait a leader timeout, plus jitter, to learn of a sitting leader before
 	// campaigning.
 	c.idleWait = cfg.LeaderTimeoutTicks + c.jitter()
+	if cfg.FirstWaitTicks > 0 {
+		c.idleWait = cfg.FirstWaitTicks
+	}
 	return c, nil
 }
 

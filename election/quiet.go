@@ -22,12 +22,17 @@ func (c *core) vouched(id NodeID) bool {
 
 // A quiet follower learns its leader's support, which it weighs a rival
 // against (plain_mode.go), from announcements: each round (tickLeader), a
-// leader whose support changed since it last told every member tells them
-// all. A follower goes quiet only once its leader has answered a heartbeat
-// of this leadership, so the leader has heard it and counts it.
+// leader whose support changed since it last told it tells every member
+// its host vouches for (those may keep quiet). A member it does not vouch
+// for is told by the answers to its heartbeats, which come every interval
+// while its own host does not vouch for the leader either, or, when it
+// keeps quiet all the same (vouching one way only), by the announcement
+// each round sends a member not heard lately: a leader timeout late at
+// worst. A follower goes quiet only once its leader has answered a
+// heartbeat of this leadership, so the leader has heard it and counts it.
 
 // supportToTell reports whether this leader, whose followers may keep
-// quiet, has a support to tell every member, and takes it as told.
+// quiet, has a support to tell, and takes it as told.
 func (c *core) supportToTell() bool {
 	if c.q != nil || c.cfg.Vouched == nil {
 		return false
@@ -149,7 +154,7 @@ func (c *core) stalled() {
 	for i := range c.members {
 		c.members[i].quietHeard = false
 	}
-	c.supportAt, c.told = 0, 0 // support is never 0: the next round tells
+	c.supportAt, c.told, c.tellAll = 0, 0, true // support is never 0: the next round tells
 }
 
 // heardLately reports whether live member id was heard within its window

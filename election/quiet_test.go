@@ -251,3 +251,34 @@ func TestStalledLeaderTellsEveryMemberAtItsNextRound(t *testing.T) {
 		t.Fatalf("the round after a stall announced to %v, want both members", to)
 	}
 }
+
+// A support to tell goes to the members the host vouches for, which may
+// keep quiet; a member heard lately that the host does not vouch for
+// heartbeats every interval, and each answer tells it the support, so a
+// round announces nothing to it.
+func TestSupportIsToldOnlyToVouchedMembers(t *testing.T) {
+	v := map[election.NodeID]bool{1: true}
+	sm := quietLeader(t, &v)
+	st := sm.Status()
+	sm.Ready()
+	told := map[election.NodeID]uint32{}
+	for tick := range 10 {
+		if tick%2 == 0 { // member 2 heartbeats every interval (HeartbeatTicks 2)
+			if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: 2, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sm.Tick()
+		for _, m := range sm.Ready().Messages {
+			switch {
+			case m.Type == election.MsgCoordinator:
+				told[m.To] = m.Support
+			case m.Type == election.MsgHeartbeatResp && m.To == 2 && m.Support != 3:
+				t.Fatalf("answer to member 2 tells support %d, want 3", m.Support)
+			}
+		}
+	}
+	if want := map[election.NodeID]uint32{1: 3}; !maps.Equal(told, want) {
+		t.Fatalf("first round's announcements (member: support) %v, want %v", told, want)
+	}
+}

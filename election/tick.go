@@ -24,11 +24,17 @@ func (c *core) Tick() {
 func (c *core) tickLeader() {
 	// Re-announce to live members that have gone quiet: a member that
 	// follows someone else (a healed partition, a missed announcement) then
-	// answers with the newer leadership, or starts following this node.
+	// answers with the newer leadership, or starts following this node. A
+	// support to tell goes to the members the host vouches for, which may
+	// keep quiet; the others heartbeat, and each answer carries it (a
+	// thousand elections starting together would otherwise announce each
+	// rise of their support, heartbeat by heartbeat, to every member).
 	if (c.now-c.leaseFrom)%uint64(c.cfg.LeaderTimeoutTicks) == 0 {
 		all := c.supportToTell()
+		every := all && c.tellAll
+		c.tellAll = false
 		for _, r := range c.ringView() {
-			if r.ID != c.cfg.ID && (all || !c.heardLately(r.ID)) {
+			if r.ID != c.cfg.ID && (every || all && c.vouched(r.ID) || !c.heardLately(r.ID)) {
 				c.send(Message{Type: MsgCoordinator, To: r.ID, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
 			}
 		}
