@@ -43,15 +43,17 @@ func (n *Node) Run(ctx context.Context) error {
 			if !n.halted() {
 				n.named.clock.fire()
 			}
+		case <-n.in.named.Ready():
+			in, ok := n.in.popNamed()
+			if !ok || n.halted() {
+				continue
+			}
+			n.stepNamed(in) // a named election's: its own machine (named.go)
+			n.moreNamed()
 		case <-n.in.msgs.Ready():
 			in, ok := n.in.msgs.Pop()
 			if !ok || n.halted() {
 				continue
-			}
-			if namedMsg(in) {
-				n.stepNamed(in) // a named election's: its own machine (named.go)
-				n.moreNamed()
-				break
 			}
 			n.cause = cause{kind: "message", msg: in.Msg}
 			n.heardFrom(in.Msg.From, time.Now())
@@ -162,15 +164,14 @@ func namedMsg(in transport.Inbound) bool {
 func namedFailure(f failure) bool { return f.m.Election != "" }
 
 // moreNamed steps the named elections' messages already queued behind the
-// one just stepped, up to maxNamedBatch in all, stopping before the first
-// default-election message: the pass's drain (afterNamed) then serves them
-// all with one synced write. A node that led many elections dies, and each
+// one just stepped, up to maxNamedBatch in all: the pass's drain
+// (afterNamed) then serves them all with one synced write. A node that led many elections dies, and each
 // of its peers is sent one Coordinator per election by the new leader; one
 // pass each was one fsync each, and the last election's new leader was seen
 // a hundred writes after the first's.
 func (n *Node) moreNamed() {
 	for range maxNamedBatch - 1 {
-		in, ok := n.in.msgs.PopIf(namedMsg)
+		in, ok := n.in.popNamed()
 		if !ok {
 			return
 		}
