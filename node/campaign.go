@@ -120,7 +120,7 @@ func (n *Node) CampaignWith(ctx context.Context, o CampaignOptions) (*Candidacy,
 		if n.killed {
 			return ErrKilled
 		}
-		if err := n.stand(c); err != nil {
+		if err := n.stand(c, 1); err != nil {
 			return err
 		}
 		c.push(CandidacyEvent{Event: EventCandidate, Leader: LeaderInfo{Election: election, State: StateNoLeader}, Candidacy: c.ID})

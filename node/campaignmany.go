@@ -106,7 +106,7 @@ func (n *Node) CampaignMany(ctx context.Context, opts []CampaignOptions) (*Candi
 			return ErrKilled
 		}
 		for i, c := range s.cands {
-			if err := n.stand(c); err != nil {
+			if err := n.stand(c, len(s.cands)); err != nil {
 				s.withdrawStood(i)
 				return &ElectionError{Index: i, Election: c.Election, Err: err}
 			}

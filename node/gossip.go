@@ -19,6 +19,10 @@ func (n *Node) membershipEvent(ev MemberEvent) {
 			rec = &memberRec{}
 			n.members[id] = rec
 		}
+		if !rec.alive {
+			n.revivals++
+			rec.aliveAt = n.revivals
+		}
 		rec.Meta, rec.alive = ev.Member, true
 		n.cfg.Transport.SetPeer(id, ev.Member.PeerAddr)
 		if !n.halted() {

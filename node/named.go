@@ -22,6 +22,10 @@ type namedMachine struct {
 	reported election.Leadership // the leadership last announced to peers
 	since    time.Time           // when the leadership last changed
 	priority int64               // the rank it started with (Config.Priority)
+	// told: Node.revivals when this node last told every live member its
+	// standing here (sendCandidacy): every member alive since has it,
+	// unless a copy was lost on the way, which the resend rounds repair.
+	told uint64
 }
 
 // namedState is what the loop keeps of named elections.
@@ -111,13 +115,17 @@ func (n *Node) catchUpNamed() {
 }
 
 // newMachine starts the state machine of an election this node now stands
-// in, for the head of its local queue. eager: campaign at once if no other
-// candidate is known (an app that stands first leads without waiting a
-// leader timeout); a revived node waits instead, as a restarted one does,
-// since it has not yet heard again who stands.
-func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
+// in, for the head of its local queue, its first campaign as first says
+// (firstWait).
+func (n *Node) newMachine(name string, head named.Candidacy, first machineStart) error {
 	saved := n.named.store.Load(name)
+	_, standing := n.named.queues.Head(name)
+	wait := -1
+	if first.together > 0 && standing {
+		wait = n.firstWait(name, head, first)
+	}
 	ecfg := n.cfg.electionConfig(saved.Term)
+	ecfg.FirstWaitTicks = max(wait, 0)
 	ecfg.LeaderTerm = saved.LeaderTerm
 	ecfg.Priority = head.Priority
 	ecfg.BootstrapExpect = 0
@@ -142,7 +150,6 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 		n.named.pairs.peers, n.named.pairs.beatWall = nil, time.Now() // pairbeat.go: kept while the clock runs
 	}
 	n.named.machines[name] = &namedMachine{sm: n.named.lazily(sm), priority: head.Priority}
-	_, standing := n.named.queues.Head(name)
 	if !standing {
 		sm.Stand(false) // a voter (quorum mode, namedvoter.go)
 	}
@@ -151,8 +158,8 @@ func (n *Node) newMachine(name string, head named.Candidacy, eager bool) error {
 	for _, m := range n.machinePeers(name) {
 		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
 	}
-	if len(n.named.table.Members(name)) == 0 && eager && standing {
-		sm.Campaign() // the only candidate: nobody to wait for
+	if wait == 0 {
+		sm.Campaign() // no live node ranked above: nobody to wait for
 	}
 	n.named.touch(name)
 	return nil
@@ -287,10 +294,13 @@ func (n *Node) candidacyFrom(m election.Message) {
 			n.catchUpNamed()
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
 		}
-		if joined && n.standsIn(name) && renewal != named.Restarted {
+		if joined && n.standsIn(name) && renewal != named.Restarted && !n.toldStanding(name, m.From) {
 			// A candidate new to this node may not know this node stands
-			// either (its copy was lost, or sent before it served again):
-			// tell it. The answer is not new to it, so this ends there.
+			// either (this node's last word went out before it was a live
+			// member here): tell it. The answer is not new to it, so this
+			// ends there. One told already is not answered: when the
+			// candidates of an election stand together, each would
+			// otherwise send its candidacy twice to each other.
 			n.sendCandidacy(name, m.From)
 		}
 	} else if n.named.table.Withdraw(name, m.From) && nm != nil && !n.halted() {
@@ -314,7 +324,17 @@ func (n *Node) candidacyFrom(m election.Message) {
 // sendCandidacy tells peer (every live member when 0) this node's standing
 // in name.
 func (n *Node) sendCandidacy(name string, peer election.NodeID) {
+	if nm := n.named.machines[name]; nm != nil && peer == 0 {
+		nm.told = n.revivals
+	}
 	n.sendToMembers(n.standingIn(name), peer)
+}
+
+// toldStanding: peer was a live member when this node last told every
+// live member its standing in name.
+func (n *Node) toldStanding(name string, peer election.NodeID) bool {
+	nm, rec := n.named.machines[name], n.members[peer]
+	return nm != nil && nm.told != 0 && rec != nil && rec.alive && rec.aliveAt <= nm.told
 }
 
 // standingIn is the Candidacy by which this node says its standing in
@@ -360,8 +380,9 @@ func (n *Node) sendToMembers(m election.Message, peer election.NodeID) {
 	}
 }
 
-// stand registers a local candidacy (on the loop).
-func (n *Node) stand(c *Candidacy) error {
+// stand registers a local candidacy (on the loop), one of together
+// registered in the same pass.
+func (n *Node) stand(c *Candidacy, together int) error {
 	cand, _, err := n.named.queues.Add(c.Election, c.Value, c.standingPriority(n.cfg.Self.ID))
 	if err != nil {
 		return err
@@ -378,12 +399,24 @@ func (n *Node) stand(c *Candidacy) error {
 		// machine waits for them as a revived one does, rather than lead
 		// alone.
 		h, _ := n.named.queues.Head(c.Election)
-		if err := n.newMachine(c.Election, h, !n.named.store.Holds(c.Election)); err != nil {
+		first := machineStart{} // a restart: wait as a revived machine
+		if !n.named.store.Holds(c.Election) {
+			first = machineStart{together: together, ranked: true}
+		}
+		if err := n.newMachine(c.Election, h, first); err != nil {
 			n.named.queues.Remove(cand.ID)
 			n.named.dropSub(cand.ID)
 			return err
 		}
-		n.sendCandidacy(c.Election, 0)
+		if len(n.named.table.Members(c.Election)) > 0 || n.named.machines[c.Election].sm.Status().Role != election.RoleLeader {
+			// A machine that claimed at once with no candidate known says
+			// so when its leadership is reported (namedChange), in a
+			// Candidacy with its term: one copy instead of two. With
+			// candidates known, its claim's Coordinators go to them in
+			// the drain, before namedChange: this copy must reach them
+			// first, or they refuse the Coordinator of a non-member.
+			n.sendCandidacy(c.Election, 0)
+		}
 	} else if head, _ := n.named.queues.Head(c.Election); head.ID == cand.ID {
 		// Quorum mode: this node voted in the election and now stands.
 		n.followVoters(c.Election)
@@ -487,7 +520,8 @@ func (n *Node) withdrawCandidacies(ids []named.ID) {
 			n.forgetMachine(e.name)
 		}
 		if e.more {
-			if err := n.newMachine(e.name, e.next, true); err != nil {
+			// Known candidates (this node's handover went to one) lead.
+			if err := n.newMachine(e.name, e.next, machineStart{together: 1}); err != nil {
 				n.log.Error("named election: cannot stand for the next app", "election", e.name, "err", err)
 			}
 		} else {
@@ -537,7 +571,7 @@ func (n *Node) restartNamed() {
 	n.renewIncarnation()
 	for _, name := range n.named.queues.Elections() {
 		head, _ := n.named.queues.Head(name)
-		if err := n.newMachine(name, head, false); err != nil {
+		if err := n.newMachine(name, head, machineStart{}); err != nil {
 			n.log.Error("named election: cannot stand again after revive", "election", name, "err", err)
 		}
 	}

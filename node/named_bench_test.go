@@ -3,11 +3,21 @@ package node
 import (
 	"io"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/electord/electord/config"
 )
+
+// benchElections is the number of elections a named benchmark runs:
+// ELECTORD_BENCH_ELECTIONS, default 1,000.
+func benchElections() int {
+	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
+		return v
+	}
+	return 1000
+}
 
 // restingNamedCluster starts five nodes at the product's timings, has every
 // node's app stand in k elections on one stream, and returns once every

@@ -7,7 +7,6 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -34,10 +33,7 @@ import (
 // led by a live node, and at the end each node's named messages lost to a
 // full inbox.
 func BenchmarkNamedMassFailover(b *testing.B) {
-	k := 1000
-	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
-		k = v
-	}
+	k := benchElections()
 	for _, algo := range []string{"bully", "ring"} {
 		b.Run(algo, func(b *testing.B) {
 			for range b.N {
@@ -145,7 +141,7 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	case <-time.After(20 * time.Second):
 	}
 	for {
-		left := 0
+		left, firstLeft := 0, ""
 		for _, name := range names {
 			var first LeaderInfo
 			for id, nd := range c.nodes {
@@ -154,6 +150,9 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 				}
 				li, _ := nd.ElectionLeader(name)
 				if !li.HasLeader() || li.ID == victim || first.HasLeader() && (li.ID != first.ID || li.Term != first.Term) {
+					if left == 0 {
+						firstLeft = name
+					}
 					left++
 					break
 				}
@@ -165,6 +164,11 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 			break
 		}
 		if time.Since(t0) > 20*time.Second {
+			for id, nd := range c.nodes {
+				if id != victim {
+					b.Logf("%s on node %d: %s", firstLeft, id, dumpNamed(nd, firstLeft))
+				}
+			}
 			b.Fatalf("%s: 20 s after node %d crashed, %d of the %d elections it led have no agreed new leader", algo, victim, left, len(names))
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -180,4 +184,18 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 		b.Fatalf("%s: the observer saw a new leader in %d of %d elections", algo, len(seen), len(names))
 	}
 	return seen, all
+}
+
+// dumpNamed says what node nd holds of election name: its machine's
+// status and the candidates its table knows.
+func dumpNamed(nd *Node, name string) string {
+	var out string
+	nd.do(context.Background(), func() error {
+		out = fmt.Sprintf("table %v", nd.named.table.Members(name))
+		if nm := nd.named.machines[name]; nm != nil {
+			out += fmt.Sprintf(", machine %+v", nm.sm.Status())
+		}
+		return nil
+	})
+	return out
 }

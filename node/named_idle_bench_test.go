@@ -1,9 +1,7 @@
 package node
 
 import (
-	"os"
 	"runtime/pprof"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -22,10 +20,7 @@ import (
 // ELECTORD_BENCH_IDLEPROFILE=FILE writes a CPU profile of the idle window
 // alone to FILE.bully and FILE.ring.
 func BenchmarkNamedIdleCPU(b *testing.B) {
-	k := 1000
-	if v, err := strconv.Atoi(os.Getenv("ELECTORD_BENCH_ELECTIONS")); err == nil && v > 0 {
-		k = v
-	}
+	k := benchElections()
 	for _, algo := range []string{"bully", "ring"} {
 		b.Run(algo, func(b *testing.B) {
 			for range b.N {

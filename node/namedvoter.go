@@ -65,7 +65,7 @@ func (n *Node) followVoters(name string) {
 	head, standing := n.named.queues.Head(name)
 	switch {
 	case nm == nil && n.namedWanted(name):
-		if err := n.newMachine(name, head, false); err != nil {
+		if err := n.newMachine(name, head, machineStart{}); err != nil {
 			n.log.Error("named election: cannot vote in it", "election", name, "err", err)
 		}
 	case nm != nil && !n.namedWanted(name):
@@ -85,7 +85,7 @@ func (n *Node) followVoters(name string) {
 		// promise's length as a restarted node does, so the promises of the
 		// machine it replaces are kept.
 		n.dropMachine(name)
-		if err := n.newMachine(name, head, false); err != nil {
+		if err := n.newMachine(name, head, machineStart{}); err != nil {
 			n.log.Error("named election: cannot stand in it", "election", name, "err", err)
 		}
 	case nm != nil && !standing && nm.priority != 0:
@@ -97,7 +97,7 @@ func (n *Node) followVoters(name string) {
 		// node whose app withdrew gets a voter's machine of its own, which
 		// holds off for a promise's length, as above.
 		n.dropMachine(name)
-		if err := n.newMachine(name, head, false); err != nil {
+		if err := n.newMachine(name, head, machineStart{}); err != nil {
 			n.log.Error("named election: cannot vote in it", "election", name, "err", err)
 		}
 	case nm != nil:

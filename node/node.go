@@ -15,6 +15,9 @@ import (
 type memberRec struct {
 	Meta
 	alive bool
+	// aliveAt: the value of Node.revivals when the member last became
+	// alive (gossip's join); what this node broadcast later reached it.
+	aliveAt uint64
 }
 
 type command func()
@@ -35,8 +38,10 @@ type Node struct {
 	mem     Membership
 	events  <-chan MemberEvent
 	members map[election.NodeID]*memberRec
-	killed  bool
-	leaving bool // Handover began: never report this node as the leader again
+	// revivals counts the members that became alive (memberRec.aliveAt).
+	revivals uint64
+	killed   bool
+	leaving  bool // Handover began: never report this node as the leader again
 	// storeErr: the term could not be persisted. The state machine is
 	// frozen (no ticks, no messages in or out) until a retried save
 	// succeeds; then a new one starts from the disk (see storeFailed).
