@@ -19,7 +19,9 @@ import (
 //     127.0.0.1:P+id;
 //   - ELECTBENCH_CRASH_PROFILES=DIR (with the above) makes `shards` fetch an
 //     execution trace and a CPU profile of every survivor over the crash,
-//     into DIR/{trace,cpu}-node-ID.out.
+//     into DIR/{trace,cpu}-node-ID.out;
+//   - ELECTBENCH_START_PROFILES=DIR the same of every node over the first
+//     ten seconds of the start (the campaigns opening).
 
 // pprofAddr is node id's profiling address, or "" when not asked for.
 func pprofAddr(id uint64) string {
@@ -30,12 +32,12 @@ func pprofAddr(id uint64) string {
 	return fmt.Sprintf("127.0.0.1:%d", base+int(id))
 }
 
-// profileCrash starts fetching a trace and a CPU profile of span from every
-// proc in ps, and returns a wait for them all; a no-op unless
-// ELECTBENCH_CRASH_PROFILES names a directory. Fetch errors are logged, not
+// profileNodes starts fetching a trace and a CPU profile of span from every
+// proc in ps, and returns a wait for them all; a no-op unless the
+// environment variable env names a directory. Fetch errors are logged, not
 // returned: a profile is a help, not a figure.
-func profileCrash(ps []*proc, span time.Duration) (wait func()) {
-	dir := os.Getenv("ELECTBENCH_CRASH_PROFILES")
+func profileNodes(env string, ps []*proc, span time.Duration) (wait func()) {
+	dir := os.Getenv(env)
 	if dir == "" {
 		return func() {}
 	}
@@ -44,7 +46,7 @@ func profileCrash(ps []*proc, span time.Duration) (wait func()) {
 	for _, p := range ps {
 		addr := pprofAddr(p.id)
 		if addr == "" {
-			logf("ELECTBENCH_CRASH_PROFILES needs ELECTBENCH_PPROF_PORT")
+			logf("%s needs ELECTBENCH_PPROF_PORT", env)
 			break
 		}
 		for kind, path := range map[string]string{"trace": "trace", "cpu": "profile"} {
@@ -59,7 +61,7 @@ func profileCrash(ps []*proc, span time.Duration) (wait func()) {
 			}()
 		}
 	}
-	// Let the fetches reach the nodes before the caller crashes one.
+	// Let the fetches reach the nodes before the caller goes on.
 	time.Sleep(100 * time.Millisecond)
 	return wg.Wait
 }

@@ -77,8 +77,19 @@ type shardsFig struct {
 	movedBack    int
 	returnSpread string
 
+	// spread: after the return, until the leaderships are balanced
+	// (max/min ≤ 1 + spreadImbalance) or rebalanceWithin has passed.
+	spread         bool
+	balanced       time.Duration // restart until balanced; 0: not within rebalanceWithin
+	balanceMoved   int           // leaderships moved from the crash's to the balanced state
+	balanceMin     int           // the least moves that balance the crash's state (minMoves)
+	balanceSpread  string
+	seenLeaderless int           // elections some node showed leaderless in a poll meanwhile
+	balancePoll    time.Duration // median poll round
+
 	logs    []string // node log messages by count, all nodes
 	sends   []string // per node: peer messages sent and failed, by type
+	started []string // the same when the start agreed
 	stopped string
 }
 
@@ -139,7 +150,7 @@ func shardsCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		f := &shardsFig{algo: algo, elections: *nElections}
+		f := &shardsFig{algo: algo, elections: *nElections, spread: *placement == "spread"}
 		err = measureShards(c, f, mk, opts, *nElections, *window, *settle, *watch, *timeout)
 		f.logs = clusterLogs(c)
 		for _, p := range running(c) {
@@ -283,6 +294,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 
 	// start: n elections at once.
 	names := shardNames(n)
+	profiledStart := profileNodes("ELECTBENCH_START_PROFILES", c.procs, 10*time.Second)
 	t0 := time.Now()
 	octx, ocancel := context.WithTimeout(ctx, timeout)
 	err := apps.standAll(octx, c.procs, names)
@@ -297,6 +309,10 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 		return fmt.Errorf("start, %v after the campaigns opened: %w", f.opened.Round(time.Millisecond), err)
 	}
 	f.agreed, f.agreedRes = at.Sub(t0), res
+	for _, p := range c.procs {
+		f.started = append(f.started, fmt.Sprintf("node %d: %s", p.id, sendStats(p)))
+	}
+	profiledStart()
 	f.restSpread = spreadString(leads, nodes)
 	logf("%s: agreed after %v (poll %v): %s", f.algo, f.agreed.Round(time.Millisecond), res.Round(time.Millisecond), f.restSpread)
 
@@ -342,7 +358,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 			survivors = append(survivors, p)
 		}
 	}
-	profiled := profileCrash(survivors, 2*time.Second)
+	profiled := profileNodes("ELECTBENCH_CRASH_PROFILES", survivors, 2*time.Second)
 	t0 = time.Now()
 	c.kill(victim)
 	apps.drop(f.victim)
@@ -400,7 +416,55 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	}
 	f.returnSpread = spreadString(back, nodes)
 	logf("%s: returned, agreed after %v, %d moved: %s", f.algo, f.returned.Round(time.Millisecond), f.movedBack, f.returnSpread)
+	if f.spread && after != nil {
+		measureRebalance(ctx, c, f, names, nodes, after, t0)
+	}
 	return nil
+}
+
+// rebalanceWithin is how long after a node's return the leaderships of
+// spread elections must be balanced again (issue 27: 30 s).
+const rebalanceWithin = 30 * time.Second
+
+// spreadImbalance is the imbalance the nodes rebalance to (their
+// spread-imbalance default): max/min ≤ 1 + spreadImbalance.
+const spreadImbalance = 0.1
+
+// measureRebalance polls every node's elections from the return's agreement
+// until their leaderships are balanced, or rebalanceWithin after the
+// restart at t0: when, how many moved from the state after the crash
+// (against the least that balances it), and how many elections some node
+// showed leaderless in a poll meanwhile (a handover's gap is shorter than
+// a poll: this counts the longer ones, and some of those).
+func measureRebalance(ctx context.Context, c *cluster, f *shardsFig, names []string, nodes []uint64, after map[string]lead, t0 time.Time) {
+	f.balanceMin = minMoves(after, nodes)
+	seen := map[string]bool{}
+	var polls samples
+	for time.Since(t0) < rebalanceWithin {
+		var lists []nodeList
+		sent := time.Now()
+		for _, p := range running(c) {
+			lists = append(lists, listOf(ctx, p))
+		}
+		polls = append(polls, time.Since(sent))
+		for _, name := range names {
+			for _, l := range lists {
+				if l.err == nil && l.leads[name].id == 0 {
+					seen[name] = true
+				}
+			}
+		}
+		if agreed, _ := agreement(lists, names); agreed != nil && balanced(agreed, nodes, spreadImbalance) {
+			f.balanced = time.Since(t0)
+			f.balanceMoved = moved(after, agreed)
+			f.balanceSpread = spreadString(agreed, nodes)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.seenLeaderless, f.balancePoll = len(seen), polls.pct(0.5)
+	logf("%s: balanced after %v (0: not within %v), %d moved (least %d), %d seen leaderless: %s", f.algo,
+		f.balanced.Round(time.Millisecond), rebalanceWithin, f.balanceMoved, f.balanceMin, f.seenLeaderless, f.balanceSpread)
 }
 
 // idleUsage samples every running node's CPU and RSS over window, and its
@@ -516,7 +580,21 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 			pr("| return: leaderships moved | %d |\n", f.movedBack)
 			pr("| leaders per node after the return | %s |\n", f.returnSpread)
 		}
-		pr("\nPeer messages at the end (/metrics of each running node: sent, and failed by type):\n\n")
+		if f.spread {
+			if f.balanced > 0 {
+				pr("| return: balanced (max/min ≤ %.1f) after the restart | %s ms |\n", 1+spreadImbalance, ms(f.balanced))
+			} else {
+				pr("| return: balanced (max/min ≤ %.1f) after the restart | not within %v |\n", 1+spreadImbalance, rebalanceWithin)
+			}
+			pr("| return: leaderships moved from the crash's state until balanced, and the least that balances it | %d, %d |\n", f.balanceMoved, f.balanceMin)
+			pr("| return: elections some node showed leaderless in a poll until balanced (polls of %s ms) | %d |\n", ms(f.balancePoll), f.seenLeaderless)
+			pr("| leaders per node when balanced | %s |\n", f.balanceSpread)
+		}
+		pr("\nPeer messages when the start agreed (/metrics of each node):\n\n")
+		for _, l := range f.started {
+			pr("- %s\n", l)
+		}
+		pr("\nPeer messages at the end (/metrics of each running node):\n\n")
 		for _, l := range f.sends {
 			pr("- %s\n", l)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -105,8 +106,13 @@ electord_messages_sent_total{type="Heartbeat"} 44
 electord_messages_send_failed_total{type="Answer"} 0
 electord_messages_send_failed_total{type="Candidacy"} 28072
 electord_messages_send_failed_total{type="Coordinator"} 3e+04
+electord_messages_refused_total{type="unknown",reason="overloaded"} 12
+electord_messages_refused_total{type="Election",reason="stale"} 3
+electord_inbox_full_total 7
 `
-	if got, want := summarizeSends(text), "sent 6100, failed 58072: Candidacy 28072, Coordinator 30000"; got != want {
+	want := "sent 6100 (Candidacy 6056, Heartbeat 44), failed 58072 (Candidacy 28072, Coordinator 30000), " +
+		"refused 15 (overloaded 12, stale 3), inbox full 7"
+	if got := summarizeSends(text); got != want {
 		t.Errorf("summarizeSends = %q, want %q", got, want)
 	}
 }
@@ -120,5 +126,36 @@ func TestShardsLeaderless(t *testing.T) {
 	// missing everywhere.
 	if got := leaderless(lists, []string{"a", "b", "c", "d"}, 5); got != 3 {
 		t.Errorf("leaderless = %d, want 3", got)
+	}
+}
+
+func TestShardsMinMovesAndBalanced(t *testing.T) {
+	leads := map[string]lead{}
+	for i := range 10 {
+		leads[fmt.Sprint("a", i)] = lead{id: 1}
+	}
+	for i := range 5 {
+		leads[fmt.Sprint("b", i)] = lead{id: 2}
+	}
+	nodes := []uint64{1, 2, 3}
+	// 15 over 3: 5 each; node 1 gives 5.
+	if got := minMoves(leads, nodes); got != 5 {
+		t.Errorf("minMoves = %d, want 5", got)
+	}
+	if balanced(leads, nodes, 0.1) {
+		t.Error("node 3 leads none: balanced")
+	}
+	leads["a0"], leads["a1"], leads["a2"], leads["a3"], leads["a4"] = lead{id: 3}, lead{id: 3}, lead{id: 3}, lead{id: 3}, lead{id: 3}
+	if !balanced(leads, nodes, 0.1) || minMoves(leads, nodes) != 0 {
+		t.Errorf("5/5/5: balanced %v, minMoves %d", balanced(leads, nodes, 0.1), minMoves(leads, nodes))
+	}
+	// 16 over 3: 6/5/5 needs no move, 7/5/4 one.
+	leads["c"] = lead{id: 1}
+	if got := minMoves(leads, nodes); got != 0 {
+		t.Errorf("6/5/5: minMoves %d, want 0", got)
+	}
+	leads["a0"] = lead{id: 1}
+	if got := minMoves(leads, nodes); got != 1 {
+		t.Errorf("7/5/4: minMoves %d, want 1", got)
 	}
 }

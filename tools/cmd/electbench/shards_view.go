@@ -153,6 +153,43 @@ func spreadString(leads map[string]lead, nodes []uint64) string {
 	return strings.Join(parts, " ") + " (max/min " + ratio + ")"
 }
 
+// balanced reports whether the leaderships over nodes are within
+// max/min ≤ 1 + imbalance, every node leading some.
+func balanced(leads map[string]lead, nodes []uint64, imbalance float64) bool {
+	n := perNode(leads)
+	lo, hi := -1, 0
+	for _, id := range nodes {
+		if lo < 0 || n[id] < lo {
+			lo = n[id]
+		}
+		hi = max(hi, n[id])
+	}
+	return lo > 0 && float64(hi) <= (1+imbalance)*float64(lo)
+}
+
+// minMoves is the least number of leaderships that must move to split
+// leads evenly over nodes (the remainder's extra one kept by the nodes
+// that lead most, as the nodes' rebalancing plans it): what each node
+// leads above its share.
+func minMoves(leads map[string]lead, nodes []uint64) int {
+	n := perNode(leads)
+	order := slices.Clone(nodes)
+	slices.SortStableFunc(order, func(a, b uint64) int { return n[b] - n[a] })
+	total := 0
+	for _, id := range nodes {
+		total += n[id]
+	}
+	share, extra, moves := total/len(nodes), total%len(nodes), 0
+	for i, id := range order {
+		want := share
+		if i < extra {
+			want++
+		}
+		moves += max(0, n[id]-want)
+	}
+	return moves
+}
+
 // moved counts the elections whose leading node differs between a and b
 // (an election missing from either counts as moved).
 func moved(a, b map[string]lead) int {
@@ -280,41 +317,54 @@ func sendStats(p *proc) string {
 	return summarizeSends(string(b))
 }
 
-// summarizeSends is sendStats on a /metrics text.
+// summarizeSends is sendStats on a /metrics text: the peer messages sent
+// and failed, by type, those this node refused, by reason, and those its
+// full inbox lost.
 func summarizeSends(text string) string {
-	var sent, failed float64
-	byType := map[string]float64{}
+	counts := map[string]map[string]float64{}
 	for line := range strings.SplitSeq(text, "\n") {
-		for _, m := range []string{"electord_messages_sent_total{", "electord_messages_send_failed_total{"} {
+		for _, m := range []string{"electord_messages_sent_total", "electord_messages_send_failed_total",
+			"electord_messages_refused_total", "electord_inbox_full_total"} {
 			rest, ok := strings.CutPrefix(line, m)
 			if !ok {
 				continue
 			}
-			labels, val, ok := strings.Cut(rest, "} ")
+			labels, val, ok := strings.Cut(rest, " ")
 			if !ok {
 				continue
 			}
 			v, err := strconv.ParseFloat(val, 64)
-			if err != nil {
+			if err != nil || v == 0 {
 				continue
 			}
-			if m == "electord_messages_sent_total{" {
-				sent += v
-				continue
+			key := ""
+			if m == "electord_messages_refused_total" {
+				_, key, _ = strings.Cut(labels, `reason="`)
+			} else {
+				_, key, _ = strings.Cut(labels, `type="`)
 			}
-			failed += v
-			if t, ok := strings.CutPrefix(labels, `type="`); ok && v > 0 {
-				byType[strings.TrimSuffix(t, `"`)] += v
+			key, _, _ = strings.Cut(key, `"`)
+			if counts[m] == nil {
+				counts[m] = map[string]float64{}
 			}
+			counts[m][key] += v
 		}
 	}
-	var parts []string
-	for _, t := range slices.Sorted(maps.Keys(byType)) {
-		parts = append(parts, fmt.Sprintf("%s %.0f", t, byType[t]))
+	part := func(what, m string) string {
+		var total float64
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(counts[m])) {
+			total += counts[m][k]
+			if k != "" {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, counts[m][k]))
+			}
+		}
+		s := fmt.Sprintf("%s %.0f", what, total)
+		if len(parts) > 0 {
+			s += " (" + strings.Join(parts, ", ") + ")"
+		}
+		return s
 	}
-	s := fmt.Sprintf("sent %.0f, failed %.0f", sent, failed)
-	if len(parts) > 0 {
-		s += ": " + strings.Join(parts, ", ")
-	}
-	return s
+	return strings.Join([]string{part("sent", "electord_messages_sent_total"), part("failed", "electord_messages_send_failed_total"),
+		part("refused", "electord_messages_refused_total"), part("inbox full", "electord_inbox_full_total")}, ", ")
 }
