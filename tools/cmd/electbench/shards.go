@@ -62,16 +62,19 @@ type shardsFig struct {
 	baseHeap   []float64   // MiB per node
 	idleHeap   []float64
 
-	restSpread  string
-	victim      uint64
-	led         int // elections the victim led
-	watched     samples
-	watchMissed int
-	polled      samples
-	pollMissed  int
-	pollRes     time.Duration // median poll length on the observer
-	leaderless  int           // after --settle
-	crashSpread string
+	restSpread string
+	// preCrashSpread: the leaderships after the idle window, before the
+	// crash (spread: after the rebalancer's moves at rest).
+	preCrashSpread string
+	victim         uint64
+	led            int // elections the victim led
+	watched        samples
+	watchMissed    int
+	polled         samples
+	pollMissed     int
+	pollRes        time.Duration // median poll length on the observer
+	leaderless     int           // after --settle
+	crashSpread    string
 
 	returned     time.Duration // restart until every node agrees again
 	movedBack    int
@@ -325,6 +328,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	if leads, _, _, err = pollAgreed(ctx, c, names, timeout); err != nil {
 		return fmt.Errorf("before the crash: %w", err)
 	}
+	f.preCrashSpread = spreadString(leads, nodes)
 	byNode := perNode(leads)
 	for _, id := range nodes {
 		if byNode[id] > f.led {
@@ -539,7 +543,8 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 		}
 		if f.agreed > 0 {
 			pr("| start: every node agrees on every election | %s ms (resolution: one poll round, %s ms) |\n", ms(f.agreed), ms(f.agreedRes))
-			pr("| leaders per node at rest | %s |\n", f.restSpread)
+			pr("| leaders per node when the start agreed | %s |\n", f.restSpread)
+			pr("| leaders per node at rest, before the crash | %s |\n", f.preCrashSpread)
 		}
 		cpu := func(us []procUsage) []float64 {
 			var v []float64
