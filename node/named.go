@@ -150,6 +150,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, first machineStart)
 		n.named.pairs.peers, n.named.pairs.beatWall = nil, time.Now() // pairbeat.go: kept while the clock runs
 	}
 	n.named.machines[name] = &namedMachine{sm: n.named.lazily(sm), priority: head.Priority}
+	n.named.rebalanceStale()
 	if !standing {
 		sm.Stand(false) // a voter (quorum mode, namedvoter.go)
 	}
@@ -175,6 +176,7 @@ func (n *Node) dropMachine(name string) {
 // forgetMachine stops running name's machine at once.
 func (n *Node) forgetMachine(name string) {
 	delete(n.named.machines, name)
+	n.named.rebalanceStale()
 	if len(n.named.machines) == 0 && n.named.clock != nil && !n.named.resend.pending() {
 		n.named.clock.stop()
 		n.named.clock = nil
@@ -257,6 +259,9 @@ func (n *Node) candidacyFrom(m election.Message) {
 	if renewal == named.Restarted {
 		n.forgetPair(m.From) // a new process: vouched for after a timeout of its own
 	}
+	if len(voided) > 0 {
+		n.named.rebalanceStale()
+	}
 	for _, name := range voided {
 		if nm := n.named.machines[name]; nm != nil && !n.halted() {
 			n.catchUpNamed()
@@ -285,6 +290,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 	if n.unchangedCandidacy(m) {
 		return
 	}
+	n.named.rebalanceStale()
 	nm := n.named.machines[name]
 	if m.Confirmed {
 		joined, reranked := n.named.table.Set(name, m.From, standOf(m))

@@ -20,7 +20,8 @@ func benchElections() int {
 }
 
 // restingNamedCluster starts five nodes at the product's timings, has every
-// node's app stand in k elections on one stream, and returns once every
+// node's app stand in k elections on one stream (with the placement
+// ELECTORD_BENCH_PLACEMENT names, default sticky), and returns once every
 // node agrees on every election: the cluster, the elections, and how long
 // agreement took from the campaigns opening.
 func restingNamedCluster(b *testing.B, algo string, k int) (*cluster, []CampaignOptions, time.Duration) {
@@ -30,6 +31,9 @@ func restingNamedCluster(b *testing.B, algo string, k int) (*cluster, []Campaign
 	})
 	c.agree(30*time.Second, 0)
 	opts := shardNames(k)
+	for i := range opts {
+		opts[i].Placement = os.Getenv("ELECTORD_BENCH_PLACEMENT")
+	}
 	start := time.Now()
 	c.campaignAll(opts)
 	for left := k; left > 0; time.Sleep(50 * time.Millisecond) {

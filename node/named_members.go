@@ -14,6 +14,7 @@ import (
 // incarnation and candidacies; one that leaves or dies loses its own.
 func (n *Node) namedMemberEvent(ev MemberEvent) {
 	id := ev.Member.ID
+	n.named.rebalanceStale()
 	switch ev.Type {
 	case MemberJoin:
 		n.announceIncarnation(id)

@@ -147,6 +147,7 @@ func (n *Node) flushNamed(batch []namedReady, asked func(election.Ready) bool) [
 // crash is then seen at once), and observers told when this node starts or
 // stops leading.
 func (n *Node) namedChange(name string, nm *namedMachine, ch election.Leadership) {
+	n.named.rebalanceStale()
 	nm.since = time.Now()
 	n.named.changes.add(name, ch)
 	if ch.Role == election.RoleFollower && ch.Leader != n.cfg.Self.ID {

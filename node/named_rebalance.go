@@ -67,9 +67,19 @@ type namedRebalance struct {
 	// seen: when each live candidate node was first counted since it last
 	// was not (it joined, came back, or started standing).
 	seen map[election.NodeID]time.Time
-	// moved counts the leaderships this node handed over to rebalance.
-	moved uint64
+	// moved counts the leaderships this node handed over to rebalance;
+	// scans, the times it counted the leaderships (spreadCounts).
+	moved, scans uint64
+	// stale: something the counts depend on may have changed since the
+	// last scan (a leadership, a candidacy, a machine, a member), or that
+	// scan found the counts unsettled or a newcomer still settling. At
+	// rest nothing changes, and a scan of every spread machine each
+	// interval was most of an idle node's CPU at 10,000 elections.
+	stale bool
 }
+
+// rebalanceStale marks the spread counts as worth a new scan.
+func (s *namedState) rebalanceStale() { s.rebalance.stale = true }
 
 // rebalanceNamed runs at the end of each loop pass, before its drain
 // (afterNamed), and acts at most
@@ -89,12 +99,15 @@ func (n *Node) rebalanceNamed() {
 		return
 	}
 	now := time.Now()
-	if now.Before(r.next) {
+	if !r.stale || now.Before(r.next) {
 		return
 	}
-	r.next = now.Add(cfg.Interval)
+	r.next, r.stale = now.Add(cfg.Interval), false
+	r.scans++
 	counts, led, settled := n.spreadCounts()
-	n.settleNewcomers(counts, now)
+	if n.settleNewcomers(counts, now) || !settled {
+		r.stale = true // look again next interval: the counts are about to change
+	}
 	if !settled || len(led) == 0 || !named.Imbalanced(counts, cfg.Imbalance) {
 		return
 	}
@@ -125,7 +138,9 @@ func (n *Node) rebalanceNamed() {
 // timeout every leader has announced itself to it (a leader re-announces
 // to members it has not heard from each leader timeout); the second is
 // the margin.
-func (n *Node) settleNewcomers(counts map[election.NodeID]int, now time.Time) {
+//
+// It reports whether it left one out.
+func (n *Node) settleNewcomers(counts map[election.NodeID]int, now time.Time) (pending bool) {
 	r := &n.named.rebalance
 	if r.seen == nil {
 		r.seen = map[election.NodeID]time.Time{}
@@ -142,8 +157,10 @@ func (n *Node) settleNewcomers(counts map[election.NodeID]int, now time.Time) {
 		}
 		if id != n.cfg.Self.ID && now.Sub(at) < 2*n.cfg.HeartbeatTimeout {
 			delete(counts, id)
+			pending = true
 		}
 	}
+	return pending
 }
 
 // isSpread reports whether this node stands in name under placement spread

@@ -488,3 +488,50 @@ func TestNamedSpreadCandidaciesCounted(t *testing.T) {
 		t.Fatalf("after every candidacy ended: %d counted spread, want 0", k)
 	}
 }
+
+// The rebalancer counts the leaderships only when something they depend
+// on changed: at rest it does not scan every spread machine each interval
+// (at 10,000 elections that scan was most of an idle node's CPU); a
+// member's death makes it look again.
+func TestNamedSpreadRebalancerSleepsAtRest(t *testing.T) {
+	d := config.Default()
+	c := newTunedCluster(t, "bully", 3, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
+		cfg.Spread = SpreadConfig{Imbalance: d.SpreadImbalance, Interval: d.SpreadRebalanceInterval, Batch: d.SpreadRebalanceBatch}
+	})
+	c.agree(10*time.Second, 0)
+	opts := shardNames(30)
+	for i := range opts {
+		opts[i].Placement = PlacementSpread
+	}
+	c.standTogether(t, opts)
+	names := make([]string, len(opts))
+	for i, o := range opts {
+		names[i] = o.Election
+	}
+	live := []election.NodeID{1, 2, 3}
+	waitSpread(t, c, live, names, 30*time.Second, func(n map[election.NodeID]int) bool { return spreadRatio(n) <= 1.1 })
+	scans := func() (k uint64) {
+		nd := c.nodes[1]
+		if err := nd.do(context.Background(), func() error { k = nd.named.rebalance.scans; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	// Settled: a newcomer is counted two heartbeat timeouts after it is
+	// first seen, and the scans until then look again.
+	time.Sleep(3 * c.nodes[1].cfg.HeartbeatTimeout)
+	before, interval := scans(), c.nodes[1].cfg.Spread.Interval
+	time.Sleep(8 * interval) // the window measured: eight intervals at rest
+	if k := scans() - before; k > 1 {
+		t.Fatalf("%d scans in 8 rebalance intervals at rest, want at most 1", k)
+	}
+	c.stop(3)
+	end := time.Now().Add(10 * time.Second)
+	for scans() == before {
+		if time.Now().After(end) {
+			t.Fatal("no scan within 10 s of a member's death")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
