@@ -49,9 +49,10 @@ type machineStart struct {
 	together int
 	// ranked: the candidates already known are ranked with the live nodes
 	// not heard from, and if none says it leads, the best-ranked campaigns
-	// at once: a new app's candidacy. Otherwise a known candidate makes
-	// the machine wait its own timeout (the next app of a queue, whose
-	// node just handed the election to one of them).
+	// a step later (a claim made before it stood may be on its way): a
+	// new app's candidacy. Otherwise a known candidate makes the machine
+	// wait its own timeout (the next app of a queue, whose node just
+	// handed the election to one of them).
 	ranked bool
 }
 
