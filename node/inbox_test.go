@@ -75,3 +75,32 @@ func TestNamedInboxBoundsTheBytesItHolds(t *testing.T) {
 		t.Fatalf("after one was taken: %v", err)
 	}
 }
+
+// A pass takes a batch of named messages only while no message of the
+// default election waits: that one is not held behind the batch.
+func TestNamedBatchYieldsToTheDefaultElection(t *testing.T) {
+	in := NewInbox(0)
+	n, err := New(fast(Config{Self: Meta{ID: 1}, Algorithm: "bully", Inbox: in,
+		Transport: transport.NewNetwork().Join(1, in), NewMembership: func() (Membership, error) { return nil, errors.New("unused") }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.serving.Store(true)
+	for range 2 * maxNamedBatch {
+		if err := in.Receive(namedIn(election.MsgCandidacy, "app")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := in.Receive(transport.Inbound{Msg: election.Message{Type: election.MsgHeartbeat, From: 2, To: 1, Term: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	n.moreNamed()
+	if got := in.named.Len(); got != 2*maxNamedBatch {
+		t.Fatalf("with a default-election message waiting, the batch took %d named messages, want 0", 2*maxNamedBatch-got)
+	}
+	in.msgs.Pop()
+	n.moreNamed()
+	if got := in.named.Len(); got != maxNamedBatch+1 {
+		t.Fatalf("with none waiting, the batch took %d named messages, want %d", 2*maxNamedBatch-got, maxNamedBatch-1)
+	}
+}

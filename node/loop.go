@@ -165,12 +165,17 @@ func namedFailure(f failure) bool { return f.m.Election != "" }
 
 // moreNamed steps the named elections' messages already queued behind the
 // one just stepped, up to maxNamedBatch in all: the pass's drain
-// (afterNamed) then serves them all with one synced write. A node that led many elections dies, and each
-// of its peers is sent one Coordinator per election by the new leader; one
-// pass each was one fsync each, and the last election's new leader was seen
-// a hundred writes after the first's.
+// (afterNamed) then serves them all with one synced write. A node that led
+// many elections dies, and each of its peers is sent one Coordinator per
+// election by the new leader; one pass each was one fsync each, and the
+// last election's new leader was seen a hundred writes after the first's.
+// It stops when a default-election message is waiting: that one is not
+// held behind a whole batch of a named burst.
 func (n *Node) moreNamed() {
 	for range maxNamedBatch - 1 {
+		if n.in.msgs.Len() > 0 {
+			return
+		}
 		in, ok := n.in.popNamed()
 		if !ok {
 			return
