@@ -98,41 +98,37 @@ func (b *Inbox) Receive(in transport.Inbound) error {
 			}
 		}
 	}
-	q := b.msgs
-	if namedMsg(in) {
-		q = b.named
-		if asks(in.Msg.Type) && q.Len() >= b.msgs.Max() {
-			// Past the default election's bound, a message that asks for
-			// an answer is refused, as the shared inbox refused it before:
-			// behind thousands of others it would be answered too late to
-			// count. An Election's refusal tells the sender at once that
-			// this node is alive and busy (the bully takes it for an
-			// answer); a heartbeat's goes unanswered, as one lost. What
-			// informs (Candidacies, announcements) queues: refused, it
-			// was sent again and again while the burst lasted, and given
-			// up, lost (a quiet follower held an old term of its leader
-			// for a quiet interval).
-			b.counters.InboxFull.Add(1)
-			return transport.ErrOverloaded
-		}
-		n := namedSize(in)
-		if b.namedBytes.Add(n) > namedInboxBytes {
-			b.namedBytes.Add(-n)
-			b.counters.InboxFull.Add(1)
-			return transport.ErrOverloaded
-		}
-		if !q.Push(in) {
-			b.namedBytes.Add(-n)
-			b.counters.InboxFull.Add(1)
-			return transport.ErrOverloaded
-		}
+	if !namedMsg(in) {
+		return b.queued(b.msgs.Push(in))
+	}
+	if asks(in.Msg.Type) && b.named.Len() >= b.msgs.Max() {
+		// Past the default election's bound, a message that asks for an
+		// answer is refused, as the shared inbox refused it before: behind
+		// thousands of others it would be answered too late to count. An
+		// Election's refusal tells the sender at once that this node is
+		// alive and busy (the bully takes it for an answer); a heartbeat's
+		// goes unanswered, as one lost. What informs (Candidacies,
+		// announcements) queues: refused, it was sent again and again
+		// while the burst lasted, and given up, lost (a quiet follower
+		// held an old term of its leader for a quiet interval).
+		return b.queued(false)
+	}
+	n := namedSize(in)
+	if b.namedBytes.Add(n) <= namedInboxBytes && b.named.Push(in) {
 		return nil
 	}
-	if !q.Push(in) {
-		b.counters.InboxFull.Add(1)
-		return transport.ErrOverloaded
+	b.namedBytes.Add(-n)
+	return b.queued(false)
+}
+
+// queued is Receive's answer for a message queued (ok) or not: a full
+// inbox refuses it as overloaded, and counts it.
+func (b *Inbox) queued(ok bool) error {
+	if ok {
+		return nil
 	}
-	return nil
+	b.counters.InboxFull.Add(1)
+	return transport.ErrOverloaded
 }
 
 // asks: a message of type t asks its receiver for an answer in time.
