@@ -243,7 +243,9 @@ func (w *Writer) Snapshot() Snapshot {
 
 // Stop stops following leadership and empties the slice if it still names
 // this pod with a term this writer wrote (keeping the term), retrying
-// until ctx ends. An API call in flight is not cancelled: Stop waits for
+// until ctx ends; a refusal (Forbidden: the Role lacks a verb) ends it at
+// once, since no retry within a shutdown's bound changes the Role, and
+// retrying it only held the process up to its bound. An API call in flight is not cancelled: Stop waits for
 // it (at most RequestTimeout) and then reads the slice. A writer that
 // never claimed, or whose claim a higher term has replaced, makes no call.
 func (w *Writer) Stop(ctx context.Context) error {
@@ -261,6 +263,9 @@ func (w *Writer) Stop(ctx context.Context) error {
 		err := w.release(ctx)
 		if err == nil {
 			return nil
+		}
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("leaderslice: releasing %s/%s: %w", w.cfg.Namespace, w.cfg.Service, err)
 		}
 		if last == nil || ctx.Err() == nil {
 			last = err

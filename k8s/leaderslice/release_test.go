@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -359,5 +360,38 @@ func TestReleaseAnOlderClaimOfThisWriter(t *testing.T) {
 	// API server came back: then that is emptied.)
 	if es := getSlice(t, client); len(es.Endpoints) != 0 {
 		t.Fatalf("this writer's claim (term %s) was not emptied: %+v", es.Annotations[AnnotationTerm], es)
+	}
+}
+
+// A release the Role forbids ends Stop at once with the refusal: retrying
+// it cannot succeed before the Role changes, and held a stopping process
+// for its whole bound. The slice keeps this writer's claim.
+func TestStopEndsAtARefusedRelease(t *testing.T) {
+	client := fake.NewClientset(testService())
+	var refusing atomic.Bool
+	var updates atomic.Int32
+	client.PrependReactor("update", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if !refusing.Load() {
+			return false, nil, nil
+		}
+		updates.Add(1)
+		return true, nil, apierrors.NewForbidden(discoveryv1.Resource("endpointslices"), "svc", errors.New("the Role has no update"))
+	})
+	l := newLeadership()
+	w := startWriter(t, clientset{client}, l)
+	l.set(node.LeaderInfo{ID: 1, Self: true, Term: 5})
+	waitSlice(t, client, "names pod-1", func(es *discoveryv1.EndpointSlice) bool { return len(es.Endpoints) == 1 })
+	refusing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := w.Stop(ctx)
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("Stop: %v, want the Forbidden refusal", err)
+	}
+	if ctx.Err() != nil || updates.Load() != 1 {
+		t.Fatalf("Stop retried the refused release: %d updates, its bound ended: %v", updates.Load(), ctx.Err())
+	}
+	if es := getSlice(t, client); len(es.Endpoints) != 1 {
+		t.Fatalf("the slice changed: %+v", es)
 	}
 }
