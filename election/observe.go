@@ -26,7 +26,13 @@ func (c *core) Observe(ev Event) {
 		}
 	case EventLeave, EventDead:
 		id := ev.Member.ID
-		if !c.members.remove(id) {
+		// A follower may follow a leader that is no member any more: a
+		// death verdict against a fresh leader removes it and keeps it
+		// followed (below). Its leave still ends that: a leader it no
+		// longer counts among the members would otherwise be followed
+		// until some rival outweighs it, and a quiet follower never times
+		// it out (its host vouches for the node, which runs on).
+		if !c.members.remove(id) && (ev.Type != EventLeave || c.role != RoleFollower || id != c.leader) {
 			return
 		}
 		c.ring, c.supportAt = nil, 0

@@ -287,7 +287,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 	}
 	// After the incarnation: a copy from a new process is news even when
 	// its standing reads the same.
-	if n.unchangedCandidacy(m) {
+	if n.unchangedCandidacy(m) && !n.followsWithdrawn(m) {
 		return
 	}
 	n.named.rebalanceStale()
@@ -309,7 +309,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 			// otherwise send its candidacy twice to each other.
 			n.sendCandidacy(name, m.From)
 		}
-	} else if n.named.table.Withdraw(name, m.From) && nm != nil && !n.halted() {
+	} else if withdrew := n.named.table.Withdraw(name, m.From); (withdrew || n.followsWithdrawn(m)) && nm != nil && !n.halted() {
 		if n.namedQuorum() {
 			// The sender stays a member (a voter now); its machine says so
 			// in its heartbeats. Nobody left standing: the voter goes.
@@ -325,6 +325,21 @@ func (n *Node) candidacyFrom(m election.Message) {
 		}
 	}
 	n.named.touch(name)
+}
+
+// followsWithdrawn: m withdraws a node that name's machine follows although
+// the table holds no candidacy of it (a death verdict dropped it while the
+// machine kept its fresh leader, election/observe.go). Plain mode: a
+// quorum's withdrawn leader stands down itself, and stays a voter. The
+// machine is told all the same, or a quiet follower would follow it for
+// as long as its node runs.
+func (n *Node) followsWithdrawn(m election.Message) bool {
+	nm := n.named.machines[m.Election]
+	if m.Confirmed || nm == nil || n.namedQuorum() {
+		return false
+	}
+	st := nm.sm.Status()
+	return st.Role == election.RoleFollower && st.Leader == m.From
 }
 
 // sendCandidacy tells peer (every live member when 0) this node's standing

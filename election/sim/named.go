@@ -101,7 +101,23 @@ type Mends struct {
 	// (Options.Vouch), as the node's pair heartbeats do for its named
 	// elections in plain mode.
 	Vouch bool
+	// RankedStart: a new election's candidates campaign in rank order
+	// (node/named_start.go): a new app's machine waits StartStep ticks per
+	// live node that would outrank it if it stood, and one step when every
+	// candidate it knows ranks below it; a restarted one (its store holds
+	// the election) waits its own timeout. A candidate new to a node is
+	// answered only if the node's last word to every member went out
+	// before that candidate was a live member here, and a machine that
+	// claims at once with no candidate known says so once, with its term,
+	// when its leadership is reported. Without it, as the node was built
+	// before: a new app's machine with no candidate known claims at once,
+	// and every new candidate is answered.
+	RankedStart bool
 }
+
+// StartStep is RankedStart's wait per node ranked above, in ticks (the
+// node's startStep for one election started alone).
+const StartStep = 5
 
 // appID names one app's candidacy: the node it stands through and its id
 // there.

@@ -32,6 +32,19 @@ type namedHost struct {
 	table    named.Table
 	machines map[string]*namedMachine
 	out      []election.Message // ready to send, in order
+	// revivals counts the members that became alive to this node;
+	// aliveAt, each member's count when it last did (node.memberRec).
+	revivals uint64
+	aliveAt  map[election.NodeID]uint64
+}
+
+// machineStart is how a new machine comes to its first campaign
+// (node/named_start.go): together, the elections started in the same pass
+// (0: it waits as a revived machine); ranked, the candidates known are
+// ranked with the live nodes not heard from (a new app's candidacy).
+type machineStart struct {
+	together int
+	ranked   bool
 }
 
 // namedMachine is the state machine of one election the node stands in,
@@ -42,6 +55,7 @@ type namedMachine struct {
 	from     election.Term       // the term it started from: it may only lead above it
 	reported election.Leadership // the leadership last announced to peers
 	priority int64               // the rank it started with (a voter's 0)
+	told     uint64              // namedHost.revivals when it last told every live member its standing
 }
 
 // namedNode is what a node keeps across crashes: its apps' queued
@@ -99,9 +113,13 @@ func (s *namedStore) drop(name string) {
 // and waits to hear who else stands before it campaigns.
 func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error) {
 	nn := ns.nodes[cfg.ID-1]
-	h := &namedHost{ns: ns, id: cfg.ID, nn: nn, cfg: cfg, machines: map[string]*namedMachine{},
+	h := &namedHost{ns: ns, id: cfg.ID, nn: nn, cfg: cfg, machines: map[string]*namedMachine{}, aliveAt: map[election.NodeID]uint64{},
 		rand: rand.New(rand.NewPCG(uint64(cfg.Rand(1<<62)), uint64(cfg.ID)))}
 	nn.host = h
+	for _, m := range cfg.Peers { // alive at the start: each became alive to this process
+		h.revivals++
+		h.aliveAt[m.ID] = h.revivals
+	}
 	restart := nn.started
 	nn.started = true
 	if restart && ns.Redial {
@@ -125,7 +143,7 @@ func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error
 	}
 	for _, name := range nn.apps.Elections() {
 		head, _ := nn.apps.Head(name)
-		if err := h.newMachine(name, head, true, false); err != nil {
+		if err := h.newMachine(name, head, true, machineStart{}); err != nil {
 			return nil, err
 		}
 	}
@@ -136,11 +154,21 @@ func (ns *Named) newNamedHost(cfg election.Config) (election.StateMachine, error
 // the head of its queue, or (quorum mode, standing false) votes in
 // (node.newMachine): the cluster's algorithm, timings and Preempt, the
 // candidacy's priority (a voter's 0), the stored terms; the members known
-// join one by one (machinePeers); eager: the only candidate known campaigns
-// at once.
-func (h *namedHost) newMachine(name string, head named.Candidacy, standing, eager bool) error {
+// join one by one (machinePeers); its first campaign as first says
+// (firstWait; without Mends.RankedStart, at once if first.together is set
+// and no candidate is known).
+func (h *namedHost) newMachine(name string, head named.Candidacy, standing bool, first machineStart) error {
 	saved := h.nn.store.load(name)
 	cfg := h.cfg
+	wait := -1
+	switch {
+	case first.together == 0 || !standing:
+	case h.ns.Mends.RankedStart:
+		wait = h.firstWait(name, head, first)
+	case len(h.table.Members(name)) == 0:
+		wait = 0
+	}
+	cfg.FirstWaitTicks = max(wait, 0)
 	cfg.Peers, cfg.Priority, cfg.Term, cfg.LeaderTerm = nil, head.Priority, saved.Term, saved.LeaderTerm
 	cfg.BootstrapExpect = 0
 	if !h.quorum() {
@@ -166,10 +194,47 @@ func (h *namedHost) newMachine(name string, head named.Candidacy, standing, eage
 	for _, m := range h.machinePeers(name) {
 		sm.Observe(election.Event{Type: election.EventJoin, Member: m})
 	}
-	if len(h.table.Members(name)) == 0 && eager && standing {
+	if wait == 0 {
 		sm.Campaign()
 	}
 	return nil
+}
+
+// firstWait is how long name's new machine waits before its first campaign
+// (node.firstWait, Mends.RankedStart): 0, now; -1, the machine's own wait.
+func (h *namedHost) firstWait(name string, head named.Candidacy, first machineStart) int {
+	if _, _, leads := h.table.Leader(name); leads {
+		return -1
+	}
+	known := h.table.Members(name)
+	if len(known) > 0 && (!first.ranked || h.quorum()) {
+		return -1
+	}
+	if h.quorum() {
+		return 0
+	}
+	self := election.Rank{Priority: head.Priority, ID: h.id}
+	above := 0
+	for _, m := range known {
+		if m.Rank().Compare(self) > 0 {
+			above++
+		}
+	}
+	for _, o := range h.ns.Sim.nodes {
+		if o.id == h.id || !h.alive(o.id) {
+			continue
+		}
+		if _, ok := h.table.Get(name, o.id); ok {
+			continue
+		}
+		if (election.Rank{Priority: head.Priority, ID: o.id}).Compare(self) > 0 {
+			above++
+		}
+	}
+	if above == 0 && len(known) > 0 {
+		return StartStep
+	}
+	return above * StartStep
 }
 
 // standing records that this node stands in name: the resend sends its
@@ -230,7 +295,7 @@ func (h *namedHost) followVoters(name string) error {
 	head, standing := h.nn.apps.Head(name)
 	switch {
 	case nm == nil && h.wanted(name):
-		return h.newMachine(name, head, standing, false)
+		return h.newMachine(name, head, standing, machineStart{})
 	case nm != nil && !h.wanted(name):
 		h.drain(name, nm)
 		delete(h.machines, name)
@@ -240,7 +305,7 @@ func (h *namedHost) followVoters(name string) error {
 	case nm != nil && standing && nm.priority != head.Priority:
 		h.drain(name, nm)
 		delete(h.machines, name)
-		return h.newMachine(name, head, true, false)
+		return h.newMachine(name, head, true, machineStart{})
 	case nm != nil && standing && nm.app != head.ID:
 		// A voter's machine stands for the app now at the head: it may lead
 		// only by winning a term above every term it has seen.
@@ -251,7 +316,7 @@ func (h *namedHost) followVoters(name string) error {
 	case nm != nil && !standing && nm.priority != 0 && h.ns.Mends.VoterRankZero:
 		h.drain(name, nm)
 		delete(h.machines, name)
-		return h.newMachine(name, head, false, false)
+		return h.newMachine(name, head, false, machineStart{})
 	case nm != nil && !standing && nm.app != 0:
 		nm.app = 0
 		nm.sm.Stand(false)
@@ -282,11 +347,19 @@ func (h *namedHost) stand(name, value string, priority int64) (named.ID, error) 
 	}
 	if h.machines[name] == nil {
 		head, _ := h.nn.apps.Head(name)
-		if err := h.newMachine(name, head, true, true); err != nil {
+		first := machineStart{together: 1, ranked: true}
+		if _, held := h.nn.store.rec[name]; held && h.ns.Mends.RankedStart {
+			first = machineStart{} // a restart: wait as a revived machine
+		}
+		if err := h.newMachine(name, head, true, first); err != nil {
 			h.nn.apps.Remove(c.ID)
 			return 0, err
 		}
-		h.sendCandidacy(name, 0)
+		if !h.ns.Mends.RankedStart || len(h.table.Members(name)) > 0 || h.machines[name].sm.Status().Role != election.RoleLeader {
+			// With RankedStart, a claim at once with no candidate known
+			// is told by the leadership's report (drain), with its term.
+			h.sendCandidacy(name, 0)
+		}
 	} else if head, _ := h.nn.apps.Head(name); head.ID == c.ID {
 		// Quorum mode: this node voted in the election and now stands.
 		if err := h.followVoters(name); err != nil {
@@ -329,7 +402,7 @@ func (h *namedHost) withdraw(id named.ID) error {
 		delete(h.machines, name)
 	}
 	if more {
-		if err := h.newMachine(name, next, true, true); err != nil {
+		if err := h.newMachine(name, next, true, machineStart{together: 1}); err != nil {
 			return err
 		}
 	} else {
@@ -356,6 +429,9 @@ func (h *namedHost) bestOther(name string) (election.NodeID, bool) {
 // in name (node.sendCandidacy).
 func (h *namedHost) sendCandidacy(name string, peer election.NodeID) {
 	m := election.Message{Type: election.MsgCandidacy, From: h.id, Election: name}
+	if nm := h.machines[name]; nm != nil && peer == 0 {
+		nm.told = h.revivals
+	}
 	if head, ok := h.nn.apps.Head(name); ok {
 		m.Confirmed, m.Value = true, head.Value
 		m.FromRank = election.Rank{Priority: head.Priority, ID: h.id}
@@ -383,10 +459,12 @@ func (h *namedHost) candidacyFrom(m election.Message) {
 		} else if nm != nil && (joined || reranked) {
 			nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From, Priority: m.FromRank.Priority}})
 		}
-		if _, standing := h.nn.apps.Head(m.Election); joined && nm != nil && standing {
+		if _, standing := h.nn.apps.Head(m.Election); joined && nm != nil && standing && !h.toldStanding(m.Election, m.From) {
 			h.sendCandidacy(m.Election, m.From)
 		}
-	} else if h.table.Withdraw(m.Election, m.From) && nm != nil {
+	} else if withdrew := h.table.Withdraw(m.Election, m.From); nm != nil && (withdrew || !h.quorum() && h.follows(nm, m.From)) {
+		// A leader this node's table dropped (a death verdict) may still
+		// be followed: its withdrawal is news to the machine all the same.
 		if h.quorum() {
 			// The sender stays a member (a voter now); nobody left
 			// standing: the voter goes.
@@ -401,6 +479,20 @@ func (h *namedHost) candidacyFrom(m election.Message) {
 		}
 		nm.sm.Observe(election.Event{Type: election.EventLeave, Member: election.Member{ID: m.From}})
 	}
+}
+
+// follows: nm's machine follows leader id (node.followsWithdrawn).
+func (h *namedHost) follows(nm *namedMachine, id election.NodeID) bool {
+	st := nm.sm.Status()
+	return st.Role == election.RoleFollower && st.Leader == id
+}
+
+// toldStanding (Mends.RankedStart): peer was a live member when this node
+// last told every live member its standing in name, so a candidacy new
+// here needs no answer (node.toldStanding).
+func (h *namedHost) toldStanding(name string, peer election.NodeID) bool {
+	nm := h.machines[name]
+	return h.ns.Mends.RankedStart && nm != nil && nm.told != 0 && h.alive(peer) && h.aliveAt[peer] <= nm.told
 }
 
 // drain puts what name's machine has to say on the way out
@@ -579,6 +671,8 @@ func (h *namedHost) peerSilent(b election.NodeID) {
 func (h *namedHost) Observe(ev election.Event) {
 	switch ev.Type {
 	case election.EventJoin:
+		h.revivals++
+		h.aliveAt[ev.Member.ID] = h.revivals
 		for _, name := range h.nn.apps.Elections() {
 			h.sendCandidacy(name, ev.Member.ID)
 		}
