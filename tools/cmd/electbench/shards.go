@@ -43,7 +43,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electord/electord/client"
-	pb "github.com/electord/electord/proto/electord/v1"
 )
 
 // largeAnswers lets a ListElections answer of 100,000 elections (about
@@ -66,14 +65,7 @@ type shardsFig struct {
 	// preCrashSpread: the leaderships after the idle window, before the
 	// crash (spread: after the rebalancer's moves at rest).
 	preCrashSpread string
-	victim         uint64
-	led            int // elections the victim led
-	watched        samples
-	watchMissed    int
-	polled         samples
-	pollMissed     int
-	pollRes        time.Duration // median poll length on the observer
-	leaderless     int           // after --settle
+	crash          shardFailover // SIGKILL of the node leading the most
 	crashSpread    string
 
 	returned     time.Duration // restart until every node agrees again
@@ -89,6 +81,11 @@ type shardsFig struct {
 	balanceSpread  string
 	seenLeaderless int           // elections some node showed leaderless in a poll meanwhile
 	balancePoll    time.Duration // median poll round
+
+	// appCrash: the death of the app on the node leading the most, after
+	// the return (its connection closes without a word, as a dead
+	// process's does); its node lives on.
+	appCrash shardFailover
 
 	logs    []string // node log messages by count, all nodes
 	sends   []string // per node: peer messages sent and failed, by type
@@ -217,6 +214,18 @@ func (a *shardApps) drop(id uint64) {
 	}
 }
 
+// crash ends node id's app as its process's death would: its connections
+// close without a word (no stream is ended first). Its node lives on.
+func (a *shardApps) crash(id uint64) {
+	a.mu.Lock()
+	s := a.by[id]
+	delete(a.by, id)
+	a.mu.Unlock()
+	if s != nil {
+		s.crash()
+	}
+}
+
 func (a *shardApps) closeAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -233,6 +242,11 @@ func (m multiStanding) stand(context.Context, []string) error { return nil }
 func (m multiStanding) close() {
 	for _, s := range m {
 		s.close()
+	}
+}
+func (m multiStanding) crash() {
+	for _, s := range m {
+		s.crash()
 	}
 }
 
@@ -329,68 +343,23 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 		return fmt.Errorf("before the crash: %w", err)
 	}
 	f.preCrashSpread = spreadString(leads, nodes)
-	byNode := perNode(leads)
-	for _, id := range nodes {
-		if byNode[id] > f.led {
-			f.victim, f.led = id, byNode[id]
-		}
-	}
-	victim := c.proc(f.victim)
-	observer := c.procs[int(f.victim)%len(c.procs)]
-	var victimNames []string
-	old := map[string]*pb.LeaderInfo{}
-	for _, name := range names {
-		if leads[name].id == f.victim {
-			victimNames = append(victimNames, name)
-		}
-	}
-	sample := victimNames[:min(watch, len(victimNames))]
-	for _, name := range sample {
-		li, err := observer.client.GetLeader(ctx, &pb.GetLeaderRequest{Election: name})
-		if err != nil {
-			return fmt.Errorf("crash: %w", err)
-		}
-		old[name] = li
-	}
-	ws, stopWatch, err := observe(c, observer, sample, old, f.victim)
+	var victim *proc
+	err = f.crash.measure(ctx, c, names, leads, watch, "ELECTBENCH_CRASH_PROFILES", func(id uint64) {
+		victim = c.proc(id)
+		c.kill(victim)
+		apps.drop(id)
+	})
 	if err != nil {
 		return fmt.Errorf("crash: %w", err)
 	}
-	var survivors []*proc
-	for _, p := range running(c) {
-		if p != victim {
-			survivors = append(survivors, p)
-		}
-	}
-	profiled := profileNodes("ELECTBENCH_CRASH_PROFILES", survivors, 2*time.Second)
-	t0 = time.Now()
-	c.kill(victim)
-	apps.drop(f.victim)
-	f.polled, f.pollMissed, f.pollRes = pollNewLeaders(ctx, observer, victimNames, leads, t0, 10*time.Second)
-	// The polls above may end before the watches' goroutines have run:
-	// wait for each with the same 10 s bound.
-	wctx, wcancel := context.WithDeadline(ctx, t0.Add(10*time.Second))
-	for _, w := range ws {
-		select {
-		case <-w.done:
-			f.watched = append(f.watched, w.at.Sub(t0))
-		case <-wctx.Done():
-			f.watchMissed++
-		}
-	}
-	wcancel()
-	stopWatch()
-	profiled()
-	logf("%s: crash of node %d (leading %d): observer node %d, watched p50 %s p99 %s ms (%d missed), polled p50 %s p99 %s ms (%d missed, poll %v)",
-		f.algo, f.victim, f.led, observer.id, ms(f.watched.pct(0.5)), ms(f.watched.pct(0.99)), f.watchMissed,
-		ms(f.polled.pct(0.5)), ms(f.polled.pct(0.99)), f.pollMissed, f.pollRes.Round(time.Millisecond))
+	logf("%s: crash of node %d (leading %d): %s", f.algo, f.crash.victim, f.crash.led, f.crash.line())
 	time.Sleep(settle)
 	var lists []nodeList
 	for _, p := range running(c) {
 		lists = append(lists, listOf(ctx, p))
 	}
 	after, reason := agreement(lists, names)
-	f.leaderless = leaderless(lists, names, f.victim)
+	f.crash.leaderless = leaderless(lists, names, f.crash.victim)
 	if after == nil {
 		logf("%s: after the crash: %s", f.algo, reason)
 		f.crashSpread = "not agreed: " + reason
@@ -423,6 +392,22 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	if f.spread && after != nil {
 		measureRebalance(ctx, c, f, names, nodes, after, t0)
 	}
+
+	// the app's death: the app on the node leading the most.
+	if back, _, _, err = pollAgreed(ctx, c, names, timeout); err != nil {
+		return fmt.Errorf("before the app's death: %w", err)
+	}
+	err = f.appCrash.measure(ctx, c, names, back, watch, "", apps.crash)
+	if err != nil {
+		return fmt.Errorf("the app's death: %w", err)
+	}
+	logf("%s: death of node %d's app (leading %d): %s", f.algo, f.appCrash.victim, f.appCrash.led, f.appCrash.line())
+	time.Sleep(settle)
+	lists = lists[:0]
+	for _, p := range running(c) {
+		lists = append(lists, listOf(ctx, p))
+	}
+	f.appCrash.leaderless = leaderless(lists, names, f.appCrash.victim)
 	return nil
 }
 
@@ -571,13 +556,9 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 			perHeap := (medianF(f.idleHeap) - medianF(f.baseHeap)) * 1024 * 1024 / float64(f.elections)
 			pr("| memory per election per node (RSS / heap, bytes) | %.0f / %.0f |\n", perRSS, perHeap)
 		}
-		if f.victim != 0 {
-			pr("| crash: SIGKILLed node, elections it led | node %d, %d |\n", f.victim, f.led)
-			pr("| crash: new leader seen, WatchLeader sample (exact) | %d: p50 %s, p99 %s, max %s ms; %d not in 10 s |\n",
-				len(f.watched), ms(f.watched.pct(0.5)), ms(f.watched.pct(0.99)), ms(f.watched.pct(1)), f.watchMissed)
-			pr("| crash: new leader seen, every election (ListElections polls of %s ms) | %d: p50 %s, p99 %s, max %s ms; %d not in 10 s |\n",
-				ms(f.pollRes), len(f.polled), ms(f.polled.pct(0.5)), ms(f.polled.pct(0.99)), ms(f.polled.pct(1)), f.pollMissed)
-			pr("| crash: leaderless (or led by the dead node) on some survivor after the settle | %d |\n", f.leaderless)
+		if f.crash.victim != 0 {
+			pr("| crash: SIGKILLed node, elections it led | node %d, %d |\n", f.crash.victim, f.crash.led)
+			f.crash.report(pr, "crash", "the dead node")
 			pr("| leaders per node after the crash | %s |\n", f.crashSpread)
 		}
 		if f.returned > 0 {
@@ -594,6 +575,10 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 			pr("| return: leaderships moved from the crash's state until balanced, and the least that balances it | %d, %d |\n", f.balanceMoved, f.balanceMin)
 			pr("| return: elections some node showed leaderless in a poll until balanced (polls of %s ms) | %d |\n", ms(f.balancePoll), f.seenLeaderless)
 			pr("| leaders per node when balanced | %s |\n", f.balanceSpread)
+		}
+		if f.appCrash.victim != 0 {
+			pr("| app's death: the app on node %d (its connection closed), elections it led | %d |\n", f.appCrash.victim, f.appCrash.led)
+			f.appCrash.report(pr, "app's death", "its node")
 		}
 		pr("\nPeer messages when the start agreed (/metrics of each node):\n\n")
 		for _, l := range f.started {

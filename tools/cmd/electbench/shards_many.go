@@ -42,3 +42,9 @@ func (s *oneStream) close() {
 		s.cl.Close()
 	}
 }
+
+func (s *oneStream) crash() {
+	if s.cl != nil {
+		s.cl.Close()
+	}
+}

@@ -25,6 +25,9 @@ type candidateApp interface {
 	// every one of them.
 	stand(ctx context.Context, names []string) error
 	close()
+	// crash ends the app as its process's death would: its connections
+	// close, and no stream is ended first.
+	crash()
 }
 
 // standFactory makes one node's candidate app: its node's API address and
@@ -131,6 +134,15 @@ func (s *perElection) close() {
 		go func() { defer wg.Done(); cp.Close() }()
 	}
 	wg.Wait()
+	for _, cl := range s.clients {
+		cl.Close()
+	}
+	s.camps, s.clients = nil, nil
+}
+
+func (s *perElection) crash() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, cl := range s.clients {
 		cl.Close()
 	}
