@@ -265,7 +265,15 @@ func (n *Node) candidacyFrom(m election.Message) {
 	for _, name := range voided {
 		if nm := n.named.machines[name]; nm != nil && !n.halted() {
 			n.catchUpNamed()
-			nm.sm.Observe(election.Event{Type: election.EventDead, Member: election.Member{ID: m.From}})
+			// The earlier process is gone for certain: in plain mode a
+			// leave, which ends the following of a leader heard a moment
+			// ago (a death verdict keeps a fresh leader). A quorum's
+			// machine counts the member's promises: a death, as gossip's.
+			gone := election.EventLeave
+			if n.namedQuorum() {
+				gone = election.EventDead
+			}
+			nm.sm.Observe(election.Event{Type: gone, Member: election.Member{ID: m.From}})
 			if rec := n.members[m.From]; n.namedQuorum() && rec != nil && rec.alive {
 				// The new process is a live member, a voter at least.
 				nm.sm.Observe(election.Event{Type: election.EventJoin, Member: election.Member{ID: m.From}})
@@ -287,7 +295,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 	}
 	// After the incarnation: a copy from a new process is news even when
 	// its standing reads the same.
-	if n.unchangedCandidacy(m) && !n.followsWithdrawn(m) {
+	if !n.followsWithdrawn(m) && n.unchangedCandidacy(m) {
 		return
 	}
 	n.named.rebalanceStale()

@@ -428,10 +428,15 @@ func (h *namedHost) bestOther(name string) (election.NodeID, bool) {
 // sendCandidacy tells peer (every live member when 0) this node's standing
 // in name (node.sendCandidacy).
 func (h *namedHost) sendCandidacy(name string, peer election.NodeID) {
-	m := election.Message{Type: election.MsgCandidacy, From: h.id, Election: name}
 	if nm := h.machines[name]; nm != nil && peer == 0 {
 		nm.told = h.revivals
 	}
+	h.sendStanding(name, peer)
+}
+
+// sendStanding sends the Candidacy of sendCandidacy, and nothing more.
+func (h *namedHost) sendStanding(name string, peer election.NodeID) {
+	m := election.Message{Type: election.MsgCandidacy, From: h.id, Election: name}
 	if head, ok := h.nn.apps.Head(name); ok {
 		m.Confirmed, m.Value = true, head.Value
 		m.FromRank = election.Rank{Priority: head.Priority, ID: h.id}
@@ -621,7 +626,7 @@ func (h *namedHost) Tick() {
 					h.nn.told[name]++
 				}
 			}
-			h.sendCandidacy(name, 0)
+			h.sendStanding(name, 0) // a resend: not a word that makes answers redundant (node.resendOne)
 		}
 	}
 }
