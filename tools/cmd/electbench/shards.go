@@ -205,11 +205,7 @@ func (a *shardApps) standAll(ctx context.Context, ps []*proc, names []string) er
 
 // drop forgets (and closes) node id's app: its node died.
 func (a *shardApps) drop(id uint64) {
-	a.mu.Lock()
-	s := a.by[id]
-	delete(a.by, id)
-	a.mu.Unlock()
-	if s != nil {
+	if s := a.take(id); s != nil {
 		s.close()
 	}
 }
@@ -217,13 +213,18 @@ func (a *shardApps) drop(id uint64) {
 // crash ends node id's app as its process's death would: its connections
 // close without a word (no stream is ended first). Its node lives on.
 func (a *shardApps) crash(id uint64) {
-	a.mu.Lock()
-	s := a.by[id]
-	delete(a.by, id)
-	a.mu.Unlock()
-	if s != nil {
+	if s := a.take(id); s != nil {
 		s.crash()
 	}
+}
+
+// take forgets node id's app and returns it (nil: none).
+func (a *shardApps) take(id uint64) candidateApp {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.by[id]
+	delete(a.by, id)
+	return s
 }
 
 func (a *shardApps) closeAll() {
