@@ -113,6 +113,12 @@ type Mends struct {
 	// before: a new app's machine with no candidate known claims at once,
 	// and every new candidate is answered.
 	RankedStart bool
+	// AnswerStrays: a node that gets a message of an election it runs no
+	// machine for answers the sender with a withdrawal (node.stepNamed):
+	// the sender holds a candidacy of it that is void, or missed its
+	// withdrawal. Without it the message is dropped, and only the resend
+	// repairs the sender's table.
+	AnswerStrays bool
 }
 
 // StartStep is RankedStart's wait per node ranked above, in ticks (the

@@ -561,6 +561,9 @@ func (h *namedHost) Step(m election.Message) error {
 	nm := h.machines[m.Election]
 	if nm == nil {
 		h.ns.Dropped++ // the node drops (and counts) a message of an election it does not stand in
+		if h.ns.Mends.AnswerStrays && h.alive(m.From) {
+			h.out = append(h.out, election.Message{Type: election.MsgCandidacy, From: h.id, To: m.From, Election: m.Election})
+		}
 		return nil
 	}
 	if st := nm.sm.Status(); m.Type == election.MsgElection && st.RefusesElections && m.Initiator != h.id &&

@@ -173,7 +173,7 @@ func runNamedSchedule(algo string, seed uint64, elections int, quorum bool, mend
 // resend (node/named_resend.go). Without it a Candidacy lost to a fault is
 // never sent again, so no bound holds after a heal (TestNamedLostCandidacy
 // shows one such run).
-var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3, Vouch: true, RankedStart: true}
+var propertyMends = Mends{ResendEvery: 20, WithdrawnRounds: 3, Vouch: true, RankedStart: true, AnswerStrays: true}
 
 // TestPropertyNamedElections: many seeds of random candidacy churn in
 // several elections under random faults; every step checks S1/S2/S3 and
@@ -297,8 +297,9 @@ func TestNamedQuorumReclaimedTerm(t *testing.T) {
 			mends := propertyMends
 			mends.VoterRankZero = c.rankZero
 			// The schedule as it was found: the ranked start moves every
-			// first campaign, and with it the case.
-			mends.RankedStart = false
+			// first campaign, and the answers to strays add messages, and
+			// with them the case.
+			mends.RankedStart, mends.AnswerStrays = false, false
 			stood, told := false, 0
 			claim := fmt.Sprintf("->%d term=%v leader=%d ", c.node, c.old, c.node)
 			trace := func(format string, a ...any) {
