@@ -39,6 +39,9 @@ type pairBeats struct {
 	// count a stall.
 	beatWall time.Time
 	peers    map[election.NodeID]*pairPeer
+	// longestStall is the longest stall afterStall found (kept for the
+	// tests that must tell the stall they made from the host's).
+	longestStall time.Duration
 }
 
 // pairPeer is what the node keeps of one member's pair heartbeat.
@@ -105,6 +108,7 @@ func (n *Node) afterStall() {
 	if stood <= 2*time.Duration(ps.every)*n.cfg.Tick {
 		return
 	}
+	ps.longestStall = max(ps.longestStall, stood)
 	for _, p := range ps.peers {
 		p.last = now
 	}
