@@ -245,3 +245,22 @@ func TestGRPCWedgedPeerIsNotHammered(t *testing.T) {
 	}
 	cli.noFailure(t)
 }
+
+// A lone named message a peer refuses as overloaded is sent again after a
+// pause, as one of many is, and not reported failed: in its own call it
+// was, so whether a busy peer's refusal failed a message depended on how
+// many waited together.
+func TestGRPCLoneNamedMessageRefusedIsSentAgain(t *testing.T) {
+	srv := newFakeReceiver(2)
+	_, svc, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg})
+	srv.setErr(ErrOverloaded)
+	tr.Send(election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: election.NextTerm(0, 1), Election: "e0"})
+	deadline := time.Now().Add(10 * time.Second)
+	for svc.Stats().RejectedOverloaded < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("refused %d times in 10 s, want it sent again", svc.Stats().RejectedOverloaded)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cli.noFailure(t)
+}

@@ -314,13 +314,16 @@ func (q *sendQueues) sendNamed(p *peerQueue, ms []election.Message) {
 // Heartbeats), else one call each. It returns true when the peer was
 // silent (the messages not sent then are the caller's).
 func (q *sendQueues) sendMany(p *peerQueue, ms []election.Message, heartbeats bool) bool {
-	if len(ms) > 1 {
-		if hl, ok := p.link.(heartbeatsLink); ok && heartbeats {
-			return hl.sendHeartbeats(p.ctx, ms)
-		}
-		if bl, ok := p.link.(batchLink); ok && !heartbeats {
-			return bl.sendBatch(p.ctx, ms)
-		}
+	if hl, ok := p.link.(heartbeatsLink); ok && heartbeats && len(ms) > 1 {
+		return hl.sendHeartbeats(p.ctx, ms)
+	}
+	// A lone named message goes in a Batch too: a peer's refusal as
+	// overloaded then comes back per message and is sent again after a
+	// pause (sendQueues.busy), as for many; in its own call it was
+	// reported failed, so what a busy peer refused depended on how many
+	// messages happened to wait together.
+	if bl, ok := p.link.(batchLink); ok && !heartbeats && (len(ms) > 1 || retriesBusy(ms[0])) {
+		return bl.sendBatch(p.ctx, ms)
 	}
 	for i, m := range ms {
 		if p.link.send(p.ctx, m) {
