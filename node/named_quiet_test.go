@@ -43,11 +43,18 @@ func TestNamedElectionsAtRestArePublishedNoMore(t *testing.T) {
 				li = c.agreeNamed(fmt.Sprintf("rest-%02d", i), 0, 10*time.Second)
 			}
 			time.Sleep(time.Second) // the candidacies' resends settle
+			// A window in which the host or a node loop stood still is
+			// not judged: a stall past the heartbeat timeout is found
+			// and repaired by design, which publishes.
 			before := map[election.NodeID]uint64{}
-			for id, nd := range c.nodes {
-				before[id] = nd.named.publishes.Load()
+			if !c.stillWindows(t, 4, 400*time.Millisecond, func() {
+				for id, nd := range c.nodes {
+					before[id] = nd.named.publishes.Load()
+				}
+				time.Sleep(2 * time.Second)
+			}) {
+				t.Skip("no window the host left calm: nothing judged")
 			}
-			time.Sleep(2 * time.Second)
 			for id, nd := range c.nodes {
 				// Each heartbeat and its answer published the election on
 				// both ends: 20 elections × 10 intervals × 2 or more.
