@@ -106,6 +106,8 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	mu.Unlock()
 	c.net.Crash(victim)
 	if os.Getenv("ELECTORD_BENCH_FAILOVERTRACE") != "" {
+		stop := traceMessages(b, c, victim)
+		defer stop()
 		go func() {
 			for time.Since(t0) < 2*time.Second {
 				var parts []string
@@ -198,4 +200,52 @@ func dumpNamed(nd *Node, name string) string {
 		return nil
 	})
 	return out
+}
+
+// traceMessages logs, every second until stopped, the named messages the
+// live nodes sent by type, and the inbox refusals and named back-pressure
+// each counted meanwhile: what a failover that does not settle spends its
+// loops on.
+func traceMessages(b *testing.B, c *cluster, victim election.NodeID) (stop func()) {
+	var mu sync.Mutex
+	sent := map[string]int{}
+	c.net.SetHook(func(m election.Message) bool {
+		if m.Election != "" && m.From != victim {
+			k := fmt.Sprintf("%v %d>%d", m.Type, m.From, m.To)
+			if m.Type == election.MsgCandidacy && m.Term != 0 {
+				k += " leads"
+			}
+			mu.Lock()
+			sent[k]++
+			mu.Unlock()
+		}
+		return true
+	})
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := map[election.NodeID][2]uint64{}
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			line := fmt.Sprint(sent)
+			clear(sent)
+			mu.Unlock()
+			for id, nd := range c.nodes {
+				if id == victim {
+					continue
+				}
+				now := [2]uint64{nd.counters.InboxFull.Load(), nd.counters.NamedBackpressure.Load()}
+				line += fmt.Sprintf(" n%d refused %d backpressure %d", id, now[0]-last[id][0], now[1]-last[id][1])
+				last[id] = now
+			}
+			b.Logf("messages in the last second: %s", line)
+		}
+	}()
+	return func() { close(done); c.net.SetHook(nil) }
 }
