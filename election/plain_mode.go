@@ -123,7 +123,7 @@ func (c *core) stampSupport(m *Message) {
 // answer came within a leader timeout: it does not follow a rival with less
 // support than that leader's (see the top of this file).
 func (c *core) bound() bool {
-	if c.q == nil && c.role == RoleFollower && c.quiet {
+	if c.q == nil && c.role == RoleFollower && c.pairTimed() {
 		return c.quietLeaderFresh()
 	}
 	return c.q == nil && c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks

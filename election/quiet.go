@@ -86,29 +86,50 @@ func (c *core) quietLeaderFresh() bool { return c.vouched(c.leader) }
 // vouched for and has answered it in this leadership.
 func (c *core) quietNow() bool { return c.acked && c.vouched(c.leader) }
 
+// pairVouchedNow reports whether this follower's leader is vouched for but
+// has not yet answered it in this leadership. It heartbeats every interval
+// until answered, as without Vouched, but does not time its leader out:
+// the pair's heartbeats answer for the leader's liveness, as for a quiet
+// follower. An unanswered heartbeat to a vouched leader is one its busy
+// inbox refused: after a mass failover each new leader's followers ask it
+// at once, thousands of heartbeats per interval, and timed out for the
+// answers it could not give in time, they campaigned against a live leader
+// and made it busier (at 10,000 elections the failover never settled).
+func (c *core) pairVouchedNow() bool { return !c.acked && c.vouched(c.leader) }
+
+// pairTimed reports whether this follower's leader counts as fresh by the
+// pair's heartbeats, not by its own answers: it keeps quiet, or it waits
+// for its first answer from a leader the host vouches for.
+func (c *core) pairTimed() bool { return c.quiet || c.pairVouched }
+
 // keepsQuiet reports whether this follower keeps quiet (quietNow), and
-// applies a change since its last tick. Going quiet, its
+// applies a change since its last tick, of its quiet and of its pair
+// vouching for a leader not yet heard (pairVouchedNow). Going quiet, its
 // next heartbeat falls at a random point of the quiet interval, so that
 // the elections that went quiet together do not all heartbeat together.
-// Leaving quiet, the leader is timed from now, and asked at once.
+// When the pair stops answering for the leader, the leader is timed from
+// now, and asked at once.
 func (c *core) keepsQuiet() bool {
-	v := c.quietNow()
+	v, p := c.quietNow(), c.pairVouchedNow()
 	switch {
 	case v && !c.quiet:
 		c.hbElapsed = c.cfg.Rand(c.cfg.QuietHeartbeatTicks)
-	case !v && c.quiet:
+	case !v && !p && c.pairTimed():
 		c.sinceAck, c.hbElapsed = 0, c.cfg.HeartbeatTicks
 	}
-	c.quiet = v
-	if v {
+	c.quiet, c.pairVouched = v, p
+	if v || p {
 		c.sinceAck = 0 // the pair's heartbeats answer for the leader
 	}
 	return v
 }
 
 // quietChanges reports whether the next tick changes this follower's
-// quiet (keepsQuiet): that tick must be applied for real, not skipped.
-func (c *core) quietChanges() bool { return c.quietNow() != c.quiet }
+// quiet or pair vouching (keepsQuiet): that tick must be applied for
+// real, not skipped.
+func (c *core) quietChanges() bool {
+	return c.quietNow() != c.quiet || c.pairVouchedNow() != c.pairVouched
+}
 
 // heardWindow is how long after its last heartbeat a leader counts member
 // m as heard: a leader timeout, and a quiet interval more if the host

@@ -121,6 +121,66 @@ func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
 	t.Fatal("an unvouched, silent leader was never timed out")
 }
 
+// A follower whose leader the host vouches for, and which its leader has
+// not answered yet (its inbox refuses the heartbeats, busy), heartbeats
+// every interval and does not time the leader out: the pair's heartbeats
+// say the leader lives. Its first answer makes it quiet; when the host
+// stops vouching before that, it asks the leader at once and times it out
+// a leader timeout (and its jitter) later, as without Vouched. The skipped
+// ticks (Advance) agree with the real ones.
+func TestVouchedFollowerWaitsForItsFirstAnswer(t *testing.T) {
+	for _, skipping := range []bool{false, true} {
+		v := map[election.NodeID]bool{3: true}
+		sm, err := bully.New(quietCfg(1, &v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead := election.NextTerm(0, 3)
+		if err := sm.Step(election.Message{Type: election.MsgCoordinator, From: 3, To: 1, Term: lead, Leader: 3, Confirmed: true}); err != nil {
+			t.Fatal(err)
+		}
+		sm.Ready()
+		hbs := 0
+		for range 100 { // ten leader timeouts, no answer
+			if skipping {
+				sm.(interface{ Advance(int) }).Advance(1)
+			} else {
+				sm.Tick()
+			}
+			for _, m := range sm.Ready().Messages {
+				if m.Type == election.MsgHeartbeat {
+					hbs++
+				}
+			}
+		}
+		if st := sm.Status(); st.Role != election.RoleFollower || st.Leader != 3 {
+			t.Fatalf("skipping %v: unanswered by a vouched leader for ten leader timeouts: %+v, want it following 3", skipping, st)
+		}
+		if hbs < 45 || hbs > 50 {
+			t.Fatalf("skipping %v: %d heartbeats in 100 ticks to a leader that never answered, want one an interval (50)", skipping, hbs)
+		}
+		v[3] = false
+		if got := countSent(sm, 1, election.MsgHeartbeat); got != 1 {
+			t.Fatalf("skipping %v: the tick after the host stopped vouching: %d heartbeats, want 1 (ask the leader at once)", skipping, got)
+		}
+		timedOut := false
+		for i := range 30 {
+			sm.Tick()
+			sm.Ready()
+			if sm.Status().Role != election.RoleFollower {
+				if after := i + 2; after <= 10 {
+					t.Fatalf("skipping %v: timed the leader out %d ticks after the host stopped vouching, want more than a leader timeout (10)", skipping, after)
+				}
+				timedOut = true
+				break
+			}
+		}
+		if !timedOut {
+			t.Fatalf("skipping %v: an unvouched, silent leader was never timed out", skipping)
+		}
+	}
+}
+
 // A leader whose members keep quiet, heard lately and told its support,
 // is next due when a member's window ends, not at every leader-timeout
 // round: the rounds between would send nothing.

@@ -59,6 +59,9 @@ func (c *core) tickFollower() {
 		c.hbElapsed = 0
 		c.send(c.heartbeat())
 	}
+	if c.pairVouched {
+		return
+	}
 	c.sinceAck++
 	if c.sinceAck > c.suspectAt {
 		c.suspect(0)
@@ -165,7 +168,7 @@ func (c *core) skip(k int, algo TickSkipper) {
 	switch c.role {
 	case RoleFollower:
 		c.hbElapsed += k
-		if !c.quiet {
+		if !c.pairTimed() {
 			c.sinceAck += k
 		}
 	case RoleNoLeader:
@@ -203,7 +206,9 @@ func (c *core) TicksUntilDue() int {
 			at(c.cfg.QuietHeartbeatTicks - c.hbElapsed)
 		default:
 			at(c.cfg.HeartbeatTicks - c.hbElapsed)
-			at(c.suspectAt - c.sinceAck + 1)
+			if !c.pairVouched {
+				at(c.suspectAt - c.sinceAck + 1)
+			}
 		}
 	case RoleElecting:
 		if c.q != nil && c.q.proposing() {
