@@ -72,14 +72,12 @@ func countSent(sm election.StateMachine, k int, typ election.MsgType) int {
 	return n
 }
 
-// A follower whose leader the host vouches for, and which its leader has
-// answered once, heartbeats once a quiet interval and never times the
-// leader out, though no answer comes; when
-// the host stops vouching, it asks the leader at once and times it out a
-// leader timeout (and its jitter) later, as without Vouched.
-func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
-	v := map[election.NodeID]bool{3: true}
-	sm, err := bully.New(quietCfg(1, &v))
+// announcedFollower is node 1, following node 3 by its announcement at
+// its first term, not yet answered, with a host that vouches for whoever
+// *v says.
+func announcedFollower(t *testing.T, v *map[election.NodeID]bool) (election.StateMachine, election.Term) {
+	t.Helper()
+	sm, err := bully.New(quietCfg(1, v))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +86,17 @@ func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	sm.Ready()
+	return sm, lead
+}
+
+// A follower whose leader the host vouches for, and which its leader has
+// answered once, heartbeats once a quiet interval and never times the
+// leader out, though no answer comes; when
+// the host stops vouching, it asks the leader at once and times it out a
+// leader timeout (and its jitter) later, as without Vouched.
+func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
+	v := map[election.NodeID]bool{3: true}
+	sm, lead := announcedFollower(t, &v)
 	// It goes quiet once its leader answered it in this leadership.
 	if got := countSent(sm, 2, election.MsgHeartbeat); got != 1 {
 		t.Fatalf("a new follower sent %d heartbeats in a heartbeat interval, want 1", got)
@@ -131,15 +140,7 @@ func TestQuietFollowerHeartbeatsOncePerQuietInterval(t *testing.T) {
 func TestVouchedFollowerWaitsForItsFirstAnswer(t *testing.T) {
 	for _, skipping := range []bool{false, true} {
 		v := map[election.NodeID]bool{3: true}
-		sm, err := bully.New(quietCfg(1, &v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lead := election.NextTerm(0, 3)
-		if err := sm.Step(election.Message{Type: election.MsgCoordinator, From: 3, To: 1, Term: lead, Leader: 3, Confirmed: true}); err != nil {
-			t.Fatal(err)
-		}
-		sm.Ready()
+		sm, _ := announcedFollower(t, &v)
 		hbs := 0
 		for range 100 { // ten leader timeouts, no answer
 			if skipping {
