@@ -167,7 +167,7 @@ func (c *core) rankOf(id NodeID) (Rank, bool) {
 func (c *core) jitter() int { return c.cfg.Rand(c.cfg.JitterTicks + 1) }
 
 // leaderFresh: this node follows a leader that answered within half a
-// leader timeout.
+// leader timeout, or whose liveness the host vouches for (pairTimed).
 func (c *core) leaderFresh() bool {
 	if c.role == RoleFollower && c.pairTimed() {
 		return c.quietLeaderFresh()

@@ -120,8 +120,9 @@ func (c *core) stampSupport(m *Message) {
 }
 
 // bound reports whether this node, in plain mode, follows a leader whose
-// answer came within a leader timeout: it does not follow a rival with less
-// support than that leader's (see the top of this file).
+// answer came within a leader timeout, or whose liveness the host vouches
+// for (pairTimed): it does not follow a rival with less support than that
+// leader's (see the top of this file).
 func (c *core) bound() bool {
 	if c.q == nil && c.role == RoleFollower && c.pairTimed() {
 		return c.quietLeaderFresh()

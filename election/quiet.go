@@ -88,7 +88,9 @@ func (c *core) quietNow() bool { return c.acked && c.vouched(c.leader) }
 
 // pairVouchedNow reports whether this follower's leader is vouched for but
 // has not yet answered it in this leadership. It heartbeats every interval
-// until answered, as without Vouched, but does not time its leader out:
+// until answered, as without Vouched, and counts the time since (sinceAck:
+// a leader that answers with an older term of its own leadership is handed
+// its announcement after half a timeout), but does not time its leader out:
 // the pair's heartbeats answer for the leader's liveness, as for a quiet
 // follower. An unanswered heartbeat to a vouched leader is one its busy
 // inbox refused: after a mass failover each new leader's followers ask it
@@ -118,7 +120,7 @@ func (c *core) keepsQuiet() bool {
 		c.sinceAck, c.hbElapsed = 0, c.cfg.HeartbeatTicks
 	}
 	c.quiet, c.pairVouched = v, p
-	if v || p {
+	if v {
 		c.sinceAck = 0 // the pair's heartbeats answer for the leader
 	}
 	return v

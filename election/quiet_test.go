@@ -182,6 +182,46 @@ func TestVouchedFollowerWaitsForItsFirstAnswer(t *testing.T) {
 	}
 }
 
+// A vouched leader that answers with an older term of its own (its
+// announcement of the newer one lost on the way) is handed that
+// announcement by a follower still waiting for its first answer, after
+// half a leader timeout, as by one that times it by its answers: the
+// follower counts the time since it followed, though it does not time the
+// leader out.
+func TestVouchedFollowerHandsABehindLeaderItsAnnouncement(t *testing.T) {
+	v := map[election.NodeID]bool{3: true}
+	sm, lead := announcedFollower(t, &v)
+	older := election.NextTerm(0, 1)
+	if older >= lead {
+		t.Fatalf("term %v is not older than %v", older, lead)
+	}
+	handed := 0
+	for tick := range 20 {
+		sm.Tick()
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgHeartbeat {
+				if err := sm.Step(election.Message{Type: election.MsgHeartbeatResp, From: 3, To: 1, Term: older, Leader: 3}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgCoordinator && m.To == 3 && m.Term == lead {
+				if tick < 5 {
+					t.Fatalf("handed the leader its announcement at tick %d, before half a leader timeout (5)", tick)
+				}
+				handed++
+			}
+		}
+	}
+	if handed == 0 {
+		t.Fatal("a vouched leader answering with an older term was never handed its announcement")
+	}
+	if st := sm.Status(); st.Role != election.RoleFollower || st.Leader != 3 {
+		t.Fatalf("after 20 ticks of behind answers from a vouched leader: %+v, want it following 3", st)
+	}
+}
+
 // A leader whose members keep quiet, heard lately and told its support,
 // is next due when a member's window ends, not at every leader-timeout
 // round: the rounds between would send nothing.

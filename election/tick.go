@@ -59,11 +59,8 @@ func (c *core) tickFollower() {
 		c.hbElapsed = 0
 		c.send(c.heartbeat())
 	}
-	if c.pairVouched {
-		return
-	}
 	c.sinceAck++
-	if c.sinceAck > c.suspectAt {
+	if !c.pairVouched && c.sinceAck > c.suspectAt {
 		c.suspect(0)
 	}
 }
@@ -168,7 +165,7 @@ func (c *core) skip(k int, algo TickSkipper) {
 	switch c.role {
 	case RoleFollower:
 		c.hbElapsed += k
-		if !c.pairTimed() {
+		if !c.quiet {
 			c.sinceAck += k
 		}
 	case RoleNoLeader:
