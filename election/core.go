@@ -29,11 +29,11 @@ type core struct {
 	coldRanked    bool // the first election's rank-ordered wait was taken (tickNoLeader)
 	quiet         bool // follower: kept quiet at its last tick (quiet.go)
 	acked         bool // follower: its leader answered a heartbeat of this leadership
-	// pairVouched: follower, not yet answered in this leadership, whose
-	// leader the host vouched for at its last tick (quiet.go): the leader
-	// is not timed out.
-	pairVouched bool
-	persist     bool // term changed since the last Ready
+	// leaderVouched: follower whose leader the host vouched for at its
+	// last tick (quiet.go): the pair's heartbeats, not its own answers,
+	// say the leader lives, and it does not time the leader out.
+	leaderVouched bool
+	persist       bool // term changed since the last Ready
 
 	members peers  // live members, self excluded, with what is kept of each
 	ring    []Rank // live members and self, sorted by rank; nil when stale
@@ -167,9 +167,9 @@ func (c *core) rankOf(id NodeID) (Rank, bool) {
 func (c *core) jitter() int { return c.cfg.Rand(c.cfg.JitterTicks + 1) }
 
 // leaderFresh: this node follows a leader that answered within half a
-// leader timeout, or whose liveness the host vouches for (pairTimed).
+// leader timeout, or whose liveness the host vouches for (leaderVouched).
 func (c *core) leaderFresh() bool {
-	if c.role == RoleFollower && c.pairTimed() {
+	if c.role == RoleFollower && c.leaderVouched {
 		return c.quietLeaderFresh()
 	}
 	return c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks/2

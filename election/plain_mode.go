@@ -121,10 +121,10 @@ func (c *core) stampSupport(m *Message) {
 
 // bound reports whether this node, in plain mode, follows a leader whose
 // answer came within a leader timeout, or whose liveness the host vouches
-// for (pairTimed): it does not follow a rival with less support than that
-// leader's (see the top of this file).
+// for (leaderVouched): it does not follow a rival with less support than
+// that leader's (see the top of this file).
 func (c *core) bound() bool {
-	if c.q == nil && c.role == RoleFollower && c.pairTimed() {
+	if c.q == nil && c.role == RoleFollower && c.leaderVouched {
 		return c.quietLeaderFresh()
 	}
 	return c.q == nil && c.role == RoleFollower && c.sinceAck <= c.cfg.LeaderTimeoutTicks

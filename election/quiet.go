@@ -86,40 +86,32 @@ func (c *core) quietLeaderFresh() bool { return c.vouched(c.leader) }
 // vouched for and has answered it in this leadership.
 func (c *core) quietNow() bool { return c.acked && c.vouched(c.leader) }
 
-// pairVouchedNow reports whether this follower's leader is vouched for but
-// has not yet answered it in this leadership. It heartbeats every interval
-// until answered, as without Vouched, and counts the time since (sinceAck:
-// a leader that answers with an older term of its own leadership is handed
-// its announcement after half a timeout), but does not time its leader out:
-// the pair's heartbeats answer for the leader's liveness, as for a quiet
-// follower. An unanswered heartbeat to a vouched leader is one its busy
-// inbox refused: after a mass failover each new leader's followers ask it
-// at once, thousands of heartbeats per interval, and timed out for the
-// answers it could not give in time, they campaigned against a live leader
-// and made it busier (at 10,000 elections the failover never settled).
-func (c *core) pairVouchedNow() bool { return !c.acked && c.vouched(c.leader) }
-
-// pairTimed reports whether this follower's leader counts as fresh by the
-// pair's heartbeats, not by its own answers: it keeps quiet, or it waits
-// for its first answer from a leader the host vouches for.
-func (c *core) pairTimed() bool { return c.quiet || c.pairVouched }
-
 // keepsQuiet reports whether this follower keeps quiet (quietNow), and
-// applies a change since its last tick, of its quiet and of its pair
-// vouching for a leader not yet heard (pairVouchedNow). Going quiet, its
-// next heartbeat falls at a random point of the quiet interval, so that
-// the elections that went quiet together do not all heartbeat together.
-// When the pair stops answering for the leader, the leader is timed from
-// now, and asked at once.
+// applies a change since its last tick, of its quiet and of the host's
+// vouching for its leader (leaderVouched). Going quiet, its next heartbeat
+// falls at a random point of the quiet interval, so that the elections
+// that went quiet together do not all heartbeat together. When the host
+// stops vouching, the leader is timed from now, and asked at once.
+//
+// A follower of a vouched leader that has not answered it yet in this
+// leadership heartbeats every interval until answered, as without Vouched,
+// and counts the time since (sinceAck: a leader that answers with an older
+// term of its own leadership is handed its announcement after half a
+// timeout), but does not time its leader out either: an unanswered
+// heartbeat to a vouched leader is one its busy inbox refused. After a
+// mass failover each new leader's followers ask it at once, thousands of
+// heartbeats per interval, and timed out for the answers it could not
+// give in time, they campaigned against a live leader and made it busier
+// (at 10,000 elections the failover never settled).
 func (c *core) keepsQuiet() bool {
-	v, p := c.quietNow(), c.pairVouchedNow()
+	v, lv := c.quietNow(), c.vouched(c.leader)
 	switch {
 	case v && !c.quiet:
 		c.hbElapsed = c.cfg.Rand(c.cfg.QuietHeartbeatTicks)
-	case !v && !p && c.pairTimed():
+	case !lv && c.leaderVouched:
 		c.sinceAck, c.hbElapsed = 0, c.cfg.HeartbeatTicks
 	}
-	c.quiet, c.pairVouched = v, p
+	c.quiet, c.leaderVouched = v, lv
 	if v {
 		c.sinceAck = 0 // the pair's heartbeats answer for the leader
 	}
@@ -127,10 +119,10 @@ func (c *core) keepsQuiet() bool {
 }
 
 // quietChanges reports whether the next tick changes this follower's
-// quiet or pair vouching (keepsQuiet): that tick must be applied for
-// real, not skipped.
+// quiet or the host's vouching for its leader (keepsQuiet): that tick
+// must be applied for real, not skipped.
 func (c *core) quietChanges() bool {
-	return c.quietNow() != c.quiet || c.pairVouchedNow() != c.pairVouched
+	return c.quietNow() != c.quiet || c.vouched(c.leader) != c.leaderVouched
 }
 
 // heardWindow is how long after its last heartbeat a leader counts member

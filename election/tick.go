@@ -60,7 +60,7 @@ func (c *core) tickFollower() {
 		c.send(c.heartbeat())
 	}
 	c.sinceAck++
-	if !c.pairVouched && c.sinceAck > c.suspectAt {
+	if !c.leaderVouched && c.sinceAck > c.suspectAt {
 		c.suspect(0)
 	}
 }
@@ -203,7 +203,7 @@ func (c *core) TicksUntilDue() int {
 			at(c.cfg.QuietHeartbeatTicks - c.hbElapsed)
 		default:
 			at(c.cfg.HeartbeatTicks - c.hbElapsed)
-			if !c.pairVouched {
+			if !c.leaderVouched {
 				at(c.suspectAt - c.sinceAck + 1)
 			}
 		}
