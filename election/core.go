@@ -48,7 +48,11 @@ type core struct {
 
 	leaseFrom uint64 // leader: when it started leading
 	askedAt   uint64 // follower: the tick (plus one) of the last out-of-turn heartbeat (askLeader)
-	resigned  NodeID // a leader that resigned and handed this node the election
+	// answeredAt: follower, the tick (plus one) it last answered an
+	// announcement that left a member out (answerUncounted); 0: not in
+	// this leadership.
+	answeredAt uint64
+	resigned   NodeID // a leader that resigned and handed this node the election
 
 	// Plain mode's support (plain_mode.go).
 	leaderSupport int      // follower: the support its leader last told it of

@@ -98,7 +98,7 @@ func (c *core) follow(leader NodeID, t Term) {
 		c.leaderSupport = 1 // until the leader says (see plain_mode.go)
 	}
 	c.leader, c.leaderTerm, c.role = leader, t, RoleFollower
-	c.sinceAck, c.hbElapsed, c.quiet, c.acked, c.leaderVouched = 0, 0, false, false, false
+	c.sinceAck, c.hbElapsed, c.quiet, c.acked, c.leaderVouched, c.answeredAt = 0, 0, false, false, false, 0
 	c.held = nil
 	c.suspectAt = c.cfg.LeaderTimeoutTicks + c.jitter()
 	c.settled()

@@ -169,7 +169,9 @@ func (c *core) doubtLeader(m Message) {
 // refused by the leader's host (Event.Refused), shows it gone early, in
 // plain mode: it was sent while this node held a rival's announcement, or
 // out of turn (askLeader) within a leader timeout, because another node's
-// word cast doubt on the leader.
+// word cast doubt on the leader or the leader's announcement may not have
+// counted this node. A refusal is the leader's host saying its process is
+// gone, whatever the heartbeat was sent for.
 func (c *core) leaderFailed(m Message) bool {
 	if c.q != nil || m.Type != MsgHeartbeat || c.role != RoleFollower || m.To != c.leader {
 		return false

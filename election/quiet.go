@@ -118,6 +118,32 @@ func (c *core) keepsQuiet() bool {
 	return v
 }
 
+// answerUncounted: this quiet follower's leader announced its own
+// leadership to it again with the support it announced before, short of
+// every member. A leader sends that only to a member it has not heard
+// lately (a change of support is told to every vouched member once), so
+// the member left out may be this node, and it answers with its heartbeat
+// at once. Vouching may be one way: the leader's host may have stopped
+// vouching for this node a moment (a gap in what it heard) while this
+// host kept vouching for the leader, so this node kept quiet and the
+// leader counts it by a heartbeat long past; unanswered, the leader would
+// announce itself every round, and tell every member its support when it
+// fell and when it rose, until this node's next quiet heartbeat, up to a
+// quiet interval later. It answers at most once a quiet interval: a
+// leader whose host never vouches for this node counts it a leader
+// timeout after each heartbeat, and an answer every other round would
+// make its support, and the tells of it to every member, flap as often.
+// An announcement of every member's support counts this node (as far as
+// the two agree on the members): no answer.
+func (c *core) answerUncounted(support int) {
+	if !c.quiet || support != c.leaderSupport || support >= len(c.members)+1 ||
+		c.answeredAt != 0 && c.now+1-c.answeredAt < uint64(c.cfg.QuietHeartbeatTicks) {
+		return
+	}
+	c.answeredAt = c.now + 1
+	c.askLeader()
+}
+
 // quietChanges reports whether the next tick changes this follower's
 // quiet or the host's vouching for its leader (keepsQuiet): that tick
 // must be applied for real, not skipped.

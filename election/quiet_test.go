@@ -182,6 +182,64 @@ func TestVouchedFollowerWaitsForItsFirstAnswer(t *testing.T) {
 	}
 }
 
+// A quiet follower answers its leader's announcement with a heartbeat at
+// once when the leader announces again the support it announced before,
+// short of every member: it is re-announcing itself to a member it has not
+// heard lately, which may be this node (its host stopped vouching for this
+// node a moment while this node's kept vouching for the leader, so this
+// node kept quiet). A drop told once to every member, an announcement of
+// every member's support, or one passed on by another member gets no
+// answer; and it answers at most once a quiet interval.
+func TestQuietFollowerAnswersAnAnnouncementThatLeavesAMemberOut(t *testing.T) {
+	v := map[election.NodeID]bool{3: true}
+	sm, lead := announcedFollower(t, &v)
+	if err := sm.Step(election.Message{Type: election.MsgHeartbeatResp, From: 3, To: 1, Term: lead, Leader: 3, Support: 3}); err != nil {
+		t.Fatal(err)
+	}
+	countSent(sm, 5, election.MsgHeartbeat)
+	if !sm.Status().Quiet {
+		t.Fatalf("answered and vouched for: %+v, want it quiet", sm.Status())
+	}
+	heartbeats := func(support uint32, from election.NodeID) (n int) {
+		if err := sm.Step(election.Message{Type: election.MsgCoordinator, From: from, To: 1, Term: lead, Leader: 3, Confirmed: true, Support: support}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range sm.Ready().Messages {
+			if m.Type == election.MsgHeartbeat && m.To == 3 && m.Term == lead {
+				n++
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		support uint32
+		from    election.NodeID
+		want    int
+		what    string
+	}{
+		{3, 3, 0, "every member's support"},
+		{2, 3, 0, "a drop of the support, told once"},
+		{2, 2, 0, "the same, passed on by another member"},
+		{2, 3, 1, "the leader's announcement again, short of a member"},
+		{2, 3, 0, "again in the same tick"},
+	} {
+		if n := heartbeats(c.support, c.from); n != c.want {
+			t.Fatalf("%s: %d heartbeats, want %d", c.what, n, c.want)
+		}
+	}
+	if !sm.Status().Quiet {
+		t.Fatalf("after answering: %+v, want it still quiet", sm.Status())
+	}
+	countSent(sm, 39, election.MsgHeartbeat)
+	if n := heartbeats(2, 3); n != 0 {
+		t.Fatalf("again within a quiet interval (40 ticks): %d heartbeats, want none", n)
+	}
+	countSent(sm, 1, election.MsgHeartbeat)
+	if n := heartbeats(2, 3); n != 1 {
+		t.Fatalf("again a quiet interval later: %d heartbeats, want 1", n)
+	}
+}
+
 // A vouched leader that answers with an older term of its own (its
 // announcement of the newer one lost on the way) is handed that
 // announcement by a follower still waiting for its first answer, after

@@ -240,7 +240,9 @@ func (c *core) stepCoordinatorPlain(m Message) {
 	case same && c.role == RoleFollower:
 		c.sinceAck = 0
 		if m.From == c.leader {
-			c.leaderSupport = c.claimed(m)
+			s := c.claimed(m)
+			c.answerUncounted(s)
+			c.leaderSupport = s
 		}
 	default:
 		c.follow(m.Leader, m.Term)

@@ -68,7 +68,8 @@ func (c *core) tickFollower() {
 // askLeader sends the leader this node follows a heartbeat now, out of
 // turn, at most once a tick, and restarts the heartbeat interval from it.
 // Used when another node's word casts doubt on the leader (see
-// Host.AskLeader): over a real network a leader whose process is gone
+// Host.AskLeader), and by a quiet follower its leader may not count
+// (answerUncounted): over a real network a leader whose process is gone
 // refuses the connection, and the node campaigns at once.
 func (c *core) askLeader() {
 	if c.role != RoleFollower || c.leader == 0 || c.leader == c.cfg.ID || c.askedAt == c.now+1 {
