@@ -284,3 +284,21 @@ func BenchmarkNamedStoreFlushOne(b *testing.B) {
 		}
 	}
 }
+
+// A block's bytes are the format the log's comment gives (a restart of any
+// version reads them): the floor when it rose, each record or drop in the
+// order given, and the checksum of the lines before it in eight lower-case
+// hex digits.
+func TestNamedBlockIsTheDocumentedFormat(t *testing.T) {
+	next := map[string]Persisted{"shard-1": {Term: 42, LeaderTerm: 41}, "shard-2": {Term: 1 << 40}}
+	lines := "floor 7\ne shard-1 42 41\nd gone\ne shard-2 1099511627776 0\n"
+	want := lines + fmt.Sprintf("crc32 %08x\n", crc32.ChecksumIEEE([]byte(lines)))
+	if got := string(encodeNamedBlock(7, true, []string{"shard-1", "gone", "shard-2"}, next)); got != want {
+		t.Fatalf("block:\n%s\nwant:\n%s", got, want)
+	}
+	lines = "d gone\n"
+	want = lines + fmt.Sprintf("crc32 %08x\n", crc32.ChecksumIEEE([]byte(lines)))
+	if got := string(encodeNamedBlock(7, false, []string{"gone"}, next)); got != want {
+		t.Fatalf("block without the floor:\n%s\nwant:\n%s", got, want)
+	}
+}
