@@ -36,6 +36,9 @@ type heldDeaths struct {
 // members gossip has listed are recorded: a message can name any sender,
 // and the table stays the size of the membership.
 func (n *Node) heardFrom(id election.NodeID, now time.Time) {
+	if n.named != nil {
+		delete(n.named.gone, id) // it speaks: its next refusal is news
+	}
 	if _, ok := n.members[id]; !ok || id == n.cfg.Self.ID {
 		return
 	}

@@ -74,6 +74,15 @@ type namedState struct {
 	// for those it touched (noteDues).
 	ticks uint64
 	due   dueHeap
+	// gone: the peers whose hosts refused connections, taken in already
+	// (namedPeerGone), until a word from one or its join shows it alive. A
+	// dead peer's refusals come one per failed send, dozens in a mass
+	// failover, and each would scan every machine again for nothing. No
+	// machine comes to follow a gone peer meanwhile: a machine follows a
+	// leader on its own announcement (quorum mode: hearsay never makes a
+	// follower), or in plain mode on an announcement naming a standing
+	// candidate, and a gone peer stands again only by its own Candidacy.
+	gone map[election.NodeID]struct{}
 }
 
 // renewIncarnation takes this node's next incarnation (incarnation.go).

@@ -17,6 +17,7 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 	n.named.rebalanceStale()
 	switch ev.Type {
 	case MemberJoin:
+		delete(n.named.gone, id)
 		n.announceIncarnation(id)
 		for _, name := range n.named.queues.Elections() {
 			n.sendCandidacy(name, id)
@@ -107,10 +108,21 @@ func (n *Node) timeOutLeader(names []string) {
 // next Candidacy (a restarted process announces itself). In quorum mode
 // the candidacies and voters follow gossip alone (the machines keep every
 // member as a voter), as before.
+//
+// Once taken in, the peer's further refusals change nothing until it is
+// heard from, joins again, or one of this node's machines follows it again
+// (namedState.gone), and they are skipped.
 func (n *Node) namedPeerGone(to election.NodeID) {
 	if n.halted() || to == 0 {
 		return
 	}
+	if _, done := n.named.gone[to]; done {
+		return
+	}
+	if n.named.gone == nil {
+		n.named.gone = map[election.NodeID]struct{}{}
+	}
+	n.named.gone[to] = struct{}{}
 	if !n.namedQuorum() {
 		n.forgetCandidate(to, election.EventDead)
 	}

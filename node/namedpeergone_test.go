@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -64,6 +65,67 @@ func TestNamedPeerGoneIsNotAsked(t *testing.T) {
 				t.Errorf("node %d led jobs at %v and its host refuses connections; node %d leads at %v, but the others still sent it: %v",
 					gone, li.Term, next.ID, next.Term, asked)
 			}
+		})
+	}
+}
+
+// A peer's refusals are taken in once (namedPeerGone: its candidacies
+// forgotten, its followers campaigning) and the repeats skipped, until the
+// peer is heard from again: a refusal after that is taken in again. Here
+// the "refused" leader is alive, so it speaks again, its candidacy comes
+// back at the follower that saw the refusal, and the follower's next
+// refusal must drop the candidacy again. Each refusal is given on the
+// follower's loop and its outcome read there, in the same call.
+func TestNamedPeerGoneAgainAfterThePeerSpoke(t *testing.T) {
+	for _, algo := range []string{"bully", "ring"} {
+		t.Run(algo, func(t *testing.T) {
+			c := newCluster(t, algo, 3)
+			c.agree(10*time.Second, 0)
+			c.standApps("jobs", 3)
+			li := c.agreeNamed("jobs", 0, 10*time.Second)
+			to := li.ID
+			f := c.nodes[to%3+1]
+			stands := func() (in bool) {
+				if err := f.do(context.Background(), func() error {
+					_, in = f.named.table.Get("jobs", to)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return in
+			}
+			refuse := func(round string) {
+				t.Helper()
+				var still bool
+				var follows election.NodeID
+				if err := f.do(context.Background(), func() error {
+					f.namedPeerGone(to)
+					_, still = f.named.table.Get("jobs", to)
+					if st := f.named.machines["jobs"].sm.Status(); st.Role == election.RoleFollower {
+						follows = st.Leader
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if still || follows == to {
+					t.Fatalf("%s refusal of node %d at node %d: its candidacy kept %v, followed %v", round, to, f.cfg.Self.ID, still, follows == to)
+				}
+			}
+			if !stands() {
+				t.Fatalf("node %d does not hold leader %d's candidacy before any refusal", f.cfg.Self.ID, to)
+			}
+			refuse("the first")
+			// The refused node is alive: its candidacy comes back with its
+			// next word (anti-entropy) and the election agrees again.
+			deadline := time.Now().Add(10 * time.Second)
+			for !stands() {
+				if time.Now().After(deadline) {
+					t.Fatalf("node %d's candidacy never came back to node %d", to, f.cfg.Self.ID)
+				}
+				time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+			}
+			refuse("a refusal after the peer spoke:")
 		})
 	}
 }
