@@ -84,6 +84,14 @@ type Options struct {
 	// (ElectionName(0), ...), each with one app per node; 0 = none.
 	// Network namespaces only.
 	Named int
+	// OneStream: each node's app stands in every named election on one
+	// stream (a sharded app), and the observer reads each node's list of
+	// elections (history.ListPoller) instead of each election's paths.
+	// Plain mode only: the list's answers are decided within a request's
+	// round trip, too wide for the quorum rules' overlapping claims.
+	OneStream bool
+	// Placement is asked for by every candidacy ("" = the node's default).
+	Placement string
 	// AppCommand runs a candidate app (candidate.Main) with the flags that
 	// follow it, for example electbench's path and "app"; needed with
 	// Named.
@@ -118,6 +126,7 @@ type runner struct {
 	rng   *rand.Rand
 	all   []int
 	named []*election
+	slots []*appSlot // every app, each in its elections' apps too
 	logf  func(string, ...any)
 	res   *Result
 }
@@ -149,6 +158,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("chaos: named elections run in network namespaces only")
 	case o.Named > 0 && len(o.AppCommand) == 0:
 		return nil, fmt.Errorf("chaos: named elections need Options.AppCommand")
+	case o.OneStream && o.Quorum > 0:
+		return nil, fmt.Errorf("chaos: one-stream apps run in plain mode only (quorum %d)", o.Quorum)
 	}
 	for _, k := range o.Kinds {
 		if slices.Contains(AppKinds, k) && o.Named == 0 {
@@ -166,12 +177,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.all = append(r.all, i)
 	}
 	for e := range o.Named {
-		el := &election{name: ElectionName(e), rec: history.NewRecorder()}
-		for n := 1; n <= o.Nodes; n++ {
-			el.apps = append(el.apps, &appSlot{node: n, el: el})
-		}
-		r.named = append(r.named, el)
+		r.named = append(r.named, &election{name: ElectionName(e), rec: history.NewRecorder()})
 	}
+	r.placeApps()
 	t0 := time.Now()
 	c, err := faultnet.New(faultnet.Config{
 		Binary: o.Binary, Nodes: o.Nodes, Algorithm: o.Algorithm, Quorum: o.Quorum, Args: o.Args, Tag: o.Tag, Dir: o.Dir, Docker: o.Docker,
@@ -190,8 +198,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.res.Dir = c.Dir()
 	stopPoll := Poll(c, rec, "")
 	var stopNamed []func()
-	for _, el := range r.named {
-		stopNamed = append(stopNamed, Poll(c, el.rec, "/elections/"+el.name))
+	if o.OneStream && len(r.named) > 0 {
+		stopNamed = append(stopNamed, r.pollLists())
+	} else {
+		for _, el := range r.named {
+			stopNamed = append(stopNamed, Poll(c, el.rec, "/elections/"+el.name))
+		}
 	}
 	stopApps := r.startApps()
 	runErr := r.schedule(ctx)

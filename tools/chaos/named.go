@@ -24,7 +24,9 @@ const (
 var AppKinds = []string{AppKill, AppKillLeader, AppPause}
 
 // ElectionName is the name of the i-th named election of a run.
-func ElectionName(i int) string { return fmt.Sprintf("chaos-%d", i) }
+func ElectionName(i int) string { return fmt.Sprintf("%s%d", electionPrefix, i) }
+
+const electionPrefix = "chaos-"
 
 // election is one named election of a run: its recorder and its apps, one
 // per node (index node-1).
@@ -34,13 +36,15 @@ type election struct {
 	apps []*appSlot
 }
 
-// appSlot is the app of one node in one election. A supervisor goroutine
-// keeps it standing: it starts the app in the node's namespace whenever
-// none runs, the node runs and the schedule does not hold it down, and
-// records every change of its standing.
+// appSlot is the app of one node in its elections: one election, or
+// every one with Options.OneStream. A supervisor goroutine keeps it
+// standing: it starts the app in the node's namespace whenever none runs,
+// the node runs and the schedule does not hold it down, and records every
+// change of its standing in each of its elections.
 type appSlot struct {
 	node int
-	el   *election
+	els  []*election
+	name string // in its log's name
 
 	mu       sync.Mutex
 	proc     *candidate.Proc
@@ -48,19 +52,66 @@ type appSlot struct {
 	standing bool // the last record says an app stands or is starting
 }
 
+// placeApps makes the apps' slots: one per node and election, or with
+// OneStream one per node, standing in every election.
+func (r *runner) placeApps() {
+	for n := 1; n <= r.o.Nodes; n++ {
+		if r.o.OneStream && len(r.named) > 0 {
+			s := &appSlot{node: n, els: r.named, name: "all"}
+			r.slots = append(r.slots, s)
+			for _, el := range r.named {
+				el.apps = append(el.apps, s)
+			}
+			continue
+		}
+		for _, el := range r.named {
+			s := &appSlot{node: n, els: []*election{el}, name: el.name}
+			r.slots = append(r.slots, s)
+			el.apps = append(el.apps, s)
+		}
+	}
+}
+
+// record records a of s's app in each of its elections (s.mu held).
+func (s *appSlot) record(a history.App) {
+	for _, el := range s.els {
+		el.rec.App(a)
+	}
+}
+
+// pollLists starts one ListPoller for every named election; stop ends it.
+func (r *runner) pollLists() (stop func()) {
+	urls := map[int]string{}
+	for _, nd := range r.c.Nodes {
+		urls[nd.ID] = nd.HTTPURL
+	}
+	recs := map[string]*history.Recorder{}
+	for _, el := range r.named {
+		recs[el.name] = el.rec
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&history.ListPoller{Client: r.c.HTTPClient(), URLs: urls, Recs: recs, Prefix: electionPrefix}).Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // startApps starts the supervisors of every app; stop kills every app and
 // waits for the supervisors.
 func (r *runner) startApps() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, el := range r.named {
-		for _, s := range el.apps {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.supervise(ctx, s)
-			}()
-		}
+	for _, s := range r.slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.supervise(ctx, s)
+		}()
 	}
 	return func() {
 		cancel()
@@ -71,14 +122,20 @@ func (r *runner) startApps() (stop func()) {
 // supervise keeps s's app standing until ctx ends, then kills it.
 func (r *runner) supervise(ctx context.Context, s *appSlot) {
 	nd := r.c.Node(s.node)
+	var names []string
+	for _, el := range s.els {
+		names = append(names, el.name)
+	}
 	spec := candidate.Spec{
 		// ip execs the command in place, and so does a Command that starts
 		// with env: the process signalled is the app.
 		Command:   append([]string{"ip", "netns", "exec", nd.NS}, r.o.AppCommand...),
 		API:       nd.APIAddr,
-		Elections: []string{s.el.name},
+		Elections: names,
 		Value:     fmt.Sprintf("app-%d", s.node),
-		Log:       filepath.Join(r.c.Dir(), fmt.Sprintf("app-%s-%d.log", s.el.name, s.node)),
+		Log:       filepath.Join(r.c.Dir(), fmt.Sprintf("app-%s-%d.log", s.name, s.node)),
+		OneStream: r.o.OneStream,
+		Placement: r.o.Placement,
 	}
 	retry := func() bool {
 		select {
@@ -103,7 +160,7 @@ func (r *runner) supervise(ctx context.Context, s *appSlot) {
 		// this process (history.App.Starting).
 		s.mu.Lock()
 		s.standing = true
-		s.el.rec.App(history.App{At: time.Now(), Node: s.node, Starting: true})
+		s.record(history.App{At: time.Now(), Node: s.node, Starting: true})
 		s.mu.Unlock()
 		p, err := candidate.Start(ctx, spec)
 		if err != nil {
@@ -119,7 +176,7 @@ func (r *runner) supervise(ctx context.Context, s *appSlot) {
 		// never lands before this one.
 		s.mu.Lock()
 		s.proc = p
-		s.el.rec.App(history.App{At: time.Now(), Node: s.node, Standing: true})
+		s.record(history.App{At: time.Now(), Node: s.node, Standing: true})
 		s.mu.Unlock()
 		select {
 		case <-p.Exited():
@@ -137,7 +194,7 @@ func (s *appSlot) down(at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.standing {
-		s.el.rec.App(history.App{At: at, Node: s.node, Standing: false})
+		s.record(history.App{At: at, Node: s.node, Standing: false})
 	}
 	s.standing, s.proc = false, nil
 }
@@ -176,11 +233,9 @@ func (r *runner) allStanding(ctx context.Context, timeout time.Duration) bool {
 	end := time.Now().Add(timeout)
 	for {
 		ok := true
-		for _, el := range r.named {
-			for _, s := range el.apps {
-				if r.c.State(s.node) == faultnet.Running && s.running() == nil {
-					ok = false
-				}
+		for _, s := range r.slots {
+			if r.c.State(s.node) == faultnet.Running && s.running() == nil {
+				ok = false
 			}
 		}
 		if ok {
@@ -194,11 +249,22 @@ func (r *runner) allStanding(ctx context.Context, timeout time.Duration) bool {
 }
 
 // agreedNamed waits, election by election, for every up node to agree on
-// its leader with answers sent after since; it notes the ones that did not.
+// its leader with answers sent after since, all within one AgreeTimeout;
+// it notes the ones that did not.
 func (r *runner) agreedNamed(what string, since time.Time) {
+	deadline := time.Now().Add(r.o.AgreeTimeout)
+	var late []string
 	for _, el := range r.named {
-		if _, ok := r.agreedIn(el.rec, since, r.o.AgreeTimeout); !ok {
-			r.note("%s: %s: no agreement within %v", what, el.name, r.o.AgreeTimeout)
+		if _, ok := r.agreedIn(el.rec, since, max(time.Until(deadline), 0)); !ok {
+			late = append(late, el.name)
+		}
+	}
+	switch {
+	case len(late) > 3:
+		r.note("%s: %d elections with no agreement within %v, among them %v", what, len(late), r.o.AgreeTimeout, late[:3])
+	default:
+		for _, name := range late {
+			r.note("%s: %s: no agreement within %v", what, name, r.o.AgreeTimeout)
 		}
 	}
 }

@@ -330,21 +330,30 @@ func (p *Poller) Run(ctx context.Context) {
 	if timeout == 0 {
 		timeout = 150 * time.Millisecond
 	}
+	pollNodes(ctx, p.URLs, period, func(id int, url string) {
+		for _, k := range []Kind{Self, Leader} {
+			o := p.ask(ctx, id, url, k, timeout)
+			if ctx.Err() != nil {
+				return
+			}
+			p.Rec.Add(o)
+		}
+	})
+}
+
+// pollNodes runs round for every node of urls, each in a goroutine of its
+// own, once every period (or as soon as the last round ended, if later),
+// until ctx ends.
+func pollNodes(ctx context.Context, urls map[int]string, period time.Duration, round func(id int, url string)) {
 	var wg sync.WaitGroup
-	for id, url := range p.URLs {
+	for id, url := range urls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t := time.NewTicker(period)
 			defer t.Stop()
 			for ctx.Err() == nil {
-				for _, k := range []Kind{Self, Leader} {
-					o := p.ask(ctx, id, url, k, timeout)
-					if ctx.Err() != nil {
-						return
-					}
-					p.Rec.Add(o)
-				}
+				round(id, url)
 				select {
 				case <-ctx.Done():
 				case <-t.C:

@@ -27,6 +27,7 @@ import (
 //
 //	electbench chaos --duration 1h --seed 7 --algorithm bully,ring --quorum 0,5
 //	electbench chaos --duration 10m --algorithm bully,ring --named 3
+//	electbench chaos --duration 5m --named 1000 --one-stream --placement spread
 //
 // With --named N, every run adds N named elections with one candidate app
 // (`electbench app`) per node in each, and the app faults; in the runs
@@ -51,6 +52,8 @@ func chaosCmd(args []string) error {
 	verbose := fs.Bool("v", false, "log every fault and process change")
 	tag := fs.String("tag", "", "a label in the names of the namespaces and containers of the run (a-z, 0-9, at most 16)")
 	named := fs.Int("named", 0, "named elections beside the default one, each with an app per node, and app kills and pauses")
+	oneStream := fs.Bool("one-stream", false, "with --named: one app per node stands in every named election on one stream, and the observer reads each node's list of elections (plain mode only)")
+	placement := fs.String("placement", "", "with --named: the placement every candidacy asks for (sticky, spread; empty: the node's default)")
 	docker := fs.Bool("docker", false, "run the nodes as containers of a FROM scratch image on a Docker network (electord built with CGO_ENABLED=0) instead of in network namespaces")
 	fs.Parse(args)
 	if err := faultnet.Available(); err != nil {
@@ -132,7 +135,7 @@ func chaosCmd(args []string) error {
 				if err != nil {
 					return err
 				}
-				o.Named, o.AppCommand = *named, []string{self, "app"}
+				o.Named, o.AppCommand, o.OneStream, o.Placement = *named, []string{self, "app"}, *oneStream, *placement
 			}
 			if *verbose {
 				o.Logf = logf
@@ -167,7 +170,12 @@ func chaosCmd(args []string) error {
 		pr("| %s | %d | %.0f s | %d | %d | %s | %s | %s | %d | %d of %d | %s |\n", r.algo, r.quorum, r.res.Elapsed.Seconds(), faults, rep.Heals,
 			ms(history.Percentile(rep.HealTimes, .5)), ms(history.Percentile(rep.HealTimes, .99)), ms(history.Percentile(rep.HealTimes, 1)),
 			rep.Unhealed, rep.LeaderChanges, rep.Calms, ruleCounts(rep))
-		for _, el := range r.res.Named {
+		named := r.res.Named
+		if len(named) > manyNamed {
+			m, _ := mergedNamed(r.res)
+			named = []chaos.Election{{Name: fmt.Sprintf("(all %d, merged)", len(r.res.Named)), Report: m}}
+		}
+		for _, el := range named {
 			er := el.Report
 			pr("| %s, election %s | %d | | | %d | %s | %s | %s | %d | | %s |\n", r.algo, el.Name, r.quorum, er.Heals,
 				ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)), ms(history.Percentile(er.HealTimes, 1)),
@@ -284,7 +292,28 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 		pr("- two claims overlapping by round trips but decided at different instants by the nodes' own windows (not violations): %d episodes\n", rep.Resolved)
 	}
 	bad := len(rep.Violations) > 0
+	named := res.Named
+	if len(named) > manyNamed {
+		m, badEls := mergedNamed(res)
+		apps := 0
+		for _, a := range named[0].History.Apps {
+			if a.Standing {
+				apps++
+			}
+		}
+		pr("- %d named elections, merged: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals (every election's): p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut); elections with a violation %d; violations: %s\n",
+			len(named), m.Obs, m.Errs, m.Claims, apps, m.Heals, ms(history.Percentile(m.HealTimes, .5)), ms(history.Percentile(m.HealTimes, .99)),
+			ms(history.Percentile(m.HealTimes, 1)), m.Unhealed, len(m.Overlaps), m.OverlapsWhole, badEls, ruleCounts(m))
+		if slow := slowKinds(m.ByKind, time.Second); slow != "" {
+			pr("  - heals slower than 1 s, by fault (p50 / p99 / max ms): %s\n", slow)
+		}
+		bad = bad || len(m.Violations) > 0
+		named = []chaos.Election{{Name: fmt.Sprintf("(all %d)", len(res.Named)), Report: m}}
+	}
 	for _, el := range res.Named {
+		if len(res.Named) > manyNamed {
+			break
+		}
 		er := el.Report
 		apps := 0
 		for _, a := range el.History.Apps {
@@ -319,7 +348,7 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 		pr("```\n")
 	}
 	printViolations("default election", rep, rep.Violations)
-	for _, el := range res.Named {
+	for _, el := range named {
 		printViolations("election "+el.Name, el.Report, el.Report.Violations)
 		printViolations("election "+el.Name+", two claims at overlapping moments (allowed: plain mode, or a quorum below a majority of the nodes)", el.Report, el.Report.Overlaps)
 	}

@@ -1,9 +1,10 @@
 // Package candidate is a candidate application as a process of its own:
-// Main campaigns through one node (the Go client's Campaign) in the
-// elections named, and Start runs it and waits until it stands. Killing
-// the process is what killing a real app does to its streams: the kernel
-// closes them, and the node withdraws the candidacies. electbench's `app`
-// subcommand and the chaos schedule's apps (package chaos) both run it.
+// Main campaigns through one node (the Go client's Campaign, or
+// CampaignMany on one stream) in the elections named, and Start runs it and
+// waits until it stands. Killing the process is what killing a real app
+// does to its streams: the kernel closes them, and the node withdraws the
+// candidacies. electbench's `app` subcommand and the chaos schedule's apps
+// (package chaos) both run it.
 package candidate
 
 import (
@@ -35,6 +36,8 @@ func Main(args []string) error {
 	names := fs.String("elections", "jobs", "elections to campaign in, comma-separated")
 	value := fs.String("value", "", "the candidacy's value")
 	prio := fs.Int64("priority", 0, "the candidacy's priority")
+	oneStream := fs.Bool("one-stream", false, "hold every candidacy on one stream (the Go client's CampaignMany) instead of a stream each")
+	placement := fs.String("placement", "", "the placement every candidacy asks for (sticky, spread; empty: the node's default)")
 	fs.Parse(args)
 	c, err := client.New(*api)
 	if err != nil {
@@ -43,9 +46,26 @@ func Main(args []string) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	opts := []client.CampaignOption{client.WithPriority(*prio)}
+	if *placement != "" {
+		opts = append(opts, client.WithPlacement(*placement))
+	}
+	if *oneStream {
+		cs, err := c.CampaignMany(ctx, strings.Split(*names, ","), *value, opts...)
+		if err != nil {
+			return fmt.Errorf("campaign many: %w", err)
+		}
+		go func() {
+			for range cs.Events() { // the node's word; the harness observes elsewhere
+			}
+		}()
+		fmt.Println(Ready)
+		<-cs.Done()
+		return fmt.Errorf("the candidacies' stream ended: %v", cs.Err())
+	}
 	var cps []*client.Campaign
 	for _, name := range strings.Split(*names, ",") {
-		cp, err := c.Campaign(ctx, name, *value, client.WithPriority(*prio))
+		cp, err := c.Campaign(ctx, name, *value, opts...)
 		if err != nil {
 			return fmt.Errorf("campaign %s: %w", name, err)
 		}
@@ -71,10 +91,13 @@ type Spec struct {
 	// is the app.
 	Command   []string
 	API       string   // the node's gRPC address, as the app dials it
-	Elections []string // campaigned in, each by one stream
+	Elections []string // campaigned in, each by one stream unless OneStream
 	Value     string
 	Priority  int64
 	Log       string // the app's stderr is appended here
+	// OneStream holds every candidacy on one stream (CampaignMany).
+	OneStream bool
+	Placement string // asked for by every candidacy; "" = the node's default
 }
 
 // Proc is a running app.
@@ -91,7 +114,7 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 		return nil, errors.New("candidate: no command")
 	}
 	args := append(s.Command[1:len(s.Command):len(s.Command)], "--api", s.API, "--elections", strings.Join(s.Elections, ","),
-		"--value", s.Value, "--priority", fmt.Sprint(s.Priority))
+		"--value", s.Value, "--priority", fmt.Sprint(s.Priority), "--one-stream="+fmt.Sprint(s.OneStream), "--placement", s.Placement)
 	cmd := exec.Command(s.Command[0], args...)
 	// The app dies with its harness, whatever ends the harness.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
