@@ -24,8 +24,11 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -177,7 +180,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.all = append(r.all, i)
 	}
 	for e := range o.Named {
-		r.named = append(r.named, &election{name: ElectionName(e), rec: history.NewRecorder()})
+		rec := history.NewRecorder()
+		if o.OneStream {
+			rec = history.NewCompactRecorder() // a thousand elections' answers
+		}
+		r.named = append(r.named, &election{name: ElectionName(e), rec: rec})
 	}
 	r.placeApps()
 	t0 := time.Now()
@@ -219,7 +226,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.res.Report = history.Check(history.Config{Nodes: o.Nodes, Quorum: o.Quorum, Grace: o.Grace, AgreeMax: o.AgreeMax}, r.res.History)
 	for _, el := range r.named {
 		h := el.rec.History()
-		r.res.Named = append(r.res.Named, Election{Name: el.name, History: h, Report: history.Check(namedConfig(o), h)})
+		e := Election{Name: el.name, History: h, Report: history.Check(namedConfig(o), h)}
+		el.rec = nil
+		if o.OneStream {
+			// A thousand elections' answers are gigabytes: the history of
+			// one with a violation is kept in the run's directory, and the
+			// result keeps its candidacies' record only.
+			if len(e.Report.Violations) > 0 && o.Dir != "" {
+				if err := writeHistory(filepath.Join(o.Dir, "history-"+el.name+".json"), h); err != nil && runErr == nil {
+					runErr = err
+				}
+			}
+			e.History = history.History{Apps: h.Apps}
+		}
+		r.res.Named = append(r.res.Named, e)
 	}
 	r.res.Elapsed = time.Since(t0)
 	return r.res, runErr
@@ -575,4 +595,13 @@ func without(s []int, x int) []int {
 		}
 	}
 	return out
+}
+
+// writeHistory writes h to path as JSON.
+func writeHistory(path string, h history.History) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

@@ -150,6 +150,15 @@ type Recorder struct {
 	apps   []App
 	latest map[[2]int]Obs // node, kind -> latest answer
 	wake   chan struct{}
+	// runs (NewCompactRecorder): per node and kind, the answer last kept
+	// and the latest one dropped since.
+	runs map[[2]int]*run
+}
+
+// run is one node's answers of one kind that repeat the one kept.
+type run struct {
+	kept, pending Obs
+	hasPending    bool
 }
 
 // Note is a line of the fault log.
@@ -163,20 +172,69 @@ func NewRecorder() *Recorder {
 	return &Recorder{latest: map[[2]int]Obs{}, wake: make(chan struct{})}
 }
 
+// NewCompactRecorder returns an empty Recorder that keeps, of a node's
+// answers of one kind that repeat the same answer, the first and the last
+// of each run, and the first after every other record (a topology change,
+// a heal, a calm, an app's change), as the rules need them: a rule judges
+// what an answer says and when, and the run's ends bound when it was said.
+// The rules' verdicts and heal times are the same as on every answer (plain
+// mode; a withdrawn-leads violation may be dated at its run's end rather
+// than at its first answer past the bound, and the two-claim episodes of
+// overlapping runs are counted by their ends only). An observer of a thousand elections polled five times a
+// second otherwise holds gigabytes, and a Go heap that large stalled it
+// for seconds at a time (the chaos runs with --one-stream).
+func NewCompactRecorder() *Recorder {
+	r := NewRecorder()
+	r.runs = map[[2]int]*run{}
+	return r
+}
+
 // Add records an observation.
 func (r *Recorder) Add(o Obs) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.obs = append(r.obs, o)
-	r.latest[[2]int{o.Node, int(o.Kind)}] = o
+	k := [2]int{o.Node, int(o.Kind)}
+	r.latest[k] = o
 	close(r.wake)
 	r.wake = make(chan struct{})
+	if r.runs != nil {
+		ru := r.runs[k]
+		if ru != nil && sameAnswer(ru.kept, o) {
+			ru.pending, ru.hasPending = o, true
+			return
+		}
+		if ru != nil && ru.hasPending {
+			r.obs = append(r.obs, ru.pending)
+		}
+		r.runs[k] = &run{kept: o}
+	}
+	r.obs = append(r.obs, o)
+}
+
+// sameAnswer: a and b say the same (their times aside).
+func sameAnswer(a, b Obs) bool {
+	return a.Err == b.Err && a.Code == b.Code && a.ID == b.ID && a.Term == b.Term && a.Self == b.Self && a.State == b.State
+}
+
+// mark ends every run (r.mu held): the answers dropped since their last
+// kept one are kept, and the next answer of each is kept whatever it says.
+func (r *Recorder) mark() {
+	if r.runs == nil {
+		return
+	}
+	for _, ru := range r.runs {
+		if ru.hasPending {
+			r.obs = append(r.obs, ru.pending)
+		}
+	}
+	clear(r.runs)
 }
 
 // Topology records a change of the network or of the processes.
 func (r *Recorder) Topology(t Topology) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.mark()
 	r.topo = append(r.topo, t)
 }
 
@@ -184,6 +242,7 @@ func (r *Recorder) Topology(t Topology) {
 func (r *Recorder) Heal(h Heal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.mark()
 	r.heals = append(r.heals, h)
 }
 
@@ -191,6 +250,7 @@ func (r *Recorder) Heal(h Heal) {
 func (r *Recorder) Calm(c Calm) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.mark()
 	r.calms = append(r.calms, c)
 }
 
@@ -198,6 +258,7 @@ func (r *Recorder) Calm(c Calm) {
 func (r *Recorder) App(a App) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.mark()
 	r.apps = append(r.apps, a)
 }
 
@@ -222,7 +283,13 @@ type History struct {
 func (r *Recorder) History() History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return History{Obs: slices.Clone(r.obs), Topo: slices.Clone(r.topo), Heals: slices.Clone(r.heals),
+	obs := slices.Clone(r.obs)
+	for _, ru := range r.runs {
+		if ru.hasPending {
+			obs = append(obs, ru.pending) // the open runs' ends
+		}
+	}
+	return History{Obs: obs, Topo: slices.Clone(r.topo), Heals: slices.Clone(r.heals),
 		Calms: slices.Clone(r.calms), Notes: slices.Clone(r.notes), Apps: slices.Clone(r.apps)}
 }
 

@@ -80,6 +80,7 @@ func (p *ListPoller) round(ctx context.Context, id int, base string, timeout tim
 		self := Obs{Node: id, Kind: Self, Sent: sent, Recv: recv, Err: errText}
 		if errText == "" {
 			v := seen[name] // absent: no leader known, 503 from both paths
+			v.State = stateName(v.State)
 			leader.Code, leader.ID, leader.Term, leader.Self, leader.State = http.StatusServiceUnavailable, v.ID, v.Term, v.Self, v.State
 			if v.ID != 0 {
 				leader.Code = http.StatusOK
@@ -122,4 +123,16 @@ func (p *ListPoller) page(ctx context.Context, base, after string, timeout time.
 		return page, fmt.Errorf("status %d, bad JSON: %v", resp.StatusCode, err)
 	}
 	return page, nil
+}
+
+// stateName returns the node state s (node.StateLeader, ...) as a shared
+// string: a round decodes a thousand copies of a handful of names, and the
+// recorders keep them.
+func stateName(s string) string {
+	for _, name := range []string{"leader", "follower", "no_leader", "electing"} {
+		if s == name {
+			return name
+		}
+	}
+	return s
 }
