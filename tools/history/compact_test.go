@@ -27,7 +27,29 @@ func TestCompactRecorderJudgesAsAFullOne(t *testing.T) {
 		calmFrom := -1
 		both(func(r *Recorder) { r.Topology(topo(0, 3)) })
 		both(func(r *Recorder) { r.App(App{At: at(0), Node: 1, Standing: true}) })
+		// Answers reach the recorders after their round trip, some of them
+		// after a record made meanwhile (the poller adds a round's answers
+		// to a thousand recorders one by one), each node's in the order they
+		// were sent (one poller per node, a round after the other).
+		type late struct {
+			o  Obs
+			at int
+		}
+		var queued []late
+		addAt := make([]int, 4) // per node: when its last answer was added
+		addDue := func(ms int) {
+			rest := queued[:0]
+			for _, l := range queued {
+				if l.at <= ms {
+					both(func(r *Recorder) { r.Add(l.o) })
+				} else {
+					rest = append(rest, l)
+				}
+			}
+			queued = rest
+		}
 		for ms := 20; ms < 6000; ms += 20 {
+			addDue(ms)
 			switch p := rng.IntN(100); {
 			case p < 3: // a node changes its view
 				n := 1 + rng.IntN(3)
@@ -42,7 +64,7 @@ func TestCompactRecorderJudgesAsAFullOne(t *testing.T) {
 			case p < 6:
 				both(func(r *Recorder) { r.Topology(topo(ms, 3, [2]int{1, 2})) })
 			case p < 8:
-				h := Heal{At: at(ms), What: "x", Kind: fmt.Sprint("k", rng.IntN(3))}
+				h := Heal{At: at(ms - rng.IntN(100)), What: "x", Kind: fmt.Sprint("k", rng.IntN(3))}
 				both(func(r *Recorder) { r.Heal(h) })
 			case p < 9 && calmFrom < 0:
 				// A fault begins, as the schedule records one: a change of
@@ -63,7 +85,8 @@ func TestCompactRecorderJudgesAsAFullOne(t *testing.T) {
 				v := views[n]
 				if rng.IntN(50) == 0 {
 					o := Obs{Node: n, Kind: Leader, Sent: at(sent), Recv: at(recv), Err: "timeout"}
-					both(func(r *Recorder) { r.Add(o) })
+					addAt[n] = max(addAt[n], recv+rng.IntN(40))
+					queued = append(queued, late{o, addAt[n]})
 					continue
 				}
 				lo := follows(n, v.leader, v.term, sent, recv)
@@ -71,9 +94,11 @@ func TestCompactRecorderJudgesAsAFullOne(t *testing.T) {
 				if v.leader == uint64(n) {
 					so = claim(n, v.term, sent, recv)
 				}
-				both(func(r *Recorder) { r.Add(lo); r.Add(so) })
+				addAt[n] = max(addAt[n], recv+rng.IntN(40))
+				queued = append(queued, late{lo, addAt[n]}, late{so, addAt[n]})
 			}
 		}
+		addDue(1 << 30)
 		cfg := Config{Nodes: 3, Named: true, AgreeMax: 500 * time.Millisecond, WithdrawnMax: 300 * time.Millisecond}
 		hf, hc := full.History(), compact.History()
 		rf, rc := Check(cfg, hf), Check(cfg, hc)

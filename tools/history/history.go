@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -151,15 +152,40 @@ type Recorder struct {
 	latest map[[2]int]Obs // node, kind -> latest answer
 	wake   chan struct{}
 	// runs (NewCompactRecorder): per node and kind, the answer last kept
-	// and the latest one dropped since.
-	runs map[[2]int]*run
+	// and the latest one dropped since; marks: the times of the other
+	// records, sorted.
+	runs  map[[2]int]*run
+	marks []time.Time
 }
 
-// run is one node's answers of one kind that repeat the one kept.
+// run is one node's answers of one kind since the one last kept that
+// repeat it; recent holds every answer of the last markLag before the
+// newest (the newest last), each marked kept or not.
 type run struct {
-	kept, pending Obs
-	hasPending    bool
+	kept   Obs
+	recent []seen
 }
+
+type seen struct {
+	o    Obs
+	kept bool
+}
+
+// end keeps the run's newest answer if it was dropped (r.mu held).
+func (r *Recorder) end(ru *run) {
+	if n := len(ru.recent); n > 0 && !ru.recent[n-1].kept {
+		ru.recent[n-1].kept = true
+		ru.kept = ru.recent[n-1].o
+		r.obs = append(r.obs, ru.kept)
+	}
+}
+
+// markLag is how long before it is made a record's time may be: every
+// answer of that long is kept at hand, and the first one sent at or after
+// the record's time is kept when the record comes, even past a change of
+// answer. The schedule records a heal, a topology change or an app's
+// change within milliseconds of its time.
+const markLag = time.Second
 
 // Note is a line of the fault log.
 type Note struct {
@@ -174,15 +200,17 @@ func NewRecorder() *Recorder {
 
 // NewCompactRecorder returns an empty Recorder that keeps, of a node's
 // answers of one kind that repeat the same answer, the first and the last
-// of each run, and the first after every other record (a topology change,
-// a heal, a calm, an app's change), as the rules need them: a rule judges
-// what an answer says and when, and the run's ends bound when it was said.
-// The rules' verdicts and heal times are the same as on every answer (plain
-// mode; a withdrawn-leads violation may be dated at its run's end rather
-// than at its first answer past the bound, and the two-claim episodes of
-// overlapping runs are counted by their ends only). An observer of a thousand elections polled five times a
-// second otherwise holds gigabytes, and a Go heap that large stalled it
-// for seconds at a time (the chaos runs with --one-stream).
+// of each run, and the first sent at or after every other record's time (a
+// topology change, a heal, a calm, an app's change), as the rules need
+// them: a rule judges what an answer says and when, and the run's ends
+// bound when it was said. A node's answers of one kind must be added in the
+// order they were sent (ListPoller's are: one round after the other). The rules' verdicts and heal times are the same
+// as on every answer (plain mode; a withdrawn-leads violation may be dated
+// at its run's end rather than at its first answer past the bound, and the
+// two-claim episodes of overlapping runs are counted by their ends only).
+// An observer of a thousand elections polled five times a second otherwise
+// holds gigabytes, and a Go heap that large stalled it for seconds at a
+// time (the chaos runs with --one-stream).
 func NewCompactRecorder() *Recorder {
 	r := NewRecorder()
 	r.runs = map[[2]int]*run{}
@@ -199,16 +227,32 @@ func (r *Recorder) Add(o Obs) {
 	r.wake = make(chan struct{})
 	if r.runs != nil {
 		ru := r.runs[k]
-		if ru != nil && sameAnswer(ru.kept, o) {
-			ru.pending, ru.hasPending = o, true
+		if ru == nil {
+			ru = &run{}
+			r.runs[k] = ru
+		}
+		i := 0
+		for i < len(ru.recent) && ru.recent[i].o.Sent.Before(o.Sent.Add(-markLag)) {
+			i++
+		}
+		ru.recent = ru.recent[i:]
+		if len(ru.recent) > 0 && sameAnswer(ru.kept, o) && !r.markedBetween(ru.kept.Sent, o.Sent) {
+			ru.recent = append(ru.recent, seen{o: o})
 			return
 		}
-		if ru != nil && ru.hasPending {
-			r.obs = append(r.obs, ru.pending)
-		}
-		r.runs[k] = &run{kept: o}
+		r.end(ru)
+		ru.kept, ru.recent = o, append(ru.recent, seen{o: o, kept: true})
 	}
 	r.obs = append(r.obs, o)
+}
+
+// markedBetween: a record's time lies in (from, to]. Answers are recorded
+// after their round trip, so one sent before a record may be added after
+// it: the record's time, not the order of adding, says which answer is its
+// first after.
+func (r *Recorder) markedBetween(from, to time.Time) bool {
+	i := sort.Search(len(r.marks), func(i int) bool { return r.marks[i].After(from) })
+	return i < len(r.marks) && !r.marks[i].After(to)
 }
 
 // sameAnswer: a and b say the same (their times aside).
@@ -216,25 +260,28 @@ func sameAnswer(a, b Obs) bool {
 	return a.Err == b.Err && a.Code == b.Code && a.ID == b.ID && a.Term == b.Term && a.Self == b.Self && a.State == b.State
 }
 
-// mark ends every run (r.mu held): the answers dropped since their last
-// kept one are kept, and the next answer of each is kept whatever it says.
-func (r *Recorder) mark() {
+// mark notes a record of time at (r.mu held): each node's first answer of
+// each kind sent at or after at is kept, now if it came already, else when
+// it comes, whatever it says.
+func (r *Recorder) mark(at time.Time) {
 	if r.runs == nil {
 		return
 	}
 	for _, ru := range r.runs {
-		if ru.hasPending {
-			r.obs = append(r.obs, ru.pending)
+		if i := slices.IndexFunc(ru.recent, func(x seen) bool { return !x.o.Sent.Before(at) }); i >= 0 && !ru.recent[i].kept {
+			ru.recent[i].kept = true // the first sent since at, added before the record
+			r.obs = append(r.obs, ru.recent[i].o)
 		}
 	}
-	clear(r.runs)
+	i, _ := slices.BinarySearchFunc(r.marks, at, time.Time.Compare)
+	r.marks = slices.Insert(r.marks, i, at)
 }
 
 // Topology records a change of the network or of the processes.
 func (r *Recorder) Topology(t Topology) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mark()
+	r.mark(t.At)
 	r.topo = append(r.topo, t)
 }
 
@@ -242,7 +289,7 @@ func (r *Recorder) Topology(t Topology) {
 func (r *Recorder) Heal(h Heal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mark()
+	r.mark(h.At)
 	r.heals = append(r.heals, h)
 }
 
@@ -250,7 +297,7 @@ func (r *Recorder) Heal(h Heal) {
 func (r *Recorder) Calm(c Calm) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mark()
+	r.mark(c.To)
 	r.calms = append(r.calms, c)
 }
 
@@ -258,7 +305,7 @@ func (r *Recorder) Calm(c Calm) {
 func (r *Recorder) App(a App) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mark()
+	r.mark(a.At)
 	r.apps = append(r.apps, a)
 }
 
@@ -285,8 +332,8 @@ func (r *Recorder) History() History {
 	defer r.mu.Unlock()
 	obs := slices.Clone(r.obs)
 	for _, ru := range r.runs {
-		if ru.hasPending {
-			obs = append(obs, ru.pending) // the open runs' ends
+		if n := len(ru.recent); n > 0 && !ru.recent[n-1].kept {
+			obs = append(obs, ru.recent[n-1].o) // the open runs' ends
 		}
 	}
 	return History{Obs: obs, Topo: slices.Clone(r.topo), Heals: slices.Clone(r.heals),
