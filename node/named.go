@@ -75,13 +75,13 @@ type namedState struct {
 	ticks uint64
 	due   dueHeap
 	// gone: the peers whose hosts refused connections, taken in already
-	// (namedPeerGone), until a word from one or its join shows it alive. A
-	// dead peer's refusals come one per failed send, dozens in a mass
-	// failover, and each would scan every machine again for nothing. No
-	// machine comes to follow a gone peer meanwhile: a machine follows a
-	// leader on its own announcement (quorum mode: hearsay never makes a
-	// follower), or in plain mode on an announcement naming a standing
-	// candidate, and a gone peer stands again only by its own Candidacy.
+	// (namedPeerGone), until a word from one or its join shows it alive, or
+	// one of this node's machines follows it again. A dead peer's refusals
+	// come one per failed send, dozens in a mass failover, and each would
+	// scan every machine again for nothing. A gone peer stands again only
+	// by its own Candidacy, but a machine can follow it without a word from
+	// it: a ring round that passed it before it died comes back naming it
+	// the winner, and the round's initiator adopts it.
 	gone map[election.NodeID]struct{}
 }
 
@@ -234,6 +234,11 @@ func (n *Node) stepNamed(in transport.Inbound) {
 	if err := nm.sm.Step(m); err != nil {
 		n.counters.Rejected.Add(1)
 		n.log.Debug("rejected a named election's message", "election", m.Election, "err", err)
+	}
+	if len(n.named.gone) > 0 {
+		if st := nm.sm.Status(); st.Role == election.RoleFollower {
+			delete(n.named.gone, st.Leader) // its next refusal times the machine out
+		}
 	}
 	// Drained with the rest of the loop pass (afterNamed): many elections'
 	// messages taken in one pass cost one synced write, not one each.

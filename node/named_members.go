@@ -26,6 +26,7 @@ func (n *Node) namedMemberEvent(ev MemberEvent) {
 			n.voterMemberEvent(election.EventJoin, id)
 		}
 	case MemberLeave, MemberDead:
+		delete(n.named.gone, id) // no more sends, no more refusals
 		n.forgetPair(id)
 		typ := election.EventDead
 		if ev.Type == MemberLeave {

@@ -129,3 +129,67 @@ func TestNamedPeerGoneAgainAfterThePeerSpoke(t *testing.T) {
 		})
 	}
 }
+
+// A ring round that passed a peer before its host refused connections can
+// come back to its initiator naming that peer the winner, and the
+// initiator then follows it without a word from it. The peer's next
+// refusal must time the machine out again, not be skipped as one already
+// taken in. Ring, 3 nodes: the follower f takes a refusal of the leader
+// (alive: nothing here depends on it being dead), campaigns, and its round
+// is held back and handed to it as if it had come round with the leader
+// as the only candidate.
+func TestNamedPeerGoneAgainAfterARoundAdoptedIt(t *testing.T) {
+	c := newCluster(t, "ring", 3)
+	c.agree(10*time.Second, 0)
+	c.standApps("jobs", 3)
+	to := c.agreeNamed("jobs", 0, 10*time.Second).ID
+	f := c.nodes[to%3+1]
+	self := f.cfg.Self.ID
+	round := make(chan election.Message, 1)
+	c.net.SetHook(func(m election.Message) bool {
+		if m.Type == election.MsgElection && m.Election == "jobs" && m.From == self && m.Initiator == self {
+			select {
+			case round <- m:
+			default:
+			}
+			return false // the round never comes back by itself
+		}
+		return true
+	})
+	follows := func() (id election.NodeID) {
+		if st := f.named.machines["jobs"].sm.Status(); st.Role == election.RoleFollower {
+			id = st.Leader
+		}
+		return id
+	}
+	if err := f.do(context.Background(), func() error { f.namedPeerGone(to); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var m election.Message
+	select {
+	case m = <-round:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node %d started no round after the refusal of node %d", self, to)
+	}
+	// Back from the third node, with the refused leader as the only
+	// candidate.
+	other := 6 - self - to
+	m.From, m.To, m.FromRank = other, self, election.Rank{}
+	m.Candidates = []election.Rank{election.Member{ID: to}.Rank()}
+	var adopted, after election.NodeID
+	if err := f.do(context.Background(), func() error {
+		f.stepNamed(transport.Inbound{Msg: m})
+		adopted = follows()
+		f.namedPeerGone(to)
+		after = follows()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if adopted != to {
+		t.Fatalf("node %d's round came back naming node %d; it follows %d (the test's premise failed)", self, to, adopted)
+	}
+	if after == to {
+		t.Errorf("node %d adopted node %d from its round after a refusal of it, and still follows it after the next refusal", self, to)
+	}
+}
