@@ -13,6 +13,19 @@ import (
 // one; past it (a sharded run, --one-stream) they are shown merged.
 const manyNamed = 10
 
+// shownNamed is the named elections as a report shows them: each, or past
+// manyNamed all merged into one (its app starts those of the first
+// election's record, which with one stream per node is every election's),
+// with how many had a violation (-1 when not merged).
+func shownNamed(res *chaos.Result) ([]chaos.Election, int) {
+	if len(res.Named) <= manyNamed {
+		return res.Named, -1
+	}
+	m, bad := mergedNamed(res)
+	return []chaos.Election{{Name: fmt.Sprintf("(all %d, merged)", len(res.Named)), Report: m,
+		History: history.History{Apps: res.Named[0].History.Apps}}}, bad
+}
+
 // mergedNamed merges every named election's report into one: counts and
 // heal times summed, each violation and overlap named by its election. It
 // also returns how many elections had a violation.
