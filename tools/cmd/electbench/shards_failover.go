@@ -20,7 +20,7 @@ type shardFailover struct {
 	watchMissed int
 	polled      samples
 	pollMissed  int
-	pollRes     time.Duration // median poll length on the observer
+	pollRes     time.Duration // the longest time between two polls' answers on the observer
 	leaderless  int           // after --settle: elections leaderless, or led by victim, on some node
 }
 
@@ -95,7 +95,7 @@ func (fo *shardFailover) measure(ctx context.Context, c *cluster, names []string
 
 // line is the measurement in one log line.
 func (fo *shardFailover) line() string {
-	return fmt.Sprintf("watched p50 %s p99 %s ms (%d missed), polled p50 %s p99 %s ms (%d missed, poll %v)",
+	return fmt.Sprintf("watched p50 %s p99 %s ms (%d missed), polled p50 %s p99 %s ms (%d missed, answers at most %v apart)",
 		ms(fo.watched.pct(0.5)), ms(fo.watched.pct(0.99)), fo.watchMissed,
 		ms(fo.polled.pct(0.5)), ms(fo.polled.pct(0.99)), fo.pollMissed, fo.pollRes.Round(time.Millisecond))
 }
@@ -105,7 +105,7 @@ func (fo *shardFailover) line() string {
 func (fo *shardFailover) report(pr func(string, ...any), what, gone string) {
 	pr("| %s: new leader seen, WatchLeader sample (exact) | %d: p50 %s, p99 %s, max %s ms; %d not in %v |\n",
 		what, len(fo.watched), ms(fo.watched.pct(0.5)), ms(fo.watched.pct(0.99)), ms(fo.watched.pct(1)), fo.watchMissed, failoverWithin)
-	pr("| %s: new leader seen, every election (ListElections polls of %s ms) | %d: p50 %s, p99 %s, max %s ms; %d not in %v |\n",
+	pr("| %s: new leader seen, every election (ListElections polls, answers at most %s ms apart) | %d: p50 %s, p99 %s, max %s ms; %d not in %v |\n",
 		what, ms(fo.pollRes), len(fo.polled), ms(fo.polled.pct(0.5)), ms(fo.polled.pct(0.99)), ms(fo.polled.pct(1)), fo.pollMissed, failoverWithin)
 	pr("| %s: leaderless (or led by %s) on some node after the settle | %d |\n", what, gone, fo.leaderless)
 }

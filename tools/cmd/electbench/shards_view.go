@@ -38,18 +38,24 @@ type nodeList struct {
 // listPage is the page size listOf asks for: a node's largest.
 const listPage = 1000
 
+// listPageWithin bounds one page of a listing.
+const listPageWithin = 10 * time.Second
+
 // listOf asks p for its elections.
 func listOf(ctx context.Context, p *proc) nodeList {
 	l := nodeList{node: p.id, sent: time.Now()}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	// A node answers a page at a time (at most 1,000 elections): follow
 	// the pages to the end. Without this the harness saw only the first
-	// page (100 by default) and any election after it as leaderless.
+	// page (100 by default) and any election after it as leaderless. Each
+	// page has its own deadline: at 100,000 elections, on a loaded host,
+	// the hundred pages of one listing took longer than one deadline for
+	// them all.
 	l.leads = make(map[string]lead)
 	token := ""
 	for {
+		cctx, cancel := context.WithTimeout(ctx, listPageWithin)
 		r, err := p.client.ListElections(cctx, &pb.ListElectionsRequest{PageSize: listPage, PageToken: token}, largeAnswers)
+		cancel()
 		if err != nil {
 			l.got = time.Now()
 			l.err = fmt.Errorf("node %d: ListElections: %w", p.id, err)
