@@ -72,6 +72,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 	n.named.rebalanceStale()
 	nm := n.named.machines[name]
 	if m.Confirmed {
+		was, had := n.named.table.Get(name, m.From)
 		joined, reranked := n.named.table.Set(name, m.From, standOf(m))
 		if nm == nil && n.namedQuorum() {
 			n.followVoters(name) // a voter's machine, the sender a member of it
@@ -87,6 +88,15 @@ func (n *Node) candidacyFrom(m election.Message) {
 			// candidates of an election stand together, each would
 			// otherwise send its candidacy twice to each other.
 			n.sendCandidacy(name, m.From)
+		}
+		if nm != nil && had && !reranked && was.Value == m.Value {
+			// Only the sender's leadership changed (its term, its start):
+			// this node shows name as its machine sees it, beside the same
+			// candidates and the same value of theirs, so there is nothing
+			// to publish, and no machine was called. A new leader says so
+			// to every member in each of its elections: in a mass failover
+			// this was a third of a follower's publishes.
+			return
 		}
 	} else if withdrew := n.named.table.Withdraw(name, m.From); (withdrew || n.followsWithdrawn(m)) && nm != nil && !n.halted() {
 		if n.namedQuorum() {

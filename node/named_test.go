@@ -260,6 +260,39 @@ func TestNamedElectionProclaim(t *testing.T) {
 	}
 }
 
+// A node that stands in an election shows it as its machine sees it, with
+// the leader's value from the leader's candidacy: a proclaim reaches it
+// and its app, though the leadership it follows stays the same.
+func TestNamedElectionProclaimReachesAFollowingCandidate(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	a, err := c.nodes[3].Campaign(ctx, "jobs", "v1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	led := nextEvent(t, a, 10*time.Second, isEvent(EventLeader))
+	b, err := c.nodes[1].Campaign(ctx, "jobs", "w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	nextEvent(t, b, 10*time.Second, func(ev CandidacyEvent) bool {
+		return ev.Event == EventFollower && ev.Leader.ID == 3 && ev.Leader.Value == "v1"
+	})
+	if err := a.Proclaim(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	li := observed(t, c.nodes[1], "jobs", 3, "v2", 10*time.Second)
+	if li.Term != led.Leader.Term {
+		t.Fatalf("proclaim moved the term %v -> %v", led.Leader.Term, li.Term)
+	}
+	nextEvent(t, b, 10*time.Second, func(ev CandidacyEvent) bool {
+		return ev.Event == EventFollower && ev.Leader.ID == 3 && ev.Leader.Value == "v2"
+	})
+}
+
 // A node restarted faster than gossip declares it dead is never seen to
 // leave or join. Its app campaigns again: the node must hear the others'
 // candidacies and follow the election's leader, not stand alone in it and
