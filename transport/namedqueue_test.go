@@ -193,3 +193,37 @@ func TestNamedSetPushBackGoesFirst(t *testing.T) {
 		t.Fatalf("the bounded set holds %d, want 2", n)
 	}
 }
+
+// A round taken and given back (recycle) is the next round's slice: a
+// round as large fills it without allocating, and what it held is not kept
+// alive. One much larger than the round that used it (a failover's, then
+// a beat's) is dropped, as the map is.
+func TestNamedSetRecyclesARoundOfItsSize(t *testing.T) {
+	s := newNamedSet(DefaultNamedQueueLen)
+	ms := make([]election.Message, 2000)
+	for i := range ms {
+		ms[i] = election.Message{Type: election.MsgElection, From: 1, To: 2, Election: fmt.Sprintf("jobs-%05d", i)}
+	}
+	round := func(n int) []election.Message {
+		for _, m := range ms[:n] {
+			s.push(m)
+		}
+		got := s.take()
+		if len(got) != n {
+			t.Fatalf("took %d messages, want %d", len(got), n)
+		}
+		return got
+	}
+	first := round(2000)
+	s.recycle(first)
+	if first[:cap(first)][0].Election != "" {
+		t.Fatal("a recycled round still holds its messages")
+	}
+	if allocs := testing.AllocsPerRun(5, func() { s.recycle(round(2000)) }); allocs != 0 {
+		t.Fatalf("a round as large as the recycled one allocated %v times", allocs)
+	}
+	s.recycle(round(10))
+	if s.spare != nil {
+		t.Fatalf("after a round of 10 the set keeps the room of a round of 2,000 (%d)", cap(s.spare))
+	}
+}
