@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -22,13 +23,18 @@ import (
 // Reported: when the observer (the lowest survivor) saw a new leader in
 // each of the crashed node's elections, by its watch (p50-ms, p99-ms), and
 // when every survivor agreed on one in all of them (all-ms), polled every
-// 5 ms once the observer saw them all. The loops' own cost of a mass failover without gRPC's:
+// 5 ms once the observer saw them all; and the CPU the process used from
+// the crash until the observer saw them all (cpu-ms), the failover's work,
+// which varies less between runs than its length, and the bytes it
+// allocated meanwhile (alloc-MiB) and the survivors' publishes of a named
+// election's view (publishes), which vary less still. The loops' own cost of a mass failover without gRPC's:
 //
 //	go test ./node -run '^$' -bench NamedMassFailover -benchtime 1x
 //
 // ELECTORD_BENCH_FAILOVERPROFILE=FILE writes a CPU profile of the failover
 // to FILE.bully and FILE.ring (ELECTORD_BENCH_FAILOVEREXECTRACE=FILE an
-// execution trace); ELECTORD_BENCH_FAILOVERTRACE=1 logs, every
+// execution trace, ELECTORD_BENCH_FAILOVERALLOCS=FILE heap profiles before
+// and after, see writeHeap); ELECTORD_BENCH_FAILOVERTRACE=1 logs, every
 // 10 ms for 2 s, how many of the elections each survivor leads and sees
 // led by a live node, and at the end each node's named messages lost to a
 // full inbox.
@@ -37,10 +43,13 @@ func BenchmarkNamedMassFailover(b *testing.B) {
 	for _, algo := range []string{"bully", "ring"} {
 		b.Run(algo, func(b *testing.B) {
 			for range b.N {
-				seen, all := namedMassFailover(b, algo, k)
+				seen, all, cpu, alloc, pubs := namedMassFailover(b, algo, k)
 				b.ReportMetric(float64(percentile(seen, .5).Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(percentile(seen, .99).Microseconds())/1000, "p99-ms")
 				b.ReportMetric(float64(all.Microseconds())/1000, "all-ms")
+				b.ReportMetric(float64(cpu.Microseconds())/1000, "cpu-ms")
+				b.ReportMetric(float64(alloc)/(1<<20), "alloc-MiB")
+				b.ReportMetric(float64(pubs), "publishes")
 			}
 		})
 	}
@@ -55,7 +64,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
-func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, all time.Duration) {
+func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, all, cpu time.Duration, alloc, pubs uint64) {
 	c, opts, _ := restingNamedCluster(b, algo, k)
 	time.Sleep(2 * time.Second) // at rest: quiet followers
 	byLeader := map[election.NodeID][]string{}
@@ -104,6 +113,19 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	mu.Lock()
 	t0 = time.Now()
 	mu.Unlock()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	cpu0, alloc0 := cpuTime(b), ms.TotalAlloc
+	publishes := func() (sum uint64) {
+		for id, nd := range c.nodes {
+			if id != victim {
+				sum += nd.named.publishes.Load()
+			}
+		}
+		return sum
+	}
+	pubs0 := publishes()
+	writeHeap(b, "before")
 	c.net.Crash(victim)
 	if os.Getenv("ELECTORD_BENCH_FAILOVERTRACE") != "" {
 		stop := traceMessages(b, c, victim)
@@ -142,6 +164,10 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	case <-watched:
 	case <-time.After(20 * time.Second):
 	}
+	cpu = cpuTime(b) - cpu0
+	runtime.ReadMemStats(&ms)
+	alloc, pubs = ms.TotalAlloc-alloc0, publishes()-pubs0
+	writeHeap(b, "after")
 	for {
 		left, firstLeft := 0, ""
 		for _, name := range names {
@@ -185,7 +211,27 @@ func namedMassFailover(b *testing.B, algo string, k int) (seen []time.Duration, 
 	if len(seen) != len(names) {
 		b.Fatalf("%s: the observer saw a new leader in %d of %d elections", algo, len(seen), len(names))
 	}
-	return seen, all
+	return seen, all, cpu, alloc, pubs
+}
+
+// writeHeap writes a heap profile to $ELECTORD_BENCH_FAILOVERALLOCS.what,
+// if that is set: the failover's allocations are the difference of the
+// "after" and "before" profiles (go tool pprof -sample_index=alloc_space
+// -diff_base FILE.before BIN FILE.after).
+func writeHeap(b *testing.B, what string) {
+	path := os.Getenv("ELECTORD_BENCH_FAILOVERALLOCS")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path + "." + what)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC() // the profile shows the allocations as of the last GC
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // dumpNamed says what node nd holds of election name: its machine's
