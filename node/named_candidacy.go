@@ -95,7 +95,7 @@ func (n *Node) candidacyFrom(m election.Message) {
 			// candidates and the same value of theirs, so there is nothing
 			// to publish, and no machine was called. A new leader says so
 			// to every member in each of its elections: in a mass failover
-			// this was a third of a follower's publishes.
+			// this was a quarter of a follower's publishes.
 			return
 		}
 	} else if withdrew := n.named.table.Withdraw(name, m.From); (withdrew || n.followsWithdrawn(m)) && nm != nil && !n.halted() {

@@ -89,7 +89,8 @@ type namedSet struct {
 	gone  []bool // gone[i]: msgs[i] was superseded
 	// spare: the slice of a round taken and sent, given back (recycle) for
 	// the next round to fill instead of growing its own from nothing: the
-	// rounds' appends were a third of what a mass failover allocated.
+	// rounds' appends were more than a quarter of what a mass failover
+	// allocated.
 	spare []election.Message
 	live  int
 	at    map[superKey]int // the waiting message of each superseding key
