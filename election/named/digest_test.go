@@ -1,6 +1,9 @@
 package named
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/electord/electord/election"
@@ -50,4 +53,85 @@ func TestDigestOfCandidacies(t *testing.T) {
 			t.Errorf("%s leaves the digest unchanged", what)
 		}
 	}
+}
+
+// The digests the table keeps as it changes are the digests of what it
+// holds, after any sequence of candidacies set, changed, withdrawn,
+// forgotten and voided by a restart.
+func TestTableKeepsItsDigests(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 17))
+	var tb Table
+	walked := func() map[election.NodeID]uint64 {
+		ds := map[election.NodeID]*Digest{}
+		for name, ss := range tb.stands {
+			for _, s := range ss {
+				if ds[s.node] == nil {
+					ds[s.node] = &Digest{}
+				}
+				ds[s.node].Add(name, s.Stand)
+			}
+		}
+		out := map[election.NodeID]uint64{}
+		for id, d := range ds {
+			out[id] = d.Sum()
+		}
+		return out
+	}
+	incarnation := map[election.NodeID]uint64{}
+	for step := range 5000 {
+		node, name := election.NodeID(1+rng.IntN(5)), fmt.Sprintf("e%d", rng.IntN(20))
+		var what string
+		switch k := rng.IntN(20); {
+		case k < 13:
+			what = "set"
+			tb.Set(name, node, Stand{Priority: int64(rng.IntN(3)), Value: fmt.Sprint(rng.IntN(4)),
+				LeaderTerm: election.Term(rng.IntN(3)), LeaderSince: int64(rng.IntN(2))})
+		case k < 18:
+			what = "withdraw"
+			tb.Withdraw(name, node)
+		case k < 19:
+			what = "forget"
+			tb.Forget(node)
+		default:
+			what = "restart"
+			incarnation[node]++
+			tb.Renew(node, incarnation[node])
+		}
+		if got, want := tb.Digests(), walked(); !maps.Equal(got, want) {
+			t.Fatalf("step %d (%s of node %d in %s): the table's digests %v, of what it holds %v", step, what, node, name, got, want)
+		}
+	}
+	if len(tb.sums) > 5 {
+		t.Fatalf("the table keeps %d digests for 5 nodes", len(tb.sums))
+	}
+}
+
+// A period's digests with 10,000 elections of four other candidates each,
+// as the table keeps them (Digests) and as walking it computes them (what
+// Digests did before the table kept them).
+func BenchmarkTableDigests10k(b *testing.B) {
+	var tb Table
+	for i := range 10000 {
+		for node := election.NodeID(1); node <= 4; node++ {
+			tb.Set(fmt.Sprintf("shard-%05d", i), node, Stand{Priority: 1, Value: "app-1:8080"})
+		}
+	}
+	b.Run("kept", func(b *testing.B) {
+		for b.Loop() {
+			tb.Digests()
+		}
+	})
+	b.Run("walked", func(b *testing.B) {
+		for b.Loop() {
+			ds := map[election.NodeID]*Digest{}
+			for name, ss := range tb.stands {
+				for _, s := range ss {
+					if ds[s.node] == nil {
+						ds[s.node] = &Digest{}
+					}
+					ds[s.node].Add(name, s.Stand)
+				}
+			}
+		}
+	})
 }

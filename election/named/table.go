@@ -28,6 +28,9 @@ type Table struct {
 	stands map[string]stands
 	// incarnations: the latest incarnation each node spoke as (Renew).
 	incarnations map[election.NodeID]uint64
+	// sums: each node's digest of its candidacies in stands, kept by every
+	// change of them (resum).
+	sums map[election.NodeID]*Digest
 }
 
 // stand is one node's candidacy in an election's entry of the table.
@@ -101,9 +104,11 @@ func (t *Table) Set(name string, node election.NodeID, s Stand) (joined, reranke
 	if had {
 		old := ss[i].Stand
 		ss[i].Stand = s
+		t.resum(node, name, &old, &s)
 		return false, old.Priority != s.Priority
 	}
 	t.stands[name] = slices.Insert(ss, i, stand{node: node, Stand: s})
+	t.resum(node, name, nil, &s)
 	return true, false
 }
 
@@ -120,6 +125,7 @@ func (t *Table) remove(name string, node election.NodeID) bool {
 	if !ok {
 		return false
 	}
+	t.resum(node, name, &ss[i].Stand, nil)
 	if ss = slices.Delete(ss, i, i+1); len(ss) == 0 {
 		delete(t.stands, name)
 	} else {
