@@ -19,7 +19,7 @@ type gossip struct {
 	once   sync.Once
 }
 
-var _ node.Membership = (*gossip)(nil)
+var _ node.SyncReporter = (*gossip)(nil)
 
 func adaptGossip(m *membership.Membership) *gossip {
 	g := &gossip{m: m, events: make(chan node.MemberEvent), done: make(chan struct{})}
@@ -39,6 +39,10 @@ func (g *gossip) forward() {
 }
 
 func (g *gossip) Events() <-chan node.MemberEvent { return g.events }
+
+// ReportsSynced: membership.RetryJoin reports Synced, and the daemon
+// always calls it.
+func (g *gossip) ReportsSynced() {}
 
 func (g *gossip) Leave(timeout time.Duration) error { return g.m.Leave(timeout) }
 
@@ -65,6 +69,8 @@ func memberEventType(t membership.EventType) node.MemberEventType {
 		return node.MemberDead
 	case membership.Conflict:
 		return node.MemberConflict
+	case membership.Synced:
+		return node.MemberSynced
 	}
 	return 0
 }

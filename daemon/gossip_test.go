@@ -9,7 +9,7 @@ import (
 )
 
 func TestMemberEventKeepsEveryField(t *testing.T) {
-	for typ := membership.Join; typ <= membership.Conflict; typ++ {
+	for typ := membership.Join; typ <= membership.Synced; typ++ {
 		in := membership.Event{Type: typ, Yield: true, Detail: "d",
 			Member: membership.Meta{ID: 7, Name: "n", Priority: -3, PeerAddr: "p", APIAddr: "a", HTTPAddr: "h"}}
 		got := memberEvent(in)

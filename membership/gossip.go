@@ -54,6 +54,8 @@ type Membership struct {
 	proofQueue                   []proofJob
 	proofWorkers                 int
 	proofRetryMin, proofRetryMax time.Duration
+	// syncOwed: Synced waits for the proofs under way (synced.go).
+	syncOwed bool
 
 	// closing is set when Leave or Shutdown begins: memberlist's warnings
 	// and errors are debug from then on (see memberlistLogger).

@@ -89,10 +89,15 @@ const (
 	Dead
 	// Conflict: another node claims this node's id (or its term slot).
 	Conflict
+	// Synced: RetryJoin's first attempt has ended, joined or not. Every
+	// member that attempt learnt of (and whose claim needed no proof) was
+	// reported before it, so a reader that has taken it has the view gossip
+	// had when the node started. Reported once, with no Member.
+	Synced
 )
 
 func (t EventType) String() string {
-	return [...]string{"?", "join", "update", "leave", "dead", "conflict"}[t]
+	return [...]string{"?", "join", "update", "leave", "dead", "conflict", "synced"}[t]
 }
 
 // Event is one change in membership.

@@ -153,6 +153,9 @@ func (m *Membership) proveQueued() {
 		id := nameID(j.name)
 		m.mu.Unlock()
 		if !due {
+			m.mu.Lock()
+			m.syncIfProvenLocked() // it may have been the last one pending
+			m.mu.Unlock()
 			continue // gone, proven meanwhile, or its claim changed (queued again)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), proofTimeout)
@@ -167,6 +170,7 @@ func (m *Membership) proveQueued() {
 func (m *Membership) proofDone(name string, cl claim, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.syncIfProvenLocked() // after the Join this proof settles
 	mb := m.members[name]
 	if mb == nil || !mb.valid || mb.proof != proofPending || mb.claim() != cl {
 		return // gone, or its claim changed (that queued another proof)

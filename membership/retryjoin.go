@@ -39,7 +39,8 @@ const (
 
 // RetryJoin keeps this node connected to its seeds (Config.Join) and to
 // every member it has known, like Consul's retry_join and Serf's reconnect.
-// It tries the seeds at once, and then in the background every
+// It tries the seeds at once, reports Synced when that try ends (every
+// member it learnt of was reported first), and then in the background every
 // RetryJoinEvery until one answers (a seed may start after this node). From
 // then on, every Preset.RejoinEvery, it joins again every address missing
 // from its live view: the configured seeds (DNS names resolved again each
@@ -198,6 +199,7 @@ type joiner interface {
 	short() bool
 	anyMember() string
 	admittedCount() int
+	synced()
 }
 
 // retryJoin is the policy of RetryJoin, with its periods as parameters.
@@ -229,6 +231,7 @@ type joinResult struct {
 func (r retryJoin) start(stop <-chan struct{}) {
 	began := time.Now()
 	joined := len(r.seeds) == 0 || r.try()
+	r.m.synced()
 	go func() {
 		warned := false
 		state := map[string]*backoff{}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/electord/electord/election"
 )
 
 // fakeJoiner answers Join with the results queued in answers (then
@@ -73,6 +75,7 @@ func (f *fakeJoiner) joinAddr(addr string) error {
 func (f *fakeJoiner) short() bool        { return false }
 func (f *fakeJoiner) anyMember() string  { return "" }
 func (f *fakeJoiner) admittedCount() int { return 0 }
+func (f *fakeJoiner) synced()            {}
 
 func (f *fakeJoiner) setTargets(addrs ...string) {
 	f.mu.Lock()
@@ -233,6 +236,48 @@ func TestRetryJoinStopsAtShutdown(t *testing.T) {
 	case <-b.stopRetry:
 	default:
 		t.Fatal("Shutdown did not stop the retries")
+	}
+}
+
+// RetryJoin's first attempt reports Synced after the Join of every member
+// the seed knew, proofs or not: a reader that has taken Synced has the
+// view gossip had when the node started, not a part of it still on its
+// way. With proofs (peer TLS) the Joins come as the proofs end, on other
+// goroutines, and Synced waits for them.
+func TestRetryJoinReportsSyncedAfterTheJoinsItLearnt(t *testing.T) {
+	for _, proofs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("proofs=%v", proofs), func(t *testing.T) {
+			nodes := cluster(t, 1, 2, 3)
+			cfg := Config{Self: metaFor(4, "d"), BindAddr: "127.0.0.1:0", Preset: "local", Join: []string{nodes[0].LocalAddr()}}
+			if proofs {
+				cfg.Prove = func(ctx context.Context, id election.NodeID, peer string) error {
+					select {
+					case <-time.After(20 * time.Millisecond): // a handshake
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			}
+			d, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = d.Shutdown() })
+			nd := &testNode{Membership: d, t: t, logs: &logSink{}}
+			d.RetryJoin()
+			nd.wait("synced", func(ev Event) bool { return ev.Type == Synced }, nil)
+			var joined []election.NodeID
+			for _, ev := range nd.pending {
+				if ev.Type == Join {
+					joined = append(joined, ev.Member.ID)
+				}
+			}
+			slices.Sort(joined)
+			if !slices.Equal(joined, []election.NodeID{1, 2, 3}) {
+				t.Fatalf("joins before Synced: %v, want 1, 2, 3 (saw %v)", joined, nd.seen)
+			}
+		})
 	}
 }
 

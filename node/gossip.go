@@ -62,6 +62,8 @@ func (n *Node) joinGossip() error {
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.mem, n.events = mem, mem.Events()
+	_, reports := mem.(SyncReporter)
+	n.gossipSynced = !reports
 	return nil
 }
 

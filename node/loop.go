@@ -204,6 +204,10 @@ func (n *Node) takeEvent(ev MemberEvent, ok bool) bool {
 		return false
 	}
 	n.cause = cause{kind: "membership", ev: ev}
+	if ev.Type == MemberSynced {
+		n.gossipSynced = true
+		return true
+	}
 	if ev.Member.ID != n.cfg.Self.ID && n.holdDeath(ev) {
 		return true
 	}

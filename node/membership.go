@@ -24,6 +24,16 @@ type Membership interface {
 	Shutdown() error
 }
 
+// SyncReporter is a Membership that reports MemberSynced once its first
+// join attempt has ended. Until a node has taken that event it does not
+// let a named election campaign at once on the ground that no live node
+// outranks it (firstWait): the members it has not heard of yet might. A
+// Membership that is not one is taken to be synced from the start.
+type SyncReporter interface {
+	Membership
+	ReportsSynced()
+}
+
 // Meta is what a node tells the cluster about itself.
 type Meta struct {
 	ID       election.NodeID
@@ -48,6 +58,9 @@ const (
 	MemberDead
 	// MemberConflict: another node claims a node's id (or its term slot).
 	MemberConflict
+	// MemberSynced: the first join attempt has ended; every member it
+	// learnt of was reported before it (see SyncReporter). No Member.
+	MemberSynced
 )
 
 func (t MemberEventType) String() string {
@@ -62,6 +75,8 @@ func (t MemberEventType) String() string {
 		return "dead"
 	case MemberConflict:
 		return "conflict"
+	case MemberSynced:
+		return "synced"
 	}
 	return "?"
 }

@@ -58,12 +58,19 @@ type machineStart struct {
 
 // firstWait is how long name's machine waits before its first campaign:
 // 0, campaign now (no live node would outrank this one, and no candidate
-// is known yet); -1, the
-// machine's own wait (a known candidate leads, or is known at all and
-// first is not ranked). In quorum mode, as before: now if no candidate is
-// known, else the machine's own wait.
+// is known yet); -1, the machine's own wait (a known candidate leads, or
+// is known at all and first is not ranked, or the events of gossip's
+// first join have not all been taken, so the live nodes are not known).
+// In quorum mode, once those are taken: now if no candidate is known, else
+// the machine's own wait.
 func (n *Node) firstWait(name string, head named.Candidacy, first machineStart) int {
 	if _, _, leads := n.named.table.Leader(name); leads {
+		return -1
+	}
+	if !n.gossipSynced {
+		// The members gossip learnt at the join are still on their way
+		// (a node restarted under an app that reconnected at once): none
+		// of them may outrank this one, or lead already, for all it knows.
 		return -1
 	}
 	known := n.named.table.Members(name)

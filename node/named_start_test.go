@@ -240,3 +240,122 @@ func TestSpreadElectionsStartOnTheirBestRankedNode(t *testing.T) {
 		t.Fatalf("%d of %d spread elections not led by their best-ranked node", off, len(opts))
 	}
 }
+
+// heldGossip is a fakeGossip whose events, its first join's and
+// MemberSynced included, are held until release: gossip still merging
+// what the join brought when the app's campaign arrives.
+type heldGossip struct {
+	*fakeGossip
+	out     chan MemberEvent
+	release func()
+}
+
+func holdGossip(t *testing.T, g *fakeGossip) *heldGossip {
+	h := &heldGossip{fakeGossip: g, out: make(chan MemberEvent)}
+	released, stop := make(chan struct{}), make(chan struct{})
+	h.release = sync.OnceFunc(func() { close(released) })
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		select {
+		case <-released:
+		case <-stop:
+			return
+		}
+		for {
+			select {
+			case ev := <-g.events:
+				select {
+				case h.out <- ev:
+				case <-stop:
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heldGossip) Events() <-chan MemberEvent { return h.out }
+
+// A node restarted under an app that campaigns again at once takes the
+// campaign before it has heard of the members its gossip join found. Not
+// knowing them, it must not conclude that no live node outranks it and
+// claim at once (it did, in a real cluster, beside the sitting leader):
+// it waits for its machine's first timeout, by which the members and the
+// leader's word have come, and follows.
+func TestNamedCampaignBeforeGossipSyncedDoesNotClaimAlone(t *testing.T) {
+	c, won, other := namedPairBeforeRestart(t, "bully")
+	other.Close()
+	var held *heldGossip
+	c.tune = func(cfg *Config) {
+		join := cfg.NewMembership
+		cfg.NewMembership = func() (Membership, error) {
+			m, err := join()
+			if err != nil {
+				return nil, err
+			}
+			held = holdGossip(t, m.(*fakeGossip))
+			return held, nil
+		}
+	}
+	n1 := c.quietRestart(1)
+	c.tune = nil
+	app, err := n1.Campaign(context.Background(), "jobs", "app-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if machineRole(t, n1, "jobs") == election.RoleLeader {
+		t.Fatal("node 1 claimed jobs before gossip had told it of the others")
+	}
+	held.release()
+	f := nextEvent(t, app, 10*time.Second, isEvent(EventFollower))
+	if f.Leader.ID != 3 || f.Leader.Term != won.Leader.Term {
+		t.Fatalf("node 1 follows %+v, want node 3 at term %v", f.Leader, won.Leader.Term)
+	}
+}
+
+// Once gossip's first join has been taken, a candidate that no live node
+// outranks claims a new election at once, in the pass of its campaign.
+func TestNamedCampaignAfterGossipSyncedClaimsAtOnce(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	n3 := c.nodes[3]
+	for end := time.Now().Add(10 * time.Second); ; {
+		var synced bool
+		if err := n3.do(context.Background(), func() error { synced = n3.gossipSynced; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if synced {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("node 3 never took gossip's MemberSynced")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	app, err := n3.Campaign(context.Background(), "jobs", "app-3", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if role := machineRole(t, n3, "jobs"); role != election.RoleLeader {
+		t.Fatalf("node 3, outranked by no live node, is %v after its campaign's pass, want leader", role)
+	}
+}
+
+// machineRole is the role of nd's machine of name, read in nd's loop after
+// the passes before it: a command's pass has run its machines' Ready.
+func machineRole(t *testing.T, nd *Node, name string) election.Role {
+	t.Helper()
+	var role election.Role
+	if err := nd.do(context.Background(), func() error {
+		role = nd.named.machines[name].sm.Status().Role
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return role
+}

@@ -34,10 +34,14 @@ type Node struct {
 	clock *tickClock // drives sm.Tick; owned by the loop
 
 	// Owned by the loop goroutine.
-	sm      election.StateMachine
-	mem     Membership
-	events  <-chan MemberEvent
-	members map[election.NodeID]*memberRec
+	sm     election.StateMachine
+	mem    Membership
+	events <-chan MemberEvent
+	// gossipSynced: the events of gossip's first join have been taken
+	// (SyncReporter), so members the node does not know of are not
+	// merely on their way.
+	gossipSynced bool
+	members      map[election.NodeID]*memberRec
 	// revivals counts the members that became alive (memberRec.aliveAt).
 	revivals uint64
 	killed   bool

@@ -47,11 +47,13 @@ func (h *gossipHub) join(self Meta) *fakeGossip {
 		}
 		g.events <- MemberEvent{Type: MemberJoin, Member: o.self}
 	}
+	g.events <- MemberEvent{Type: MemberSynced}
 	h.members[self.ID] = g
 	return g
 }
 
 func (g *fakeGossip) Events() <-chan MemberEvent { return g.events }
+func (g *fakeGossip) ReportsSynced()             {}
 func (g *fakeGossip) Leave(time.Duration) error  { g.left = true; return nil }
 func (g *fakeGossip) Shutdown() error {
 	g.hub.mu.Lock()
