@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,16 +16,21 @@ import (
 // them on one stream, agreed and at rest. It reports (bytes per election
 // per node: the heap after a GC, less the heap before the campaigns, over
 // 5 × k) and sets no bound: the figure belongs to the benchmarks
-// (electbench shards measures real processes). ELECTORD_NAMED_MEMPROFILE
+// (electbench shards measures real processes). ELECTORD_NAMED_MEMORY is
+// the number of elections (1: the default, 1,000); ELECTORD_NAMED_MEMPROFILE
 // names a file for the heap profile at rest.
 func TestNamedMemoryPerElection(t *testing.T) {
-	if os.Getenv("ELECTORD_NAMED_MEMORY") == "" {
-		t.Skip("a measurement: set ELECTORD_NAMED_MEMORY=1 (and ELECTORD_NAMED_MEMPROFILE=FILE for a heap profile)")
+	k, err := strconv.Atoi(os.Getenv("ELECTORD_NAMED_MEMORY"))
+	if err != nil || k < 1 {
+		t.Skip("a measurement: set ELECTORD_NAMED_MEMORY=1 or a number of elections (and ELECTORD_NAMED_MEMPROFILE=FILE for a heap profile)")
+	}
+	if k == 1 {
+		k = 1000
 	}
 	if os.Getenv("ELECTORD_NAMED_MEMPROFILE") != "" {
 		runtime.MemProfileRate = 64 // every object of the elections' state, near enough
 	}
-	k, nodes := 1000, 5
+	nodes := 5
 	for _, algo := range []string{"bully", "ring"} {
 		t.Run(algo, func(t *testing.T) {
 			d := config.Default()
