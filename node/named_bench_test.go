@@ -24,7 +24,7 @@ func benchElections() int {
 // ELECTORD_BENCH_PLACEMENT names, default sticky), and returns once every
 // node agrees on every election: the cluster, the elections, and how long
 // agreement took from the campaigns opening.
-func restingNamedCluster(b *testing.B, algo string, k int) (*cluster, []CampaignOptions, time.Duration) {
+func restingNamedCluster(b testing.TB, algo string, k int) (*cluster, []CampaignOptions, time.Duration) {
 	d := config.Default()
 	c := newTunedCluster(b, algo, 5, 0, nil, func(cfg *Config) {
 		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout

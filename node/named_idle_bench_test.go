@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"runtime/pprof"
 	"syscall"
 	"testing"
@@ -24,26 +25,51 @@ func BenchmarkNamedIdleCPU(b *testing.B) {
 	for _, algo := range []string{"bully", "ring"} {
 		b.Run(algo, func(b *testing.B) {
 			for range b.N {
-				agree, cpu := namedIdleCPU(b, algo, k)
+				agree, cpu, rs := namedIdleCPU(b, algo, k)
 				b.ReportMetric(agree.Seconds(), "agree-s")
 				b.ReportMetric(cpu, "idle-%core/node")
+				b.ReportMetric(float64(rs.resent), "resent-copies")
+				b.ReportMetric(float64(rs.differed), "digests-differed")
 			}
 		})
 	}
 }
 
-func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64) {
+// namedIdleCPU also returns what the candidacies' anti-entropy did in the
+// window, over all nodes: at rest it should send digests only.
+func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64, antiEntropy) {
 	const nodes, window = 5, 10 * time.Second
-	_, _, agree := restingNamedCluster(b, algo, k)
+	c, _, agree := restingNamedCluster(b, algo, k)
 	time.Sleep(2 * time.Second) // settle: the measurement is of an idle cluster
 	// A CPU profile of the idle window alone (the benchmark's own
 	// -cpuprofile covers the start too).
-	defer recordTo(b, "ELECTORD_BENCH_IDLEPROFILE", algo, pprof.StartCPUProfile, pprof.StopCPUProfile)()
+	stop := recordTo(b, "ELECTORD_BENCH_IDLEPROFILE", algo, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	rs0 := c.antiEntropy(b)
 	before := cpuTime(b)
 	t0 := time.Now()
 	time.Sleep(window)
 	used := cpuTime(b) - before
-	return agree, 100 * used.Seconds() / time.Since(t0).Seconds() / nodes
+	stop()
+	rs := c.antiEntropy(b)
+	rs.resent, rs.differed = rs.resent-rs0.resent, rs.differed-rs0.differed
+	return agree, 100 * used.Seconds() / time.Since(t0).Seconds() / nodes, rs
+}
+
+// antiEntropy: the anti-entropy's counters (namedResend), summed.
+type antiEntropy struct{ resent, differed uint64 }
+
+func (c *cluster) antiEntropy(b testing.TB) antiEntropy {
+	var out antiEntropy
+	for _, nd := range c.nodes {
+		if err := nd.do(context.Background(), func() error {
+			out.resent += nd.named.resend.resent
+			out.differed += nd.named.resend.differed
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
 }
 
 // cpuTime is the process's user and system CPU time.

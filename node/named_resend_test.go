@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +221,56 @@ func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
 	observed(t, c.nodes[3], "jobs", 1, "a", 10*time.Second)
+}
+
+// Members that send digests send their first within a period of their
+// first candidacy, so none gets a round at the first period, although
+// none had sent a digest by then: a cluster that starts together resends
+// nothing. A member whose digests never arrive (an older node) gets a
+// round every period from the second on, and no other member does.
+func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
+	c, _ := quietCluster(t, "bully", 20)
+	total := func() (k uint64) {
+		for id := range c.nodes {
+			r, _ := resendCounts(t, c.nodes[id])
+			k += r
+		}
+		return k
+	}
+	// Five periods of 400 ms from the start: digests only.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if k := total(); k != 0 {
+			t.Fatalf("the nodes resent %d candidacy copies at rest, every member sending digests", k)
+		}
+	}
+	var copies [4]atomic.Int64
+	c.net.SetHook(func(m election.Message) bool {
+		if m.Type != election.MsgCandidacy {
+			return true
+		}
+		if m.Election == "" {
+			return m.From != 3 || m.Held == 0 // node 3's digests are lost
+		}
+		copies[m.To].Add(1)
+		return true
+	})
+	for _, id := range []election.NodeID{1, 2} {
+		nd := c.nodes[id]
+		if err := nd.do(context.Background(), func() error { // as if node 3 had never sent one
+			delete(nd.named.resend.digesters, 3)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for copies[3].Load() < 2*20 { // a round of 20 from each of nodes 1 and 2
+		if time.Now().After(deadline) {
+			t.Fatalf("node 3, whose digests are lost, got %d copies in 10 s, want rounds", copies[3].Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d1, d2 := copies[1].Load(), copies[2].Load(); d1 != 0 || d2 != 0 {
+		t.Fatalf("nodes 1 and 2, sending digests, got %d and %d copies", d1, d2)
+	}
 }

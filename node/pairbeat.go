@@ -148,7 +148,10 @@ func (n *Node) unvouch(id election.NodeID, silent bool) {
 func (n *Node) forgetPair(id election.NodeID) {
 	n.unvouch(id, false)
 	delete(n.named.pairs.peers, id)
-	delete(n.named.resend.digesters, id) // a new process may be an older node: a round each period until it sends a digest
+	// A new process may be an older node: a round each period from its
+	// second until it sends a digest.
+	delete(n.named.resend.digesters, id)
+	delete(n.named.resend.undigested, id)
 }
 
 // setVouched changes the answer about member id between applied ticks (see
