@@ -11,20 +11,18 @@ import (
 // standing differs sends it a round.
 
 // sendHeldDigests sends every live member the digest of its candidacies
-// as this node holds them, and wants a round for each member that has not
-// sent a digest itself since this node's previous period (an older node).
-// A member that sends digests sends its first within a period of its
-// first candidacy, as this node does: a round to every member at the first
-// period, which none of them had sent a digest before, was every
-// candidacy again to every member (at 10,000 elections, 40,000 copies per
-// node) just after they all started.
+// as this node holds them, and wants a round for each member that never
+// sent a digest itself (an older node, or one this node has not yet heard
+// one from: a member that joined or restarted since), except at this
+// node's first period. Then no member could have sent one yet if they
+// started together, as a cluster's nodes and apps do: a round to each was
+// every candidacy again to every member (at 10,000 elections, 40,000
+// copies per node) as they started. A node that starts in a running
+// cluster has the members' digests by its first period.
 func (n *Node) sendHeldDigests() {
 	r := &n.named.resend
 	if r.want == nil {
 		r.want = map[election.NodeID]bool{}
-	}
-	if r.undigested == nil {
-		r.undigested = map[election.NodeID]uint64{}
 	}
 	held := n.named.table.Digests()
 	for id, rec := range n.members {
@@ -38,12 +36,7 @@ func (n *Node) sendHeldDigests() {
 		m := n.notStanding("")
 		m.To, m.Held = id, d
 		n.cfg.Transport.Send(m)
-		if r.digesters[id] {
-			continue
-		}
-		if first, ok := r.undigested[id]; !ok {
-			r.undigested[id] = r.period
-		} else if r.period > first {
+		if !r.digesters[id] && r.period > 1 {
 			r.want[id] = true
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // differs resends, to that node only, its current standing in every
 // election it stands in and its withdrawal from every election it withdrew
 // from lately (withdrawnRounds): a round. A member that never sent a digest
-// (an older node) gets a round every period from the second on.
+// (an older node) gets a round every period but this node's first.
 // A copy that changes nothing is a no-op at the receiver (unchangedCandidacy).
 // The rounds run on the named elections' one clock: no timer or goroutine
 // per election.
@@ -70,9 +70,6 @@ type namedResend struct {
 	// members that sent a digest (Message.Held) since they joined.
 	want      map[election.NodeID]bool
 	digesters map[election.NodeID]bool
-	// undigested: the period in which each member not among the
-	// digesters was first sent a digest (sendHeldDigests).
-	undigested map[election.NodeID]uint64
 	// period counts the periods; own is this node's own digest as counted
 	// in period ownIn (ownDigest).
 	period, ownIn uint64

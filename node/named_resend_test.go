@@ -223,11 +223,10 @@ func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
 	observed(t, c.nodes[3], "jobs", 1, "a", 10*time.Second)
 }
 
-// Members that send digests send their first within a period of their
-// first candidacy, so none gets a round at the first period, although
-// none had sent a digest by then: a cluster that starts together resends
-// nothing. A member whose digests never arrive (an older node) gets a
-// round every period from the second on, and no other member does.
+// A cluster that starts together resends nothing: at a node's first
+// period no member had sent a digest yet, and each sends one by the
+// second. A member whose digests never arrive (an older node) gets a
+// round every later period, and no other member does.
 func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
 	c, _ := quietCluster(t, "bully", 20)
 	total := func() (k uint64) {

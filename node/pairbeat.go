@@ -148,10 +148,7 @@ func (n *Node) unvouch(id election.NodeID, silent bool) {
 func (n *Node) forgetPair(id election.NodeID) {
 	n.unvouch(id, false)
 	delete(n.named.pairs.peers, id)
-	// A new process may be an older node: a round each period from its
-	// second until it sends a digest.
-	delete(n.named.resend.digesters, id)
-	delete(n.named.resend.undigested, id)
+	delete(n.named.resend.digesters, id) // a new process may be an older node: a round each period until it sends a digest
 }
 
 // setVouched changes the answer about member id between applied ticks (see
