@@ -18,7 +18,9 @@ import (
 // started together, as a cluster's nodes and apps do: a round to each was
 // every candidacy again to every member (at 10,000 elections, 40,000
 // copies per node) as they started. A node that starts in a running
-// cluster has the members' digests by its first period.
+// cluster has most members' digests by then; one it has not heard from
+// gets its round a period later, and a digest that differs gets one at
+// once.
 func (n *Node) sendHeldDigests() {
 	r := &n.named.resend
 	if r.want == nil {
