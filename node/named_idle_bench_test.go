@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"runtime/pprof"
 	"syscall"
 	"testing"
@@ -37,39 +36,32 @@ func BenchmarkNamedIdleCPU(b *testing.B) {
 
 // namedIdleCPU also returns what the candidacies' anti-entropy did in the
 // window, over all nodes: at rest it should send digests only.
-func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64, antiEntropy) {
+func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64, resendTally) {
 	const nodes, window = 5, 10 * time.Second
 	c, _, agree := restingNamedCluster(b, algo, k)
 	time.Sleep(2 * time.Second) // settle: the measurement is of an idle cluster
 	// A CPU profile of the idle window alone (the benchmark's own
 	// -cpuprofile covers the start too).
 	stop := recordTo(b, "ELECTORD_BENCH_IDLEPROFILE", algo, pprof.StartCPUProfile, pprof.StopCPUProfile)
-	rs0 := c.antiEntropy(b)
+	rs0 := c.resendCounts(b)
 	before := cpuTime(b)
 	t0 := time.Now()
 	time.Sleep(window)
 	used := cpuTime(b) - before
 	stop()
-	rs := c.antiEntropy(b)
+	rs := c.resendCounts(b)
 	rs.resent, rs.differed = rs.resent-rs0.resent, rs.differed-rs0.differed
 	return agree, 100 * used.Seconds() / time.Since(t0).Seconds() / nodes, rs
 }
 
-// antiEntropy: the anti-entropy's counters (namedResend), summed.
-type antiEntropy struct{ resent, differed uint64 }
-
-func (c *cluster) antiEntropy(b testing.TB) antiEntropy {
-	var out antiEntropy
+// resendCounts sums the nodes' resend counters.
+func (c *cluster) resendCounts(b testing.TB) (sum resendTally) {
 	for _, nd := range c.nodes {
-		if err := nd.do(context.Background(), func() error {
-			out.resent += nd.named.resend.resent
-			out.differed += nd.named.resend.differed
-			return nil
-		}); err != nil {
-			b.Fatal(err)
-		}
+		k := resendCounts(b, nd)
+		sum.resent, sum.unchanged = sum.resent+k.resent, sum.unchanged+k.unchanged
+		sum.digests, sum.differed = sum.digests+k.digests, sum.differed+k.differed
 	}
-	return out
+	return sum
 }
 
 // cpuTime is the process's user and system CPU time.

@@ -28,16 +28,23 @@ func dropOnce(net *transport.Network, drop func(election.Message) bool) (lost fu
 	return func() bool { mu.Lock(); defer mu.Unlock(); return done }
 }
 
+// resendTally is what a node's anti-entropy counted (namedResend): the
+// copies its rounds resent, the copies it took that changed nothing, the
+// digests it took and those that differed from its own.
+type resendTally struct{ resent, unchanged, digests, differed uint64 }
+
 // resendCounts reads nd's resend counters on its loop.
-func resendCounts(t *testing.T, nd *Node) (resent, unchanged uint64) {
+func resendCounts(t testing.TB, nd *Node) resendTally {
 	t.Helper()
+	var k resendTally
 	if err := nd.do(context.Background(), func() error {
-		resent, unchanged = nd.named.resend.resent, nd.named.resend.unchanged
+		r := &nd.named.resend
+		k = resendTally{r.resent, r.unchanged, r.digests, r.differed}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return resent, unchanged
+	return k
 }
 
 // A leader's Candidacy that says so to an observer is lost. Nothing else
@@ -65,7 +72,7 @@ func TestNamedResendRepairsALostCandidacy(t *testing.T) {
 			if !lost() {
 				t.Fatal("no Candidacy was lost")
 			}
-			if resent, _ := resendCounts(t, c.nodes[1]); resent == 0 {
+			if resendCounts(t, c.nodes[1]).resent == 0 {
 				t.Fatal("node 3 learned the leader, but node 1 resent nothing: the loss was repaired by something else")
 			}
 		})
@@ -129,10 +136,10 @@ func TestNamedResendUnchangedCopyIsANoOp(t *testing.T) {
 
 	// Two rounds of every node reach the others (1 s each at the test's
 	// timings).
-	_, before := resendCounts(t, c.nodes[3])
+	before := resendCounts(t, c.nodes[3]).unchanged
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, now := resendCounts(t, c.nodes[3])
+		now := resendCounts(t, c.nodes[3]).unchanged
 		if now >= before+4 { // two rounds of nodes 1 and 2
 			break
 		}
@@ -209,10 +216,10 @@ func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
 	defer b.Close()
 	nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
 	// Node 1's named clock ticks again: its rounds run.
-	before, _ := resendCounts(t, c.nodes[1])
+	before := resendCounts(t, c.nodes[1]).resent
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if now, _ := resendCounts(t, c.nodes[1]); now > before {
+		if now := resendCounts(t, c.nodes[1]).resent; now > before {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -230,27 +237,16 @@ func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
 // later period, and no other member does.
 func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
 	c, _ := quietCluster(t, "bully", 20)
-	type counts struct{ resent, differed, digests uint64 }
-	read := func(nd *Node) (k counts) {
-		if err := nd.do(context.Background(), func() error {
-			r := &nd.named.resend
-			k = counts{r.resent, r.differed, r.digests}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
 	// Five periods of 400 ms from the start.
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		for id, nd := range c.nodes {
-			if k := read(nd); k.resent != 0 && k.differed == 0 {
+			if k := resendCounts(t, nd); k.resent != 0 && k.differed == 0 {
 				t.Fatalf("node %d resent %d candidacy copies with no digest differing: a round for want of digests", id, k.resent)
 			}
 		}
 	}
 	for id, nd := range c.nodes {
-		if k := read(nd); k.digests == 0 {
+		if k := resendCounts(t, nd); k.digests == 0 {
 			t.Fatalf("node %d took no digest in 2 s", id)
 		}
 	}

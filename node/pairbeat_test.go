@@ -146,17 +146,10 @@ func TestNamedQuietFollowersTimeOutASilentLeader(t *testing.T) {
 // peer's own, and no candidacy is resent.
 func TestNamedResendAtRestSendsDigestsOnly(t *testing.T) {
 	c, _ := quietCluster(t, "bully", 20)
-	type counts struct{ resent, digests, differed uint64 }
-	read := func() map[election.NodeID]counts {
-		out := map[election.NodeID]counts{}
+	read := func() map[election.NodeID]resendTally {
+		out := map[election.NodeID]resendTally{}
 		for id, nd := range c.nodes {
-			if err := nd.do(context.Background(), func() error {
-				r := &nd.named.resend
-				out[id] = counts{r.resent, r.digests, r.differed}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			out[id] = resendCounts(t, nd)
 		}
 		return out
 	}
