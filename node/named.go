@@ -148,16 +148,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, first machineStart)
 		return err
 	}
 	n.catchUpNamed()
-	if n.named.clock == nil {
-		c := newTickClock(n.cfg.Tick)
-		if n.namedQuorum() {
-			c.catchAll = n.leadsNamed // see leadsNamed
-		}
-		c.drive(n.namedTicker())
-		c.start()
-		n.named.clock = c
-		n.named.pairs.peers, n.named.pairs.beatWall = nil, time.Now() // pairbeat.go: kept while the clock runs
-	}
+	n.startNamedClock()
 	n.named.machines[name] = &namedMachine{sm: n.named.lazily(sm), priority: head.Priority}
 	n.named.rebalanceStale()
 	if !standing {
@@ -186,11 +177,48 @@ func (n *Node) dropMachine(name string) {
 func (n *Node) forgetMachine(name string) {
 	delete(n.named.machines, name)
 	n.named.rebalanceStale()
-	if len(n.named.machines) == 0 && n.named.clock != nil && !n.named.resend.pending() {
-		n.named.clock.stop()
-		n.named.clock = nil
-	}
+	n.stopIdleNamedClock()
 	n.named.touch(name)
+}
+
+// The named clock runs while the node has something to do on it: a machine
+// to tick, a withdrawal still to resend, or another node's candidacy to
+// vouch for in its digests (named_held.go). A node that stands in nothing
+// but holds its peers' candidacies (one with no app, or whose apps all
+// withdrew) keeps its periods: without its digests the members that stand
+// could not tell a lost copy from a member that never sends digests, and
+// would send it every candidacy again every period. A node that holds
+// nothing and stands in nothing runs no clock, and wakes no more than a node
+// without named elections.
+
+// startNamedClock starts the named clock if it is not running.
+func (n *Node) startNamedClock() {
+	if n.named.clock != nil {
+		return
+	}
+	c := newTickClock(n.cfg.Tick)
+	if n.namedQuorum() {
+		c.catchAll = n.leadsNamed // see leadsNamed
+	}
+	c.drive(n.namedTicker())
+	c.start()
+	n.named.clock = c
+	n.named.pairs.peers, n.named.pairs.beatWall = nil, time.Now() // pairbeat.go: kept while the clock runs
+}
+
+// stopIdleNamedClock stops the named clock once nothing is left for it:
+// no machine, and no withdrawal to resend nor candidacy held (or the node
+// is killed: it says nothing until revived, and a revive that stands or
+// hears a candidacy starts a new clock).
+func (n *Node) stopIdleNamedClock() {
+	if n.named.clock == nil || len(n.named.machines) > 0 {
+		return
+	}
+	if !n.halted() && (n.named.resend.pending() || !n.named.table.Empty()) {
+		return
+	}
+	n.named.clock.stop()
+	n.named.clock = nil
 }
 
 // electionRand is a deterministic generator per node and election, so the

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"io"
 	"os"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electord/electord/config"
+	"github.com/electord/electord/election"
 )
 
 // benchElections is the number of elections a named benchmark runs:
@@ -23,7 +25,9 @@ func benchElections() int {
 // node's app stand in k elections on one stream (with the placement
 // ELECTORD_BENCH_PLACEMENT names, default sticky), and returns once every
 // node agrees on every election: the cluster, the elections, and how long
-// agreement took from the campaigns opening.
+// agreement took from the campaigns opening. ELECTORD_BENCH_OBSERVERS=N
+// leaves the app of the last N nodes out: those nodes stand in nothing and
+// only observe.
 func restingNamedCluster(b testing.TB, algo string, k int) (*cluster, []CampaignOptions, time.Duration) {
 	d := config.Default()
 	c := newTunedCluster(b, algo, 5, 0, nil, func(cfg *Config) {
@@ -34,8 +38,15 @@ func restingNamedCluster(b testing.TB, algo string, k int) (*cluster, []Campaign
 	for i := range opts {
 		opts[i].Placement = os.Getenv("ELECTORD_BENCH_PLACEMENT")
 	}
+	observers, _ := strconv.Atoi(os.Getenv("ELECTORD_BENCH_OBSERVERS"))
 	start := time.Now()
-	c.campaignAll(opts)
+	for id := 1; id <= 5-observers; id++ {
+		s, err := c.nodes[election.NodeID(id)].CampaignMany(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+	}
 	for left := k; left > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Since(start) > 120*time.Second {
 			b.Fatalf("%s: %d of %d elections not agreed in 120 s", algo, left, k)

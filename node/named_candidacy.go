@@ -74,6 +74,9 @@ func (n *Node) candidacyFrom(m election.Message) {
 	if m.Confirmed {
 		was, had := n.named.table.Get(name, m.From)
 		joined, reranked := n.named.table.Set(name, m.From, standOf(m))
+		if joined && !n.halted() {
+			n.startNamedClock() // its periods vouch for what it holds (stopIdleNamedClock)
+		}
 		if nm == nil && n.namedQuorum() {
 			n.followVoters(name) // a voter's machine, the sender a member of it
 		} else if nm != nil && (joined || reranked) && !n.halted() {

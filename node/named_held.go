@@ -11,10 +11,12 @@ import (
 // standing differs sends it a round.
 
 // sendHeldDigests sends every live member the digest of its candidacies
-// as this node holds them, and wants a round for each member that never
-// sent a digest itself (an older node, or one this node has not yet heard
-// one from: a member that joined or restarted since), except at this
-// node's first period. Then no member could have sent one yet if they
+// as this node holds them, and wants a round for each member that sent no
+// digest itself in the last digestLapse periods (an older node, one this
+// node has not yet heard one from: a member that joined or restarted since,
+// or one whose digests stopped: lost on the way, or its clock stopped with
+// nothing held, so that copies lost to it since would never be repaired),
+// except at this node's first period. Then no member could have sent one yet if they
 // started together, as a cluster's nodes and apps do: a round to each was
 // every candidacy again to every member (at 10,000 elections, 40,000
 // copies per node) as they started. A node that starts in a running
@@ -38,11 +40,17 @@ func (n *Node) sendHeldDigests() {
 		m := n.notStanding("")
 		m.To, m.Held = id, d
 		n.cfg.Transport.Send(m)
-		if !r.digesters[id] && r.period > 1 {
+		if last, ok := r.digesters[id]; (!ok || r.period-last > digestLapse) && r.period > 1 {
 			r.want[id] = true
 		}
 	}
 }
+
+// digestLapse: a member whose last digest came more than this many
+// periods ago gets a round every period until one comes. Each member sends one a
+// period, so one lands between any two of this node's periods but for a
+// stall or a loss; two periods without one is not the jitter of two clocks.
+const digestLapse = 2
 
 // heldDigestFrom takes a peer's digest of this node's candidacies (a
 // Candidacy of no election; Held 0: it said none), and wants a round for
@@ -53,13 +61,13 @@ func (n *Node) heldDigestFrom(m election.Message) {
 	}
 	r := &n.named.resend
 	if r.digesters == nil {
-		r.digesters = map[election.NodeID]bool{}
+		r.digesters = map[election.NodeID]uint64{}
 	}
 	if r.want == nil {
 		r.want = map[election.NodeID]bool{}
 	}
 	r.digests++
-	r.digesters[m.From] = true
+	r.digesters[m.From] = r.period
 	if m.Held != n.ownDigest() {
 		r.differed++
 		r.want[m.From] = true

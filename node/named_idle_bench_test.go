@@ -17,6 +17,10 @@ import (
 //
 //	flock /tmp/electord-bench.lock go test ./node -run '^$' -bench NamedIdleCPU/bully -benchtime 1x
 //
+// resent-copies counts the candidacy copies the anti-entropy's rounds sent
+// in the window (at rest: 0); ELECTORD_BENCH_OBSERVERS=1 makes node 5 an
+// observer (its app stands in nothing), whose digests keep it at 0 too.
+//
 // ELECTORD_BENCH_IDLEPROFILE=FILE writes a CPU profile of the idle window
 // alone to FILE.bully and FILE.ring.
 func BenchmarkNamedIdleCPU(b *testing.B) {

@@ -17,8 +17,10 @@ import (
 // election: Message.Held). A member whose own digest of its standing
 // differs resends, to that node only, its current standing in every
 // election it stands in and its withdrawal from every election it withdrew
-// from lately (withdrawnRounds): a round. A member that never sent a digest
-// (an older node) gets a round every period but this node's first.
+// from lately (withdrawnRounds): a round. A member that sent no digest
+// lately (an older node, or one whose digests are lost) gets a round every
+// period but this node's first. Every node that holds a candidacy sends
+// digests, whether it stands or not (stopIdleNamedClock).
 // A copy that changes nothing is a no-op at the receiver (unchangedCandidacy).
 // The rounds run on the named elections' one clock: no timer or goroutine
 // per election.
@@ -66,10 +68,11 @@ type namedResend struct {
 	round []string
 	to    []election.NodeID
 	// want: the members a round is to go to next (their digest of this
-	// node's candidacies differed, or they never sent one); digesters: the
-	// members that sent a digest (Message.Held) since they joined.
+	// node's candidacies differed, or they sent none lately); digesters:
+	// the period in which each member's last digest (Message.Held) came,
+	// since it joined.
 	want      map[election.NodeID]bool
-	digesters map[election.NodeID]bool
+	digesters map[election.NodeID]uint64
 	// period counts the periods; own is this node's own digest as counted
 	// in period ownIn (ownDigest).
 	period, ownIn uint64
@@ -179,14 +182,7 @@ func (n *Node) resendNamed() {
 	if len(r.round) == 0 {
 		r.round, r.to = nil, nil
 	}
-	// With no machine left the clock runs on only for the withdrawals
-	// still to resend, and not while the node is killed: a revive that
-	// stands again starts a new clock (newMachine), as before the resend;
-	// one that does not leaves the withdrawals until the node next stands.
-	if len(n.named.machines) == 0 && (!r.pending() || n.halted()) && n.named.clock != nil {
-		n.named.clock.stop()
-		n.named.clock = nil
-	}
+	n.stopIdleNamedClock()
 }
 
 // countWithdrawals counts the withdrawals kept for rounds down, once a

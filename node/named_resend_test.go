@@ -28,6 +28,28 @@ func dropOnce(net *transport.Network, drop func(election.Message) bool) (lost fu
 	return func() bool { mu.Lock(); defer mu.Unlock(); return done }
 }
 
+// loseDigests makes the network lose every digest node id sends (a
+// Candidacy of no election that says what it holds): its members find it
+// sends none, and send it a round every period.
+func loseDigests(net *transport.Network, id election.NodeID) {
+	net.SetHook(func(m election.Message) bool {
+		return m.Type != election.MsgCandidacy || m.Election != "" || m.From != id || m.Held == 0
+	})
+}
+
+// standUntil has nd's app stand in name with value until the test ends
+// (or it closes the candidacy), and waits for the event want.
+func standUntil(t *testing.T, nd *Node, name, value string, want func(CandidacyEvent) bool) *Candidacy {
+	t.Helper()
+	a, err := nd.Campaign(context.Background(), name, value, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	nextEvent(t, a, 10*time.Second, want)
+	return a
+}
+
 // resendTally is what a node's anti-entropy counted (namedResend): the
 // copies its rounds resent, the copies it took that changed nothing, the
 // digests it took and those that differed from its own.
@@ -134,8 +156,10 @@ func TestNamedResendUnchangedCopyIsANoOp(t *testing.T) {
 	defer w.Close()
 	<-w.C() // the current leadership
 
-	// Two rounds of every node reach the others (1 s each at the test's
-	// timings).
+	// Node 3 holds every candidacy: only a round that is not a repair
+	// resends it one, as to a member whose digests are lost. Two rounds of
+	// nodes 1 and 2 (1 s each at the test's timings).
+	loseDigests(c.net, 3)
 	before := resendCounts(t, c.nodes[3]).unchanged
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -215,7 +239,9 @@ func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
 	}
 	defer b.Close()
 	nextEvent(t, b, 10*time.Second, isEvent(EventFollower))
-	// Node 1's named clock ticks again: its rounds run.
+	// Node 1's named clock ticks again: its rounds run (to node 3, whose
+	// digests are lost).
+	loseDigests(c.net, 3)
 	before := resendCounts(t, c.nodes[1]).resent
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -233,8 +259,9 @@ func TestNamedResendKillWithAWithdrawalPending(t *testing.T) {
 // A cluster that starts together sends no round for want of digests: at a
 // node's first period no member had sent one yet, and each sends one by
 // the second (a round for a digest that differed, a repair, may come). A
-// member whose digests never arrive (an older node) gets a round every
-// later period, and no other member does.
+// member whose digests stop arriving (lost, or an older node that never
+// sends one) gets a round every period after two without, and no other
+// member does.
 func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
 	c, _ := quietCluster(t, "bully", 20)
 	// Five periods of 400 ms from the start.
@@ -261,15 +288,6 @@ func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
 		copies[m.To].Add(1)
 		return true
 	})
-	for _, id := range []election.NodeID{1, 2} {
-		nd := c.nodes[id]
-		if err := nd.do(context.Background(), func() error { // as if node 3 had never sent one
-			delete(nd.named.resend.digesters, 3)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	deadline := time.Now().Add(10 * time.Second)
 	for copies[3].Load() < 2*20 { // a round of 20 from each of nodes 1 and 2
 		if time.Now().After(deadline) {
@@ -281,5 +299,100 @@ func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
 	// host) is told to everyone, a round goes to node 3 alone.
 	if d1, d2 := copies[1].Load(), copies[2].Load(); d1 >= 20 || d2 >= 20 {
 		t.Fatalf("nodes 1 and 2, sending digests, got %d and %d copies: a round", d1, d2)
+	}
+}
+
+// A node that stands in no election still vouches for the candidacies it
+// holds: it sends its digests, and the members that stand send it no round
+// (at rest, none at all). Without its digests each would send it every
+// candidacy again every period, as to an older node. It leads nothing, so
+// it sends no pair heartbeat.
+func TestNamedResendObserverSendsDigests(t *testing.T) {
+	const k = 20
+	c := newTunedCluster(t, "bully", 3, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = 5*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond
+	})
+	c.agree(10*time.Second, 0)
+	opts := shardNames(k)
+	for _, id := range []election.NodeID{1, 2} { // node 3 stands in none
+		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	for deadline := time.Now().Add(20 * time.Second); c.notAgreed(opts) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d elections not agreed in 20 s", c.notAgreed(opts), k)
+		}
+	}
+	var copies, digests, beats atomic.Int64
+	c.net.SetHook(func(m election.Message) bool {
+		switch {
+		case m.Type != election.MsgCandidacy:
+		case m.Election != "" && m.To == 3:
+			copies.Add(1)
+		case m.Election == "" && m.From == 3 && m.Held != 0:
+			digests.Add(1)
+		case m.Election == "" && m.From == 3:
+			beats.Add(1)
+		}
+		return true
+	})
+	// Five periods of 400 ms.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		// Fewer than a round: a leadership that moved meanwhile (a loaded
+		// host) is told to node 3 too.
+		if n := copies.Load(); n >= k {
+			t.Fatalf("node 3, standing in nothing, got %d candidacy copies at rest: rounds", n)
+		}
+	}
+	if digests.Load() == 0 {
+		t.Fatal("node 3 sent no digest in five periods")
+	}
+	if n := beats.Load(); n != 0 {
+		t.Fatalf("node 3, leading nothing, sent %d pair heartbeats", n)
+	}
+}
+
+// A node whose apps all withdrew holds its peers' candidacies still, and
+// vouches for them: a copy lost to it later is repaired by the round its
+// digest asks for.
+func TestNamedResendRepairsACopyLostToANodeThatWithdrew(t *testing.T) {
+	c := newCluster(t, "bully", 3)
+	c.agree(10*time.Second, 0)
+	ctx := context.Background()
+	standUntil(t, c.nodes[1], "jobs", "a", isEvent(EventLeader))
+	standUntil(t, c.nodes[3], "own", "c", isEvent(EventLeader)).Close()
+	// Node 3 has resent its withdrawal for the last time: nothing of its
+	// own is left for its named clock.
+	nd := c.nodes[3]
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left int
+		if err := nd.do(ctx, func() error {
+			left = len(nd.named.machines) + len(nd.named.resend.withdrawn)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 3 still resends its withdrawal 15 s after it")
+		}
+	}
+	lost := dropOnce(c.net, func(m election.Message) bool {
+		return m.Type == election.MsgCandidacy && m.From == 1 && m.To == 3 && m.Election == "jobs2" && m.Term != 0
+	})
+	before := resendCounts(t, c.nodes[1])
+	standUntil(t, c.nodes[1], "jobs2", "b", isEvent(EventLeader))
+	observed(t, c.nodes[2], "jobs2", 1, "b", 10*time.Second)
+	observed(t, nd, "jobs2", 1, "b", 5*time.Second) // a period is 1 s at the test's timings
+	if !lost() {
+		t.Fatal("no Candidacy was lost")
+	}
+	if after := resendCounts(t, c.nodes[1]); after.differed == before.differed || after.resent == before.resent {
+		t.Fatalf("node 3 learned the leader, but not by a round its digest asked for: node 1's counters %+v, then %+v", before, after)
 	}
 }

@@ -184,7 +184,9 @@ func (n *Node) setVouched(id election.NodeID, on bool) []string {
 
 // beatPairs runs after each loop pass: when a beat fell due, it sends this
 // node's incarnation to every live member, and stops vouching for the
-// members silent for a heartbeat timeout.
+// members silent for a heartbeat timeout. A node that runs no machine (its
+// clock runs for the candidacies it holds) sends no beat: it leads nothing
+// a member could follow on its word.
 func (n *Node) beatPairs() {
 	ps := &n.named.pairs
 	if !ps.due {
@@ -194,7 +196,9 @@ func (n *Node) beatPairs() {
 	if n.namedQuorum() || n.halted() {
 		return
 	}
-	n.announceIncarnation(0)
+	if len(n.named.machines) > 0 {
+		n.announceIncarnation(0)
+	}
 	n.catchUpNamed()
 	n.afterStall()
 	ps.beatWall = time.Now()

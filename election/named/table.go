@@ -180,5 +180,8 @@ func (t *Table) Leader(name string) (node election.NodeID, s Stand, ok bool) {
 	return node, s, ok
 }
 
+// Empty: no other node stands in any election, as far as this node knows.
+func (t *Table) Empty() bool { return len(t.stands) == 0 }
+
 // Elections lists the elections in which some other node stands, sorted.
 func (t *Table) Elections() []string { return slices.Sorted(maps.Keys(t.stands)) }
