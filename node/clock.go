@@ -173,6 +173,12 @@ func (c *tickClock) arm() {
 	c.timer.Reset(time.Until(c.last.Add(time.Duration(k) * c.period)))
 }
 
+// rearm makes the next arm set the timer, in due mode: the timer fired
+// while the loop applied nothing (a halted node skips fire), so the one set
+// for that tick is spent. Its ticks are applied at the next fire, as a
+// loop that fell behind applies them.
+func (c *tickClock) rearm() { c.ahead = 0 }
+
 // clocked is a DueTicker state machine whose callers see its clock caught
 // up: every call but Tick, HasReady and Ready first applies the elapsed
 // ticks.

@@ -75,6 +75,7 @@ func (n *Node) retrySave() {
 	if !n.killed {
 		n.in.serving.Store(true)
 	}
+	n.resumeNamedClock()
 }
 
 // Health is nil while the node can take part in elections, else why not.

@@ -106,8 +106,9 @@ func (n *Node) initNamed() error {
 	return nil
 }
 
-// namedC is the named clock's channel; nil (never ready) while no named
-// machine runs, so a node without named elections wakes no more than before.
+// namedC is the named clock's channel; nil (never ready) while the clock
+// does not run (stopIdleNamedClock), so a node without named elections
+// wakes no more than before.
 func (n *Node) namedC() <-chan time.Time {
 	if n.named.clock == nil {
 		return nil
@@ -207,9 +208,9 @@ func (n *Node) startNamedClock() {
 }
 
 // stopIdleNamedClock stops the named clock once nothing is left for it:
-// no machine, and no withdrawal to resend nor candidacy held (or the node
-// is killed: it says nothing until revived, and a revive that stands or
-// hears a candidacy starts a new clock).
+// no machine, and no withdrawal to resend nor candidacy held, or the node
+// is halted with no machine (it says nothing meanwhile; resumeNamedClock
+// starts it again).
 func (n *Node) stopIdleNamedClock() {
 	if n.named.clock == nil || len(n.named.machines) > 0 {
 		return
@@ -219,6 +220,22 @@ func (n *Node) stopIdleNamedClock() {
 	}
 	n.named.clock.stop()
 	n.named.clock = nil
+}
+
+// resumeNamedClock runs when a halted node takes part again (its term
+// store takes writes again; a revive stands anew through newMachine). A
+// clock that ran on fired while the loop applied nothing: its timer is
+// spent, and is set again from the ticks it owes. One that stopped with no
+// machine starts again if the node holds something to vouch for or resend.
+func (n *Node) resumeNamedClock() {
+	if n.halted() {
+		return
+	}
+	if c := n.named.clock; c != nil {
+		c.rearm()
+	} else if n.named.resend.pending() || !n.named.table.Empty() {
+		n.startNamedClock()
+	}
 }
 
 // electionRand is a deterministic generator per node and election, so the

@@ -8,9 +8,9 @@ import (
 
 // A heartbeat per pair of nodes for the named elections (plain mode). A node
 // that follows a peer in thousands of elections would otherwise heartbeat
-// it once per election and interval, each answered. Instead the node sends
-// every live member its incarnation (a Candidacy of no election) once a
-// heartbeat interval, and vouches for a member (election.Config.Vouched)
+// it once per election and interval, each answered. Instead a node that
+// runs a named machine sends every live member its incarnation (a Candidacy
+// of no election) once a heartbeat interval, and vouches for a member (election.Config.Vouched)
 // once it has heard from it steadily, anything at all with no gap of a
 // heartbeat timeout, for a heartbeat timeout. Time here is the named
 // clock's ticks, which a loop that stalled (a pause, a starved process)
