@@ -156,13 +156,19 @@ func (n *Node) toldStanding(name string, peer election.NodeID) bool {
 func (n *Node) standingIn(name string) election.Message {
 	m := n.notStanding(name)
 	if head, ok := n.named.queues.Head(name); ok {
-		m.Confirmed, m.Value = true, head.Value
-		m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
-		if nm := n.named.machines[name]; nm != nil && nm.reported.Role == election.RoleLeader {
-			m.Term, m.LeaderSince = nm.reported.Term, nm.since.UnixNano()
-		}
+		n.headStanding(&m, head, n.named.machines[name])
 	}
 	return m
+}
+
+// headStanding fills in m, a Candidacy, the standing of head, the head of
+// m's election's queue, whose machine is nm (nil: none runs).
+func (n *Node) headStanding(m *election.Message, head named.Candidacy, nm *namedMachine) {
+	m.Confirmed, m.Value = true, head.Value
+	m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
+	if nm != nil && nm.reported.Role == election.RoleLeader {
+		m.Term, m.LeaderSince = nm.reported.Term, nm.since.UnixNano()
+	}
 }
 
 // announceIncarnation tells peer (every live member when 0) this node's

@@ -86,9 +86,11 @@ func (n *Node) ownDigest() uint64 {
 		return r.own
 	}
 	var d named.Digest
-	for _, name := range n.named.queues.Elections() {
-		if n.standsIn(name) {
-			d.Add(name, standOf(n.standingIn(name)))
+	for name, head := range n.named.queues.Heads() {
+		if nm := n.named.machines[name]; nm != nil { // standsIn
+			m := n.notStanding(name)
+			n.headStanding(&m, head, nm)
+			d.Add(name, standOf(m))
 		}
 	}
 	r.own, r.ownIn = d.Sum(), r.period+1

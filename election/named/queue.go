@@ -2,6 +2,7 @@ package named
 
 import (
 	"errors"
+	"iter"
 	"maps"
 	"slices"
 )
@@ -109,6 +110,19 @@ func (q *Queues) Position(id ID) (int, bool) {
 
 // Elections lists the elections with a local candidacy, sorted.
 func (q *Queues) Elections() []string { return slices.Sorted(maps.Keys(q.queues)) }
+
+// Heads yields every election with a local candidacy and the head of its
+// queue, in no order: for a walk whose result does not depend on it, which
+// sorting thousands of names would only slow.
+func (q *Queues) Heads() iter.Seq2[string, Candidacy] {
+	return func(yield func(string, Candidacy) bool) {
+		for name, queue := range q.queues {
+			if len(queue) > 0 && !yield(name, queue[0]) {
+				return
+			}
+		}
+	}
+}
 
 // Len is the number of live candidacies.
 func (q *Queues) Len() int { return len(q.where) }
