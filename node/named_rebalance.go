@@ -108,10 +108,22 @@ func (n *Node) rebalanceNamed() {
 	r.next, r.stale = now.Add(cfg.Interval), false
 	r.scans++
 	counts, led, settled := n.spreadCounts()
-	if n.settleNewcomers(counts, now) || !settled {
+	if !settled {
+		// Nothing was counted: the nodes counted before keep when they
+		// were first counted (a failover elsewhere does not make them
+		// newcomers again), and one that is gone is a newcomer when back.
+		for id := range r.seen {
+			if !n.liveNode(id) {
+				delete(r.seen, id)
+			}
+		}
 		r.stale = true // look again next interval: the counts are about to change
+		return
 	}
-	if !settled || len(led) == 0 || !named.Imbalanced(counts, cfg.Imbalance) {
+	if n.settleNewcomers(counts, now) {
+		r.stale = true
+	}
+	if len(led) == 0 || !named.Imbalanced(counts, cfg.Imbalance) {
 		return
 	}
 	budget := cfg.Batch
@@ -197,7 +209,7 @@ func (n *Node) liveNode(id election.NodeID) bool {
 // on this project's 2-core host), and the loop does nothing else meanwhile:
 // in a mass failover, the scans every interval delayed the failover's last
 // elections. So the election that left the last scan unsettled is looked
-// at first, and while it stays so the scan ends there; and a node's
+// at first, and while it stays so the scan ends there; and an election's
 // candidates are looked up only until every live node is counted.
 func (n *Node) spreadCounts() (counts map[election.NodeID]int, led []string, settled bool) {
 	r := &n.named.rebalance

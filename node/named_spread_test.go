@@ -494,23 +494,7 @@ func TestNamedSpreadCandidaciesCounted(t *testing.T) {
 // (at 10,000 elections that scan was most of an idle node's CPU); a
 // member's death makes it look again.
 func TestNamedSpreadRebalancerSleepsAtRest(t *testing.T) {
-	d := config.Default()
-	c := newTunedCluster(t, "bully", 3, 0, nil, func(cfg *Config) {
-		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
-		cfg.Spread = SpreadConfig{Imbalance: d.SpreadImbalance, Interval: d.SpreadRebalanceInterval, Batch: d.SpreadRebalanceBatch}
-	})
-	c.agree(10*time.Second, 0)
-	opts := shardNames(30)
-	for i := range opts {
-		opts[i].Placement = PlacementSpread
-	}
-	c.standTogether(t, opts)
-	names := make([]string, len(opts))
-	for i, o := range opts {
-		names[i] = o.Election
-	}
-	live := []election.NodeID{1, 2, 3}
-	waitSpread(t, c, live, names, 30*time.Second, func(n map[election.NodeID]int) bool { return spreadRatio(n) <= 1.1 })
+	c := balancedSpreadCluster(t, 30)
 	scans := func() (k uint64) {
 		nd := c.nodes[1]
 		if err := nd.do(context.Background(), func() error { k = nd.named.rebalance.scans; return nil }); err != nil {
@@ -534,4 +518,69 @@ func TestNamedSpreadRebalancerSleepsAtRest(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A failover elsewhere does not make the nodes counted before newcomers
+// again: a scan that finds the spread counts unsettled counts nothing, and
+// a node that stayed keeps when it was first counted. (Made newcomers
+// again, every live node was left out of the counts for two heartbeat
+// timeouts after each failover or handover a scan caught under way, and
+// the rebalance waited that long.)
+func TestNamedSpreadFailoverKeepsTheNodesCounted(t *testing.T) {
+	c := balancedSpreadCluster(t, 30)
+	nd, ctx := c.nodes[1], context.Background()
+	read := func() (seen2 time.Time, unsettled string) {
+		if err := nd.do(ctx, func() error {
+			seen2, unsettled = nd.named.rebalance.seen[2], nd.named.rebalance.unsettled
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return seen2, unsettled
+	}
+	first, _ := read()
+	if first.IsZero() {
+		t.Fatal("node 1 has not counted node 2 in the balanced spread")
+	}
+	// Node 3 falls silent (gossip still holds it alive): its followers
+	// time it out and campaign, and the scans meanwhile find elections
+	// without a leader.
+	c.net.SetHook(func(m election.Message) bool { return m.From != 3 && m.To != 3 })
+	caught := false
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) { // polling interval
+		seen2, unsettled := read()
+		if seen2 != first {
+			t.Fatalf("during node 3's failover node 1's first count of node 2 went from %v to %v (zero: forgotten): a newcomer again", first.Format(time.StampMicro), seen2.Format(time.StampMicro))
+		}
+		if unsettled != "" {
+			caught = true
+		} else if caught {
+			return // a scan found the counts unsettled, and a later one settled
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in 20 s node 1's scans did not find the failover under way and then settled (caught %v)", caught)
+		}
+	}
+}
+
+// balancedSpreadCluster starts three nodes at the product's timings and
+// rebalancer, has every node's app stand in k spread elections, and returns
+// once the leaderships are balanced (max/min ≤ 1.1).
+func balancedSpreadCluster(t *testing.T, k int) *cluster {
+	t.Helper()
+	d := config.Default()
+	c := newTunedCluster(t, "bully", 3, 0, nil, func(cfg *Config) {
+		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = d.Tick, d.HeartbeatInterval, d.HeartbeatTimeout
+		cfg.Spread = SpreadConfig{Imbalance: d.SpreadImbalance, Interval: d.SpreadRebalanceInterval, Batch: d.SpreadRebalanceBatch}
+	})
+	c.agree(10*time.Second, 0)
+	opts := shardNames(k)
+	names := make([]string, k)
+	for i := range opts {
+		opts[i].Placement = PlacementSpread
+		names[i] = opts[i].Election
+	}
+	c.standTogether(t, opts)
+	waitSpread(t, c, []election.NodeID{1, 2, 3}, names, 30*time.Second, func(n map[election.NodeID]int) bool { return spreadRatio(n) <= 1.1 })
+	return c
 }
