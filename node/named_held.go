@@ -12,17 +12,17 @@ import (
 
 // sendHeldDigests sends every live member the digest of its candidacies
 // as this node holds them, and wants a round for each member that sent no
-// digest itself in the last digestLapse periods (an older node, one this
-// node has not yet heard one from: a member that joined or restarted since,
-// or one whose digests stopped: lost on the way, or its clock stopped with
-// nothing held, so that copies lost to it since would never be repaired),
-// except at this node's first period. Then no member could have sent one yet if they
-// started together, as a cluster's nodes and apps do: a round to each was
-// every candidacy again to every member (at 10,000 elections, 40,000
-// copies per node) as they started. A node that starts in a running
-// cluster has most members' digests by then; one it has not heard from
-// gets its round a period later, and a digest that differs gets one at
-// once.
+// digest itself in the last digestLapse periods (an older node; one this
+// node has not heard one from yet: a member that joined or restarted
+// since; or one whose digests stopped: lost on the way, or its clock
+// stopped with nothing held, so that copies lost to it since would never
+// be repaired), except at this node's first period. Then no member could
+// have sent one yet if they started together, as a cluster's nodes and
+// apps do: a round to each was every candidacy again to every member (at
+// 10,000 elections, 40,000 copies per node) as they started. A node that
+// starts in a running cluster has most members' digests by then; one it
+// has not heard from gets its round a period later, and a digest that
+// differs gets one at once.
 func (n *Node) sendHeldDigests() {
 	r := &n.named.resend
 	if r.want == nil {
@@ -46,8 +46,8 @@ func (n *Node) sendHeldDigests() {
 	}
 }
 
-// digestLapse: a member whose last digest came more than this many
-// periods ago gets a round every period until one comes. Each member sends one a
+// digestLapse: a member whose last digest came more than this many periods
+// ago gets a round every period until one comes. Each member sends one a
 // period, so one lands between any two of this node's periods but for a
 // stall or a loss; two periods without one is not the jitter of two clocks.
 const digestLapse = 2

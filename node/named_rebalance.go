@@ -205,12 +205,12 @@ func (n *Node) liveNode(id election.NodeID) bool {
 // a handover is under way, the counts are about to change, and a plan made
 // from them would move leaderships the failover is placing anyway.
 //
-// A scan of every election is milliseconds at thousands (18 ms at 10,000
-// on this project's 2-core host), and the loop does nothing else meanwhile:
-// in a mass failover, the scans every interval delayed the failover's last
-// elections. So the election that left the last scan unsettled is looked
-// at first, and while it stays so the scan ends there; and an election's
-// candidates are looked up only until every live node is counted.
+// A scan of every election takes milliseconds at thousands, and the loop
+// does nothing else meanwhile: a mass failover's scans, one each interval,
+// would delay its last elections. So the election that left the last scan
+// unsettled is looked at first, and while it stays so the scan ends there;
+// and an election's candidates are looked up only until every live node is
+// counted.
 func (n *Node) spreadCounts() (counts map[election.NodeID]int, led []string, settled bool) {
 	r := &n.named.rebalance
 	if name := r.unsettled; name != "" {
