@@ -53,6 +53,15 @@ func allLead(k int, id election.NodeID) func(map[string]CandidacyEvent) bool {
 func (c *cluster) campaignAll(opts []CampaignOptions) {
 	c.t.Helper()
 	for id := range c.nodes {
+		c.campaignOn(opts, id)
+	}
+}
+
+// campaignOn has the app of each node in ids stand in every election of
+// opts on one stream, until the test ends.
+func (c *cluster) campaignOn(opts []CampaignOptions, ids ...election.NodeID) {
+	c.t.Helper()
+	for _, id := range ids {
 		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
 		if err != nil {
 			c.t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // every period. The fault is the node's own handling of a refused save
 // (storeFailed), from which it recovers at its first retry.
 func TestNamedClockRunsOnAfterATermStoreFault(t *testing.T) {
-	c := observerCluster(t, 20) // node 3 stands in none
+	c, _ := quietClusterStanding(t, "bully", 20, nil, 1, 2) // node 3 stands in none
 	ctx := context.Background()
 	for _, id := range []election.NodeID{2, 3} {
 		nd := c.nodes[id]

@@ -212,14 +212,17 @@ func (n *Node) startNamedClock() {
 // is halted with no machine (it says nothing meanwhile; resumeNamedClock
 // starts it again).
 func (n *Node) stopIdleNamedClock() {
-	if n.named.clock == nil || len(n.named.machines) > 0 {
-		return
-	}
-	if !n.halted() && (n.named.resend.pending() || !n.named.table.Empty()) {
+	if n.named.clock == nil || len(n.named.machines) > 0 || !n.halted() && n.namedClockWanted() {
 		return
 	}
 	n.named.clock.stop()
 	n.named.clock = nil
+}
+
+// namedClockWanted: the node has something for the named clock to do (see
+// above).
+func (n *Node) namedClockWanted() bool {
+	return len(n.named.machines) > 0 || n.named.resend.pending() || !n.named.table.Empty()
 }
 
 // resumeNamedClock runs when a halted node takes part again (its term
@@ -233,7 +236,7 @@ func (n *Node) resumeNamedClock() {
 	}
 	if c := n.named.clock; c != nil {
 		c.rearm()
-	} else if n.named.resend.pending() || !n.named.table.Empty() {
+	} else if n.namedClockWanted() {
 		n.startNamedClock()
 	}
 }

@@ -215,7 +215,7 @@ func (n *Node) spreadCounts() (counts map[election.NodeID]int, led []string, set
 	r := &n.named.rebalance
 	if name := r.unsettled; name != "" {
 		r.unsettled = ""
-		if nm := n.named.machines[name]; nm != nil && n.isSpread(name) && !n.ledByLiveNode(nm) {
+		if nm := n.named.machines[name]; nm != nil && n.isSpread(name) && !n.ledByLiveNode(nm.sm.Status()) {
 			r.unsettled = name
 			return nil, nil, false
 		}
@@ -239,7 +239,7 @@ func (n *Node) spreadCounts() (counts map[election.NodeID]int, led []string, set
 			}
 		}
 		st := nm.sm.Status()
-		if st.Leader == 0 || !n.liveNode(st.Leader) {
+		if !n.ledByLiveNode(st) {
 			r.unsettled = name
 			return nil, nil, false
 		}
@@ -251,9 +251,8 @@ func (n *Node) spreadCounts() (counts map[election.NodeID]int, led []string, set
 	return counts, led, true
 }
 
-// ledByLiveNode: nm's machine follows or is a live leader.
-func (n *Node) ledByLiveNode(nm *namedMachine) bool {
-	st := nm.sm.Status()
+// ledByLiveNode: a machine of status st follows or is a live leader.
+func (n *Node) ledByLiveNode(st election.Status) bool {
 	return st.Leader != 0 && n.liveNode(st.Leader)
 }
 

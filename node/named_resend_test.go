@@ -309,7 +309,7 @@ func TestNamedResendRoundsGoOnlyToAMemberWithoutDigests(t *testing.T) {
 // it sends no pair heartbeat.
 func TestNamedResendObserverSendsDigests(t *testing.T) {
 	const k = 20
-	c := observerCluster(t, k)
+	c, _ := quietClusterStanding(t, "bully", k, nil, 1, 2) // node 3 stands in none
 	var copies, digests, beats atomic.Int64
 	c.net.SetHook(func(m election.Message) bool {
 		switch {
@@ -337,31 +337,6 @@ func TestNamedResendObserverSendsDigests(t *testing.T) {
 	if n := beats.Load(); n != 0 {
 		t.Fatalf("node 3, leading nothing, sent %d pair heartbeats", n)
 	}
-}
-
-// observerCluster starts three nodes at quiet timings (a resend period of
-// 400 ms), has the apps of nodes 1 and 2 stand in k elections each on one
-// stream, node 3 in none, and returns once every node agrees on each.
-func observerCluster(t *testing.T, k int) *cluster {
-	t.Helper()
-	c := newTunedCluster(t, "bully", 3, 0, nil, func(cfg *Config) {
-		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = 5*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond
-	})
-	c.agree(10*time.Second, 0)
-	opts := shardNames(k)
-	for _, id := range []election.NodeID{1, 2} {
-		s, err := c.nodes[id].CampaignMany(context.Background(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-	}
-	for deadline := time.Now().Add(20 * time.Second); c.notAgreed(opts) > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d elections not agreed in 20 s", c.notAgreed(opts), k)
-		}
-	}
-	return c
 }
 
 // A node whose apps all withdrew holds its peers' candidacies still, and

@@ -22,12 +22,19 @@ func quietCluster(t *testing.T, algo string, k int) (*cluster, []CampaignOptions
 // quietClusterWith is quietCluster with each node's transport wrapped.
 func quietClusterWith(t *testing.T, algo string, k int, wrap func(election.NodeID, transport.Transport) transport.Transport) (*cluster, []CampaignOptions) {
 	t.Helper()
+	return quietClusterStanding(t, algo, k, wrap, 1, 2, 3)
+}
+
+// quietClusterStanding is quietClusterWith with only the apps of the nodes
+// in standing standing; the others observe.
+func quietClusterStanding(t *testing.T, algo string, k int, wrap func(election.NodeID, transport.Transport) transport.Transport, standing ...election.NodeID) (*cluster, []CampaignOptions) {
+	t.Helper()
 	c := newTunedCluster(t, algo, 3, 0, wrap, func(cfg *Config) {
 		cfg.Tick, cfg.HeartbeatInterval, cfg.HeartbeatTimeout = 5*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond
 	})
 	c.agree(10*time.Second, 0)
 	opts := shardNames(k)
-	c.campaignAll(opts)
+	c.campaignOn(opts, standing...)
 	for deadline := time.Now().Add(20 * time.Second); c.notAgreed(opts) > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d elections not agreed in 20 s", c.notAgreed(opts), k)
