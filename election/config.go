@@ -85,7 +85,11 @@ type Config struct {
 	// that member up to date.
 	Vouched func(id NodeID) bool
 	// QuietHeartbeatTicks: a quiet follower's heartbeat interval (see
-	// Vouched). Default 50 heartbeat intervals.
+	// Vouched). Default 150 heartbeat intervals: every change of the
+	// leadership a follower follows reaches it by an announcement that is
+	// repeated each round until the follower speaks at that term, so the
+	// quiet heartbeat only refreshes the leader's support and bounds how
+	// long a leader counts a member that left it without a word.
 	QuietHeartbeatTicks int
 	// Rand returns a number in [0, n). Injected so runs are reproducible;
 	// nil uses a deterministic generator seeded by ID.
@@ -145,7 +149,7 @@ func (c Config) withDefaults() Config {
 		c.LeaseTicks = c.LeaderTimeoutTicks - c.HeartbeatTicks
 	}
 	if c.QuietHeartbeatTicks == 0 {
-		c.QuietHeartbeatTicks = 50 * c.HeartbeatTicks
+		c.QuietHeartbeatTicks = 150 * c.HeartbeatTicks
 	}
 	if c.Rand == nil {
 		s := uint64(c.ID)*0x9E3779B97F4A7C15 | 1

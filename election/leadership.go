@@ -196,4 +196,9 @@ func (c *core) reassert() {
 	t := NextTerm(c.term, c.cfg.ID)
 	c.becomeLeader(t)
 	c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})
+	// A quiet member heard at the old term says nothing of the new one,
+	// and one whose copy of the broadcast is lost would hear of it only
+	// from its own quiet heartbeat: count it by a leader timeout, so a
+	// round re-announces to it until it speaks at this term (quiet.go).
+	c.forgetQuietHeard()
 }

@@ -14,6 +14,13 @@ package election
 // message) is re-announced to, and the two leaderships compared, within
 // that time. A member the host stops vouching for is counted, and counts
 // its leader, by its own heartbeats again, as without Vouched.
+//
+// The quiet heartbeat is not what tells a follower that its leadership
+// changed: a new leadership (becomeLeader) counts no member heard until it
+// speaks at its term, and announces itself to the others each round; a
+// leadership reasserted at a new term counts what was heard at the old one
+// by a leader timeout only (forgetQuietHeard). A lost announcement is
+// repeated within two leader timeouts, whatever the quiet interval is.
 
 // vouched reports whether the host vouches for member id (plain mode).
 func (c *core) vouched(id NodeID) bool {
@@ -192,10 +199,19 @@ func (c *core) stalled() {
 	if c.role != RoleLeader || c.q != nil || c.cfg.Vouched == nil {
 		return
 	}
+	c.forgetQuietHeard()
+	c.told, c.tellAll = 0, true // support is never 0: the next round tells
+}
+
+// forgetQuietHeard has this leader count what it heard of each member so
+// far by a leader timeout only (heardWindow): what the member said is no
+// word on whom it follows now. A member silent since is re-announced to
+// at the next round after that, and leaves the support.
+func (c *core) forgetQuietHeard() {
 	for i := range c.members {
 		c.members[i].quietHeard = false
 	}
-	c.supportAt, c.told, c.tellAll = 0, 0, true // support is never 0: the next round tells
+	c.supportAt = 0
 }
 
 // heardLately reports whether live member id was heard within its window

@@ -441,3 +441,46 @@ func TestSupportIsToldOnlyToVouchedMembers(t *testing.T) {
 		t.Fatalf("first round's announcements (member: support) %v, want %v", told, want)
 	}
 }
+
+// A leader that reasserts itself at a new term (a member refused it,
+// naming a newer term whose leader nobody knows) re-announces itself to a
+// quiet member that has not spoken at the new term, at the first round
+// after a leader timeout from its last heartbeat, instead of counting it
+// for a quiet interval: that member's copy of the broadcast may be lost,
+// and its quiet heartbeat, the only other way it would hear of the new
+// term, may be a quiet interval away.
+func TestReassertedLeaderReannouncesToASilentQuietMember(t *testing.T) {
+	v := map[election.NodeID]bool{1: true, 2: true}
+	sm := quietLeader(t, &v)
+	sm.Ready()
+	countSent(sm, 10, election.MsgCoordinator) // the support told
+	old := sm.Status().LeaderTerm
+	newer := election.NextTerm(election.NextTerm(old, 2), 2)
+	if err := sm.Step(election.Message{Type: election.MsgHeartbeatResp, From: 1, To: 3, Term: newer, Reject: true}); err != nil {
+		t.Fatal(err)
+	}
+	st := sm.Status()
+	if st.Role != election.RoleLeader || st.LeaderTerm <= newer {
+		t.Fatalf("after a refusal naming a newer term: %+v, want node 3 leading above %v", st, newer)
+	}
+	broadcast := 0
+	for _, m := range sm.Ready().Messages {
+		if m.Type == election.MsgCoordinator && m.Term == st.LeaderTerm {
+			broadcast++ // member 2's copy is lost
+		}
+	}
+	if broadcast != 2 {
+		t.Fatalf("the reassertion announced %d times, want to both members", broadcast)
+	}
+	// Member 1 heard it and heartbeats at the new term; member 2 keeps
+	// quiet at the old one.
+	if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: 1, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+		t.Fatal(err)
+	}
+	sm.Ready()
+	// (Member 1 is told the support that no longer counts member 2.)
+	to := announced(sm, 10)
+	if to[2] == 0 {
+		t.Fatalf("the round after the reassertion announced (member: support) %v, want member 2 among them", to)
+	}
+}
