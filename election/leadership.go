@@ -113,12 +113,21 @@ func (c *core) becomeLeader(t Term) {
 		panic(fmt.Sprintf("election: node %d cannot lead in term %v", c.cfg.ID, t))
 	}
 	c.observeTerm(t)
-	if c.role != RoleLeader {
+	switch {
+	case c.role != RoleLeader:
 		for i := range c.members {
-			c.members[i].heard = false
+			c.members[i].heard, c.members[i].owed = false, false
 		}
 		c.leaseFrom = c.now
 		c.supportAt, c.told = 0, 0 // count again (plain_mode.go)
+	case t != c.leaderTerm:
+		// The same leadership at a new term (a reassertion, a ring round
+		// that chose this leader again): what each member said still counts
+		// toward the support, but says nothing of whether it heard of the
+		// new term, so each round announces to it until it does (owed).
+		for i := range c.members {
+			c.members[i].owed = true
+		}
 	}
 	if c.q != nil {
 		// The members that acknowledged the proposal were heard, and their
@@ -196,9 +205,4 @@ func (c *core) reassert() {
 	t := NextTerm(c.term, c.cfg.ID)
 	c.becomeLeader(t)
 	c.broadcast(Message{Type: MsgCoordinator, Term: t, Leader: c.cfg.ID, Confirmed: true})
-	// A quiet member heard at the old term says nothing of the new one,
-	// and one whose copy of the broadcast is lost would hear of it only
-	// from its own quiet heartbeat: count it by a leader timeout, so a
-	// round re-announces to it until it speaks at this term (quiet.go).
-	c.forgetQuietHeard()
 }

@@ -21,6 +21,10 @@ type peer struct {
 	// notStanding: the member last said it does not stand (a Heartbeat or
 	// a TimeoutNow with NotStanding); preemptTarget skips it.
 	notStanding bool
+	// owed: leading, this node has not heard the member since its
+	// leadership moved to a new term (becomeLeader): each round announces
+	// the leadership to it until it speaks at that term (heard).
+	owed bool
 }
 
 // peers are the live members, this node excluded, sorted by id. A node's
@@ -75,4 +79,11 @@ func (p *peers) remove(id NodeID) bool {
 func (p peers) saysNotStanding(id NodeID) bool {
 	e := p.get(id)
 	return e != nil && e.notStanding
+}
+
+// owed reports whether id is a live member owed an announcement of this
+// node's leadership at its current term.
+func (p peers) owed(id NodeID) bool {
+	e := p.get(id)
+	return e != nil && e.owed
 }

@@ -77,7 +77,7 @@ func (c *core) heard(id NodeID) {
 	if !m.heard || c.now-m.heardAt > c.heardWindow(m) {
 		c.supportAt = 0
 	}
-	m.heardAt, m.heard, m.quietHeard = c.now, true, c.vouched(id)
+	m.heardAt, m.heard, m.quietHeard, m.owed = c.now, true, c.vouched(id), false
 }
 
 // claimed is the support a message claims, clamped to the live members this

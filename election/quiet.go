@@ -17,10 +17,12 @@ package election
 //
 // The quiet heartbeat is not what tells a follower that its leadership
 // changed: a new leadership (becomeLeader) counts no member heard until it
-// speaks at its term, and announces itself to the others each round; a
-// leadership reasserted at a new term counts what was heard at the old one
-// by a leader timeout only (forgetQuietHeard). A lost announcement is
-// repeated within two leader timeouts, whatever the quiet interval is.
+// speaks at its term, and announces itself to the others each round; the
+// same leadership at a new term (a reassertion, a ring round that chose it
+// again) owes each member an announcement until it speaks at that term
+// (peer.owed), while what it said before still counts toward the support.
+// A lost announcement is repeated at the leader's next round, whatever the
+// quiet interval is.
 
 // vouched reports whether the host vouches for member id (plain mode).
 func (c *core) vouched(id NodeID) bool {
@@ -68,7 +70,7 @@ func (c *core) roundDue() uint64 {
 	end := uint64(0) // the last tick every member is heard lately
 	for i := range c.members {
 		m := &c.members[i]
-		if !m.heard {
+		if !m.heard || m.owed {
 			return next
 		}
 		if e := m.heardAt + c.heardWindow(m); i == 0 || e < end {
@@ -199,19 +201,10 @@ func (c *core) stalled() {
 	if c.role != RoleLeader || c.q != nil || c.cfg.Vouched == nil {
 		return
 	}
-	c.forgetQuietHeard()
-	c.told, c.tellAll = 0, true // support is never 0: the next round tells
-}
-
-// forgetQuietHeard has this leader count what it heard of each member so
-// far by a leader timeout only (heardWindow): what the member said is no
-// word on whom it follows now. A member silent since is re-announced to
-// at the next round after that, and leaves the support.
-func (c *core) forgetQuietHeard() {
 	for i := range c.members {
 		c.members[i].quietHeard = false
 	}
-	c.supportAt = 0
+	c.supportAt, c.told, c.tellAll = 0, 0, true // support is never 0: the next round tells
 }
 
 // heardLately reports whether live member id was heard within its window

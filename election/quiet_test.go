@@ -6,6 +6,7 @@ import (
 
 	"github.com/electord/electord/election"
 	"github.com/electord/electord/election/bully"
+	"github.com/electord/electord/election/ring"
 )
 
 // quietCfg is node id's config with members 1..3 and a host that vouches
@@ -443,12 +444,13 @@ func TestSupportIsToldOnlyToVouchedMembers(t *testing.T) {
 }
 
 // A leader that reasserts itself at a new term (a member refused it,
-// naming a newer term whose leader nobody knows) re-announces itself to a
-// quiet member that has not spoken at the new term, at the first round
-// after a leader timeout from its last heartbeat, instead of counting it
-// for a quiet interval: that member's copy of the broadcast may be lost,
-// and its quiet heartbeat, the only other way it would hear of the new
-// term, may be a quiet interval away.
+// naming a newer term whose leader nobody knows) re-announces itself at
+// its next round to a quiet member that has not spoken at the new term:
+// that member's copy of the broadcast may be lost, and its quiet
+// heartbeat, the only other way it would hear of the new term, may be a
+// quiet interval away. What the member said at the old term still counts
+// toward the support: a leader that reasserts is no weaker against a rival
+// for it.
 func TestReassertedLeaderReannouncesToASilentQuietMember(t *testing.T) {
 	v := map[election.NodeID]bool{1: true, 2: true}
 	sm := quietLeader(t, &v)
@@ -478,9 +480,62 @@ func TestReassertedLeaderReannouncesToASilentQuietMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	sm.Ready()
-	// (Member 1 is told the support that no longer counts member 2.)
 	to := announced(sm, 10)
-	if to[2] == 0 {
-		t.Fatalf("the round after the reassertion announced (member: support) %v, want member 2 among them", to)
+	if !maps.Equal(to, map[election.NodeID]uint32{2: 3}) {
+		t.Fatalf("the round after the reassertion announced (member: support) %v, want member 2 alone, told support 3", to)
+	}
+	// Until member 2 speaks at the new term, each round announces to it.
+	if to := announced(sm, 10); !maps.Equal(to, map[election.NodeID]uint32{2: 3}) {
+		t.Fatalf("the second round after the reassertion announced %v, want member 2 again", to)
+	}
+	if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: 2, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+		t.Fatal(err)
+	}
+	sm.Ready()
+	if to := announced(sm, 10); len(to) != 0 {
+		t.Fatalf("once member 2 spoke at the new term, a round announced %v, want nothing", to)
+	}
+}
+
+// A ring round that chooses the sitting leader again, at a new term, is
+// the same leadership moved to a new term, as a reassertion is: a quiet
+// member whose copy of the round's announcement was lost is announced to
+// at the leader's next round.
+func TestRingReelectedLeaderReannouncesToASilentQuietMember(t *testing.T) {
+	v := map[election.NodeID]bool{1: true, 2: true}
+	sm, err := ring.New(quietCfg(3, &v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sm.Step(election.Message{Type: election.MsgCoordinator, From: 2, To: 3, Term: election.NextTerm(0, 3), Leader: 3, Confirmed: true}); err != nil {
+		t.Fatal(err)
+	}
+	st := sm.Status()
+	if st.Role != election.RoleLeader {
+		t.Fatalf("a ring announcement named node 3: %+v, want it leading", st)
+	}
+	for _, id := range []election.NodeID{1, 2} {
+		if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: id, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sm.Ready()
+	countSent(sm, 10, election.MsgCoordinator) // the support told
+	// Member 2 ran a round that chose node 3 again, at a newer term; the
+	// round's announcement to member 1 is lost, member 2 heartbeats.
+	newer := election.NextTerm(election.NextTerm(st.Term, 2), 3)
+	if err := sm.Step(election.Message{Type: election.MsgCoordinator, From: 2, To: 3, Term: newer, Leader: 3, Confirmed: true, Support: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if st = sm.Status(); st.Role != election.RoleLeader || st.LeaderTerm != newer {
+		t.Fatalf("after the round: %+v, want node 3 leading at %v", st, newer)
+	}
+	sm.Ready()
+	if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: 2, To: 3, Term: newer, Leader: 3}); err != nil {
+		t.Fatal(err)
+	}
+	sm.Ready()
+	if to := announced(sm, 10); !maps.Equal(to, map[election.NodeID]uint32{1: 3}) {
+		t.Fatalf("the round after the re-election announced (member: support) %v, want member 1 alone, told support 3", to)
 	}
 }

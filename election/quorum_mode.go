@@ -276,7 +276,7 @@ func (c *core) stepHeartbeatRespQuorum(m Message) bool {
 func (c *core) stepAckQuorum(m Message) {
 	if c.role == RoleLeader && m.Term == c.leaderTerm {
 		if p := c.members.get(m.From); p != nil {
-			p.heardAt, p.heard = c.now, true
+			p.heardAt, p.heard, p.owed = c.now, true, false
 		}
 		// A late ack of the proposal that made this leadership.
 		c.q.count(m.From, c.q.proposedAt)
