@@ -81,6 +81,10 @@ type shardsFig struct {
 	balanceSpread  string
 	seenLeaderless int           // elections some node showed leaderless in a poll meanwhile
 	balancePoll    time.Duration // median poll round
+	// handoverGaps: the leaderless time of handovers made one at a time at
+	// rest; returnGaps: of the crashed node's elections through its
+	// return's rebalance (WatchLeader streams on the other nodes).
+	handoverGaps, returnGaps gapFigure
 
 	// appCrash: the death of the app on the node leading the most, after
 	// the return (its connection closes without a word, as a dead
@@ -102,6 +106,7 @@ func shardsCmd(args []string) error {
 	window := fs.Duration("window", 10*time.Second, "idle measurement window (base and with N)")
 	settle := fs.Duration("settle", 5*time.Second, "wait after agreement before idle; after the crash before counting leaderless elections")
 	watch := fs.Int("watch", 500, "the crash's exact sample: WatchLeader streams on the observer, at most this many of the victim's elections (electord serves 1024 watches)")
+	gaps := fs.Int("gap-watch", 200, "with placement spread: elections whose leaderless time is watched on every node, through handovers at rest (a tenth of them, one at a time) and through the return's rebalance (the crashed node's); 0: not measured")
 	timeout := fs.Duration("timeout", 120*time.Second, "longest wait for the campaigns to open, and for agreement")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
@@ -151,7 +156,7 @@ func shardsCmd(args []string) error {
 			return err
 		}
 		f := &shardsFig{algo: algo, elections: *nElections, spread: *placement == "spread"}
-		err = measureShards(c, f, mk, opts, *nElections, *window, *settle, *watch, *timeout)
+		err = measureShards(c, f, mk, opts, *nElections, *window, *settle, *watch, *gaps, *timeout)
 		f.logs = clusterLogs(c)
 		for _, p := range running(c) {
 			f.sends = append(f.sends, fmt.Sprintf("node %d: %s", p.id, sendStats(p)))
@@ -287,7 +292,7 @@ func pollAgreed(ctx context.Context, c *cluster, names []string, timeout time.Du
 	return nil, time.Time{}, 0, fmt.Errorf("no agreement within %v: %s", timeout, why)
 }
 
-func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.CampaignOption, n int, window, settle time.Duration, watch int, timeout time.Duration) error {
+func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.CampaignOption, n int, window, settle time.Duration, watch, gaps int, timeout time.Duration) error {
 	ctx := context.Background()
 	if _, _, err := c.waitAgreed(30*time.Second, anyLeader); err != nil {
 		return fmt.Errorf("the default election: %w", err)
@@ -338,6 +343,16 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	time.Sleep(settle)
 	f.idle, f.idleHeap = idleUsage(c, window)
 	logf("%s: idle %s", f.algo, usageLine(f.idle, f.idleHeap))
+	if f.spread && gaps > 0 {
+		// handovers one at a time: the leaderless time the return's may not exceed.
+		if leads, _, _, err = pollAgreed(ctx, c, names, timeout); err != nil {
+			return fmt.Errorf("before the handovers: %w", err)
+		}
+		if f.handoverGaps, err = measureHandovers(ctx, c, names, leads, max(gaps/10, 1)); err != nil {
+			return fmt.Errorf("handovers: %w", err)
+		}
+		logf("%s: handovers at rest, leaderless time per election: %s", f.algo, f.handoverGaps)
+	}
 
 	// crash: the node leading the most.
 	if leads, _, _, err = pollAgreed(ctx, c, names, timeout); err != nil {
@@ -369,6 +384,19 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	}
 
 	// return.
+	var returnGaps *gapWatches
+	if f.spread && gaps > 0 {
+		var sample []string
+		for _, name := range names {
+			if len(sample) < gaps && leads[name].id == victim.id {
+				sample = append(sample, name)
+			}
+		}
+		if returnGaps, err = watchGaps(c, running(c), sample); err != nil {
+			return fmt.Errorf("return: %w", err)
+		}
+		defer returnGaps.stop()
+	}
 	rejoinVia(c, victim)
 	t0 = time.Now()
 	if err := c.start(victim); err != nil {
@@ -392,6 +420,11 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 	logf("%s: returned, agreed after %v, %d moved: %s", f.algo, f.returned.Round(time.Millisecond), f.movedBack, f.returnSpread)
 	if f.spread && after != nil {
 		measureRebalance(ctx, c, f, names, nodes, after, t0)
+	}
+	if returnGaps != nil {
+		f.returnGaps = returnGaps.figure(time.Now())
+		returnGaps.stop()
+		logf("%s: return, leaderless time per election until balanced: %s", f.algo, f.returnGaps)
 	}
 
 	// the app's death: the app on the node leading the most.
@@ -590,6 +623,8 @@ func shardsReport(pr func(string, ...any), figs []*shardsFig) {
 			pr("| return: leaderships moved from the crash's state until balanced, and the least that balances it | %d, %d |\n", f.balanceMoved, f.balanceMin)
 			pr("| return: elections some node showed leaderless in a poll until balanced (polls of %s ms) | %d |\n", ms(f.balancePoll), f.seenLeaderless)
 			pr("| leaders per node when balanced | %s |\n", f.balanceSpread)
+			pr("| handovers at rest, one at a time: leaderless time per election (WatchLeader on every node) | %s |\n", f.handoverGaps)
+			pr("| return: leaderless time per election of the crashed node's until balanced (WatchLeader on every other node) | %s |\n", f.returnGaps)
 		}
 		if f.appCrash.victim != 0 {
 			pr("| app's death: the app on node %d (its connection closed), elections it led | %d |\n", f.appCrash.victim, f.appCrash.led)

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	pb "github.com/electord/electord/proto/electord/v1"
 )
 
 func TestShardsAgreement(t *testing.T) {
@@ -157,5 +160,39 @@ func TestShardsMinMovesAndBalanced(t *testing.T) {
 	leads["a0"] = lead{id: 1}
 	if got := minMoves(leads, nodes); got != 1 {
 		t.Errorf("7/5/4: minMoves %d, want 1", got)
+	}
+}
+
+// A stream's leaderless time sums its gaps, a gap under way counted to the
+// end; an election counts as moved when some node's stream showed another
+// leader than its first, and its figure is the worst node's.
+func TestShardsGapWatch(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	li := func(id uint64) *pb.LeaderInfo { return &pb.LeaderInfo{Id: id} }
+	a1 := &gapWatch{name: "a", node: 1}
+	for _, e := range []struct {
+		id uint64
+		ms int
+	}{{2, 0}, {0, 10}, {0, 12}, {3, 15}, {0, 40}, {3, 50}} {
+		a1.event(li(e.id), at(e.ms))
+	}
+	if got := a1.total(at(100)); got != 15*time.Millisecond {
+		t.Errorf("a on node 1: leaderless %v, want 15ms (5 + 10)", got)
+	}
+	a2 := &gapWatch{name: "a", node: 2}
+	a2.event(li(2), at(0))
+	a2.event(li(0), at(20)) // open until the figure is taken
+	b1 := &gapWatch{name: "b", node: 1}
+	b1.event(li(2), at(0))
+	b1.event(li(0), at(5))
+	b1.event(li(2), at(6)) // back to the same leader: not moved
+	g := &gapWatches{ws: []*gapWatch{a1, a2, b1}, nodes: 2}
+	f := g.figure(at(100))
+	if f.watched != 2 || len(f.moved) != 1 || f.moved[0] != 80*time.Millisecond {
+		t.Fatalf("figure: watched %d, moved %v; want 2 watched, a moved with 80ms (node 2's open gap)", f.watched, f.moved)
+	}
+	if got, want := f.String(), "1 of 2 watched moved (streams on 2 nodes), 1 of them with a gap: p50 80.0, p99 80.0, max 80.0 ms"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
 	}
 }
