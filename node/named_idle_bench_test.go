@@ -1,10 +1,14 @@
 package node
 
 import (
+	"os"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electord/electord/election"
 )
 
 // BenchmarkNamedIdleCPU: five in-process nodes (memory transport, the
@@ -22,7 +26,8 @@ import (
 // observer (its app stands in nothing), whose digests keep it at 0 too.
 //
 // ELECTORD_BENCH_IDLEPROFILE=FILE writes a CPU profile of the idle window
-// alone to FILE.bully and FILE.ring.
+// alone to FILE.bully and FILE.ring; ELECTORD_BENCH_IDLEMSGS=1 logs the
+// peer messages of the window by type, per node and second.
 func BenchmarkNamedIdleCPU(b *testing.B) {
 	k := benchElections()
 	for _, algo := range []string{"bully", "ring"} {
@@ -47,12 +52,14 @@ func namedIdleCPU(b *testing.B, algo string, k int) (time.Duration, float64, res
 	// A CPU profile of the idle window alone (the benchmark's own
 	// -cpuprofile covers the start too).
 	stop := recordTo(b, "ELECTORD_BENCH_IDLEPROFILE", algo, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	tally := tallyMessages(b, c)
 	rs0 := c.resendCounts(b)
 	before := cpuTime(b)
 	t0 := time.Now()
 	time.Sleep(window)
 	used := cpuTime(b) - before
 	stop()
+	tally(time.Since(t0) * nodes)
 	rs := c.resendCounts(b)
 	rs.resent, rs.differed = rs.resent-rs0.resent, rs.differed-rs0.differed
 	return agree, 100 * used.Seconds() / time.Since(t0).Seconds() / nodes, rs
@@ -75,4 +82,34 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// tallyMessages counts, when ELECTORD_BENCH_IDLEMSGS is set, the peer
+// messages c's network carries from now on, by type and by whether they
+// belong to a named election, and returns the function that logs them as
+// rates over per (the window times the nodes: per node and second).
+func tallyMessages(b *testing.B, c *cluster) func(per time.Duration) {
+	if os.Getenv("ELECTORD_BENCH_IDLEMSGS") == "" {
+		return func(time.Duration) {}
+	}
+	type kind struct {
+		t     election.MsgType
+		named bool
+	}
+	var mu sync.Mutex
+	n := map[kind]int{}
+	c.net.SetHook(func(m election.Message) bool {
+		mu.Lock()
+		n[kind{m.Type, m.Election != ""}]++
+		mu.Unlock()
+		return true
+	})
+	return func(per time.Duration) {
+		c.net.SetHook(nil)
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range n {
+			b.Logf("%v (named %v): %.1f per node and second", k.t, k.named, float64(v)/per.Seconds())
+		}
+	}
 }
