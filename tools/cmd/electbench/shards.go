@@ -425,6 +425,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 		f.returnGaps = returnGaps.figure(time.Now())
 		returnGaps.stop()
 		logf("%s: return, leaderless time per election until balanced: %s", f.algo, f.returnGaps)
+		logf("%s: return, the gaps by the second they began in after the restart (gaps, longest ms): %s", f.algo, returnGaps.timeline(t0))
 	}
 
 	// the app's death: the app on the node leading the most.

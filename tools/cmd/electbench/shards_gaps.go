@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type gapWatch struct {
 
 	mu         sync.Mutex
 	leaderless time.Duration // the gaps that ended
+	ended      []gap         // ... each
 	open       time.Time     // the start of the gap under way; zero: none
 	first      uint64        // the leader the stream showed first (0: none yet)
 	moved      bool          // it showed a leader other than first
@@ -42,6 +44,7 @@ func (w *gapWatch) event(li *pb.LeaderInfo, at time.Time) {
 		w.open = at
 	case id != 0 && !w.open.IsZero():
 		w.leaderless += at.Sub(w.open)
+		w.ended = append(w.ended, gap{w.open, at.Sub(w.open)})
 		w.open = time.Time{}
 	}
 	if !w.seen {
@@ -60,6 +63,41 @@ func (w *gapWatch) total(at time.Time) time.Duration {
 		d += at.Sub(w.open)
 	}
 	return d
+}
+
+// gap is one stretch a stream showed no leader.
+type gap struct {
+	from time.Time
+	d    time.Duration
+}
+
+// timeline is the gaps that ended, by the second (since t0) each began in:
+// "second: how many, the longest ms", for the seconds that had any.
+func (g *gapWatches) timeline(t0 time.Time) string {
+	type bucket struct {
+		n       int
+		longest time.Duration
+	}
+	var bs []bucket
+	for _, w := range g.ws {
+		w.mu.Lock()
+		for _, e := range w.ended {
+			s := max(int(e.from.Sub(t0)/time.Second), 0)
+			for len(bs) <= s {
+				bs = append(bs, bucket{})
+			}
+			bs[s].n++
+			bs[s].longest = max(bs[s].longest, e.d)
+		}
+		w.mu.Unlock()
+	}
+	var parts []string
+	for s, b := range bs {
+		if b.n > 0 {
+			parts = append(parts, fmt.Sprintf("%ds: %d, %s", s, b.n, ms(b.longest)))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // gapWatches are the streams of some elections on some nodes.

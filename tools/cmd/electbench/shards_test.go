@@ -195,4 +195,7 @@ func TestShardsGapWatch(t *testing.T) {
 	if got, want := f.String(), "1 of 2 watched moved (streams on 2 nodes), 1 of them with a gap: p50 80.0, p99 80.0, max 80.0 ms"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
 	}
+	if got, want := g.timeline(t0), "0s: 3, 10.0"; got != want {
+		t.Errorf("timeline = %q, want %q (the gaps that ended: 5, 10 and 1 ms, all in the first second)", got, want)
+	}
 }
