@@ -164,11 +164,21 @@ func (n *Node) standingIn(name string) election.Message {
 // headStanding fills in m, a Candidacy, the standing of head, the head of
 // m's election's queue, whose machine is nm (nil: none runs).
 func (n *Node) headStanding(m *election.Message, head named.Candidacy, nm *namedMachine) {
-	m.Confirmed, m.Value = true, head.Value
-	m.FromRank = election.Rank{Priority: head.Priority, ID: n.cfg.Self.ID}
+	s := headStand(head, nm)
+	m.Confirmed, m.Value = true, s.Value
+	m.FromRank = election.Rank{Priority: s.Priority, ID: n.cfg.Self.ID}
+	m.Term, m.LeaderSince = s.LeaderTerm, s.LeaderSince
+}
+
+// headStand is the standing of head, the head of an election's queue whose
+// machine is nm (nil: none runs): what this node's Candidacy in it says,
+// as peers record it (standOf).
+func headStand(head named.Candidacy, nm *namedMachine) named.Stand {
+	s := named.Stand{Priority: head.Priority, Value: head.Value}
 	if nm != nil && nm.reported.Role == election.RoleLeader {
-		m.Term, m.LeaderSince = nm.reported.Term, nm.since.UnixNano()
+		s.LeaderTerm, s.LeaderSince = nm.reported.Term, nm.since.UnixNano()
 	}
+	return s
 }
 
 // announceIncarnation tells peer (every live member when 0) this node's

@@ -88,9 +88,7 @@ func (n *Node) ownDigest() uint64 {
 	var d named.Digest
 	for name, head := range n.named.queues.Heads() {
 		if nm := n.named.machines[name]; nm != nil { // standsIn
-			m := n.notStanding(name)
-			n.headStanding(&m, head, nm)
-			d.Add(name, standOf(m))
+			d.Add(name, headStand(head, nm))
 		}
 	}
 	r.own, r.ownIn = d.Sum(), r.period+1
