@@ -106,7 +106,7 @@ func shardsCmd(args []string) error {
 	window := fs.Duration("window", 10*time.Second, "idle measurement window (base and with N)")
 	settle := fs.Duration("settle", 5*time.Second, "wait after agreement before idle; after the crash before counting leaderless elections")
 	watch := fs.Int("watch", 500, "the crash's exact sample: WatchLeader streams on the observer, at most this many of the victim's elections (electord serves 1024 watches)")
-	gaps := fs.Int("gap-watch", 200, "with placement spread: elections whose leaderless time is watched on every node, through handovers at rest (a tenth of them, one at a time) and through the return's rebalance (the crashed node's); 0: not measured")
+	gaps := fs.Int("gap-watch", 200, "with placement spread: elections whose leaderless time is watched on every node, through handovers at rest (half of them, one at a time) and through the return's rebalance (the crashed node's); 0: not measured")
 	timeout := fs.Duration("timeout", 120*time.Second, "longest wait for the campaigns to open, and for agreement")
 	out := fs.String("out", "", "also write the report (stdout) to this file")
 	fs.Parse(args)
@@ -348,7 +348,7 @@ func measureShards(c *cluster, f *shardsFig, mk standFactory, opts []client.Camp
 		if leads, _, _, err = pollAgreed(ctx, c, names, timeout); err != nil {
 			return fmt.Errorf("before the handovers: %w", err)
 		}
-		if f.handoverGaps, err = measureHandovers(ctx, c, names, leads, max(gaps/10, 1)); err != nil {
+		if f.handoverGaps, err = measureHandovers(ctx, c, names, leads, max(gaps/2, 1)); err != nil {
 			return fmt.Errorf("handovers: %w", err)
 		}
 		logf("%s: handovers at rest, leaderless time per election: %s", f.algo, f.handoverGaps)
