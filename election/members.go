@@ -80,10 +80,3 @@ func (p peers) saysNotStanding(id NodeID) bool {
 	e := p.get(id)
 	return e != nil && e.notStanding
 }
-
-// owed reports whether id is a live member owed an announcement of this
-// node's leadership at its current term.
-func (p peers) owed(id NodeID) bool {
-	e := p.get(id)
-	return e != nil && e.owed
-}

@@ -54,7 +54,7 @@ func (c *core) support() int {
 	if c.supportAt != c.now+1 {
 		n := 1
 		for _, m := range c.members {
-			if m.heard && c.now-m.heardAt <= c.heardWindow(&m) {
+			if c.lately(&m) {
 				n++
 			}
 		}
@@ -74,7 +74,7 @@ func (c *core) heard(id NodeID) {
 	if m == nil {
 		return // only a live member's word is taken (validate)
 	}
-	if !m.heard || c.now-m.heardAt > c.heardWindow(m) {
+	if !c.lately(m) {
 		c.supportAt = 0
 	}
 	m.heardAt, m.heard, m.quietHeard, m.owed = c.now, true, c.vouched(id), false

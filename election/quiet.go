@@ -211,5 +211,18 @@ func (c *core) stalled() {
 // (heardWindow).
 func (c *core) heardLately(id NodeID) bool {
 	m := c.members.get(id)
-	return m != nil && m.heard && c.now-m.heardAt <= c.heardWindow(m)
+	return m != nil && c.lately(m)
+}
+
+// lately reports whether member m was heard within its window.
+func (c *core) lately(m *peer) bool {
+	return m.heard && c.now-m.heardAt <= c.heardWindow(m)
+}
+
+// owesAnnouncement reports whether this leader's round announces its
+// leadership to member id: one not heard lately, or not heard since the
+// leadership moved to its current term (owed).
+func (c *core) owesAnnouncement(id NodeID) bool {
+	m := c.members.get(id)
+	return m == nil || m.owed || !c.lately(m)
 }

@@ -34,7 +34,7 @@ func (c *core) tickLeader() {
 		every := all && c.tellAll
 		c.tellAll = false
 		for _, r := range c.ringView() {
-			if r.ID != c.cfg.ID && (every || all && c.vouched(r.ID) || !c.heardLately(r.ID) || c.members.owed(r.ID)) {
+			if r.ID != c.cfg.ID && (every || all && c.vouched(r.ID) || c.owesAnnouncement(r.ID)) {
 				c.send(Message{Type: MsgCoordinator, To: r.ID, Term: c.leaderTerm, Leader: c.cfg.ID, Confirmed: true})
 			}
 		}
