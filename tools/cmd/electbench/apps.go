@@ -257,10 +257,52 @@ type electionWatch struct {
 	at   time.Time
 }
 
-// watchesPerConn is how many watch streams observe opens on one connection:
-// below electord's default --max-streams (100 per connection), which would
-// hold the next stream back until one ends.
+// watchesPerConn is how many watch streams watchConns opens on one
+// connection: below electord's default --max-streams (100 per connection),
+// which would hold the next stream back until one ends.
 const watchesPerConn = 50
+
+// watchConns opens WatchLeader streams on c's nodes, watchesPerConn to a
+// connection.
+type watchConns struct {
+	c     *cluster
+	conns []*grpc.ClientConn
+	api   map[uint64]pb.ElectorClient // each node's connection with room
+	n     map[uint64]int              // streams opened on each node
+}
+
+func newWatchConns(c *cluster) *watchConns {
+	return &watchConns{c: c, api: map[uint64]pb.ElectorClient{}, n: map[uint64]int{}}
+}
+
+// watch opens a stream of name's leadership on p.
+func (w *watchConns) watch(ctx context.Context, p *proc, name string) (grpc.ServerStreamingClient[pb.LeaderEvent], error) {
+	if w.n[p.id]%watchesPerConn == 0 {
+		creds := insecure.NewCredentials()
+		if w.c.pki != nil {
+			creds = w.c.pki.creds()
+		}
+		cc, err := grpc.NewClient(p.api, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return nil, err
+		}
+		w.conns = append(w.conns, cc)
+		w.api[p.id] = pb.NewElectorClient(cc)
+	}
+	w.n[p.id]++
+	stream, err := w.api[p.id].WatchLeader(ctx, &pb.WatchLeaderRequest{Election: name})
+	if err != nil {
+		return nil, fmt.Errorf("watch %s on node %d: %w", name, p.id, err)
+	}
+	return stream, nil
+}
+
+// close closes the connections (the streams' context is the caller's).
+func (w *watchConns) close() {
+	for _, cc := range w.conns {
+		cc.Close()
+	}
+}
 
 // observe opens a WatchLeader stream on p for each election that node lid
 // leads in leaders, and returns once every stream has shown that
@@ -269,37 +311,21 @@ func observe(c *cluster, p *proc, names []string, leaders map[string]*pb.LeaderI
 	ctx, cancel := context.WithCancel(context.Background())
 	var ws []*electionWatch
 	var wg sync.WaitGroup
-	var conns []*grpc.ClientConn
+	conns := newWatchConns(c)
 	stop := func() {
 		cancel()
 		wg.Wait()
-		for _, cc := range conns {
-			cc.Close()
-		}
+		conns.close()
 	}
-	creds := insecure.NewCredentials()
-	if c.pki != nil {
-		creds = c.pki.creds()
-	}
-	var api pb.ElectorClient
 	for _, name := range names {
 		old := leaders[name]
 		if old.GetId() != lid {
 			continue
 		}
-		if len(ws)%watchesPerConn == 0 {
-			cc, err := grpc.NewClient(p.api, grpc.WithTransportCredentials(creds))
-			if err != nil {
-				stop()
-				return nil, nil, err
-			}
-			conns = append(conns, cc)
-			api = pb.NewElectorClient(cc)
-		}
-		stream, err := api.WatchLeader(ctx, &pb.WatchLeaderRequest{Election: name})
+		stream, err := conns.watch(ctx, p, name)
 		if err != nil {
 			stop()
-			return nil, nil, fmt.Errorf("watch %s on node %d: %w", name, p.id, err)
+			return nil, nil, err
 		}
 		w := &electionWatch{base: make(chan struct{}), done: make(chan struct{})}
 		ws = append(ws, w)

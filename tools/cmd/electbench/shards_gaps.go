@@ -7,9 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	pb "github.com/electord/electord/proto/electord/v1"
 )
 
@@ -106,7 +103,7 @@ type gapWatches struct {
 	nodes  int
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	conns  []*grpc.ClientConn
+	conns  *watchConns
 	once   sync.Once
 }
 
@@ -114,28 +111,14 @@ type gapWatches struct {
 // and returns once every stream has shown its first event.
 func watchGaps(c *cluster, procs []*proc, names []string) (*gapWatches, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &gapWatches{cancel: cancel, nodes: len(procs)}
-	creds := insecure.NewCredentials()
-	if c.pki != nil {
-		creds = c.pki.creds()
-	}
+	g := &gapWatches{cancel: cancel, nodes: len(procs), conns: newWatchConns(c)}
 	var shown []chan struct{}
 	for _, p := range procs {
-		var api pb.ElectorClient
-		for i, name := range names {
-			if i%watchesPerConn == 0 {
-				cc, err := grpc.NewClient(p.api, grpc.WithTransportCredentials(creds))
-				if err != nil {
-					g.stop()
-					return nil, err
-				}
-				g.conns = append(g.conns, cc)
-				api = pb.NewElectorClient(cc)
-			}
-			stream, err := api.WatchLeader(ctx, &pb.WatchLeaderRequest{Election: name})
+		for _, name := range names {
+			stream, err := g.conns.watch(ctx, p, name)
 			if err != nil {
 				g.stop()
-				return nil, fmt.Errorf("watch %s on node %d: %w", name, p.id, err)
+				return nil, err
 			}
 			w := &gapWatch{name: name, node: p.id}
 			g.ws = append(g.ws, w)
@@ -174,9 +157,7 @@ func (g *gapWatches) stop() {
 	g.once.Do(func() {
 		g.cancel()
 		g.wg.Wait()
-		for _, cc := range g.conns {
-			cc.Close()
-		}
+		g.conns.close()
 	})
 }
 
