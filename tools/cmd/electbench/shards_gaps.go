@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -232,30 +233,32 @@ func measureHandovers(ctx context.Context, c *cluster, names []string, leads map
 		if _, err := from.client.Transfer(ctx, &pb.TransferRequest{Id: to.id, Election: name}); err != nil {
 			return gapFigure{}, fmt.Errorf("transfer %s from node %d to %d: %w", name, from.id, to.id, err)
 		}
-		if err := waitLeader(ctx, procs, name, to.id, 10*time.Second); err != nil {
+		if err := waitMoved(ctx, procs, name, leads[name], 10*time.Second); err != nil {
 			return gapFigure{}, err
 		}
 	}
 	return g.figure(time.Now()), nil
 }
 
-// waitLeader waits until every one of procs shows id leading name.
-func waitLeader(ctx context.Context, procs []*proc, name string, id uint64, within time.Duration) error {
+// waitMoved waits until every one of procs shows one leadership of name
+// newer than was: the handover's receiver's, or one the spread rebalancer
+// made meanwhile (moving it on, or back to the node the hash prefers; each
+// move's gap is a handover's).
+func waitMoved(ctx context.Context, procs []*proc, name string, was lead, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		all := true
+		var shown []lead
 		for _, p := range procs {
 			li, err := p.client.GetLeader(ctx, &pb.GetLeaderRequest{Election: name})
-			if err != nil || li.GetId() != id {
-				all = false
-				break
+			if err == nil {
+				shown = append(shown, lead{li.GetId(), li.GetTerm()})
 			}
 		}
-		if all {
+		if len(shown) == len(procs) && shown[0].id != 0 && shown[0].term > was.term && !slices.ContainsFunc(shown, func(l lead) bool { return l != shown[0] }) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: node %d not shown leading on every node within %v", name, id, within)
+			return fmt.Errorf("%s: no leadership newer than node %d's at %d shown alike on every node within %v (shown: %v)", name, was.id, was.term, within, shown)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
