@@ -219,6 +219,12 @@ func (c *core) lately(m *peer) bool {
 	return m.heard && c.now-m.heardAt <= c.heardWindow(m)
 }
 
+// Hears reports whether this leader counts member id as following its
+// leadership now (Hearer): a round would announce nothing to it.
+func (c *core) Hears(id NodeID) bool {
+	return c.role == RoleLeader && id != c.cfg.ID && !c.owesAnnouncement(id)
+}
+
 // owesAnnouncement reports whether this leader's round announces its
 // leadership to member id: one not heard lately, or not heard since the
 // leadership moved to its current term (owed).

@@ -539,3 +539,34 @@ func TestRingReelectedLeaderReannouncesToASilentQuietMember(t *testing.T) {
 		t.Fatalf("the round after the re-election announced (member: support) %v, want member 1 alone, told support 3", to)
 	}
 }
+
+// Hears says what a leader's rounds act on: a member heard at its term
+// within its window counts; one silent past it, or the leader's own ID,
+// or any member once this node no longer leads, does not.
+func TestHearsIsWhatTheRoundsCount(t *testing.T) {
+	v := map[election.NodeID]bool{}
+	sm := quietLeader(t, &v)
+	h, ok := sm.(election.Hearer)
+	if !ok {
+		t.Fatal("the core does not implement election.Hearer")
+	}
+	if !h.Hears(1) || !h.Hears(2) || h.Hears(3) {
+		t.Fatalf("after members 1 and 2 heartbeat: hears 1 %v, 2 %v, itself %v; want true, true, false", h.Hears(1), h.Hears(2), h.Hears(3))
+	}
+	st := sm.Status()
+	for range 11 { // past the leader timeout (10 ticks), member 2 heartbeating
+		sm.Tick()
+		if err := sm.Step(election.Message{Type: election.MsgHeartbeat, From: 2, To: 3, Term: st.LeaderTerm, Leader: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.Hears(1) || !h.Hears(2) {
+		t.Fatalf("member 1 silent past a leader timeout, 2 heartbeating: hears 1 %v, 2 %v; want false, true", h.Hears(1), h.Hears(2))
+	}
+	if err := sm.Transfer(2); err != nil {
+		t.Fatal(err)
+	}
+	if h.Hears(2) {
+		t.Fatal("a node that handed its leadership over still hears member 2")
+	}
+}

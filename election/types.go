@@ -403,6 +403,15 @@ type Advancer interface {
 	Advance(k int)
 }
 
+// Hearer is an optional StateMachine feature (the core's): Hears(id)
+// reports whether this node leads and counts member id as following that
+// leadership now, as its rounds do: heard at the leadership's current
+// term, within the window a member counts as heard (a leader timeout after
+// its last word, a quiet interval more for a quiet follower).
+type Hearer interface {
+	Hears(id NodeID) bool
+}
+
 // Sentinel errors callers act on.
 var (
 	ErrNotLeader   = errors.New("election: not the leader")

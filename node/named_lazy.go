@@ -62,6 +62,17 @@ func (l *lazyMachine) HasReady() bool          { l.sync(); return l.StateMachine
 func (l *lazyMachine) Ready() election.Ready   { l.sync(); return l.StateMachine.Ready() }
 func (l *lazyMachine) Status() election.Status { l.sync(); return l.StateMachine.Status() }
 
+// hears reports whether this machine leads and counts member id as
+// following it now (election.Hearer); a machine that cannot say counts it.
+func (l *lazyMachine) hears(id election.NodeID) bool {
+	h, ok := l.StateMachine.(election.Hearer)
+	if !ok {
+		return true
+	}
+	l.sync()
+	return h.Hears(id)
+}
+
 // Tick is the set's, on a tick this machine is due on (or was counted due
 // on): the ticks up to it, applied.
 func (l *lazyMachine) Tick() { l.sync() }

@@ -120,7 +120,7 @@ func (n *Node) rebalanceNamed() {
 		r.stale = true // look again next interval: the counts are about to change
 		return
 	}
-	if n.settleNewcomers(counts, now) {
+	if n.settleNewcomers(counts, led, now) {
 		r.stale = true
 	}
 	if len(led) == 0 || !named.Imbalanced(counts, cfg.Imbalance) {
@@ -145,17 +145,27 @@ func (n *Node) rebalanceNamed() {
 }
 
 // settleNewcomers leaves out of counts the nodes first counted less than
-// two leader timeouts ago. A node that comes back, or starts standing,
-// has machines that have not heard their leaders yet, and a machine
-// refuses a TimeoutNow from a node it does not know as its leader: a
-// handover to it would leave the election without a leader until the
-// giver's handover wait ran out and someone campaigned. Within a leader
-// timeout every leader has announced itself to it (a leader re-announces
-// to members it has not heard from each leader timeout); the second is
-// the margin.
+// two leader timeouts ago, and those that some election this node leads
+// (led) still owes an announcement, for up to newcomerWait. A node that
+// comes back, or starts standing, has machines that have not heard their
+// leaders yet, and a machine refuses a TimeoutNow from a node it does not
+// know as its leader: a handover to it would leave the election without a
+// leader until the giver's handover wait ran out and someone campaigned.
+// Within a leader timeout every leader has announced itself to it (a
+// leader re-announces to members it has not heard from each leader
+// timeout); the second is the margin. And a node that has not yet answered
+// every leadership here is still taking in its elections (at 10,000 a
+// returning node agrees seconds after it restarts): a handover it takes
+// then waits behind that work in its inbox, and the election shows no
+// leader on the giver's node until the receiver's claim gets there. Once
+// every leadership here hears it, it has caught up with them, and its
+// handovers take as long as they do at rest. A newcomer that one of them
+// still does not hear after newcomerWait (its view of that election
+// differs) is counted all the same, so that one election cannot hold the
+// rebalance back for good.
 //
 // It reports whether it left one out.
-func (n *Node) settleNewcomers(counts map[election.NodeID]int, now time.Time) (pending bool) {
+func (n *Node) settleNewcomers(counts map[election.NodeID]int, led []string, now time.Time) (pending bool) {
 	r := &n.named.rebalance
 	if r.seen == nil {
 		r.seen = map[election.NodeID]time.Time{}
@@ -170,12 +180,36 @@ func (n *Node) settleNewcomers(counts map[election.NodeID]int, now time.Time) (p
 		if !ok {
 			r.seen[id], at = now, now
 		}
-		if id != n.cfg.Self.ID && now.Sub(at) < 2*n.cfg.HeartbeatTimeout {
+		if id == n.cfg.Self.ID {
+			continue
+		}
+		if age := now.Sub(at); age < 2*n.cfg.HeartbeatTimeout ||
+			age < newcomerWait*n.cfg.HeartbeatTimeout && !n.heardInAll(led, id) {
 			delete(counts, id)
 			pending = true
 		}
 	}
 	return pending
+}
+
+// newcomerWait: how many leader timeouts a newcomer waits at most to be
+// heard by every leadership here before it takes handovers (settleNewcomers):
+// 6 s at the defaults, where a returning node agrees on 10,000 elections
+// within 2–6 s.
+const newcomerWait = 10
+
+// heardInAll reports whether every election in led in which node id stands
+// hears it (its machine follows this node's leadership at its term).
+func (n *Node) heardInAll(led []string, id election.NodeID) bool {
+	for _, name := range led {
+		if _, ok := n.named.table.Get(name, id); !ok {
+			continue
+		}
+		if nm := n.named.machines[name]; nm != nil && !nm.sm.hears(id) {
+			return false
+		}
+	}
+	return true
 }
 
 // isSpread reports whether this node stands in name under placement spread

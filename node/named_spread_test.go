@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -583,4 +584,97 @@ func balancedSpreadCluster(t *testing.T, k int) *cluster {
 	c.standTogether(t, opts)
 	waitSpread(t, c, []election.NodeID{1, 2, 3}, names, 30*time.Second, func(n map[election.NodeID]int) bool { return spreadRatio(n) <= 1.1 })
 	return c
+}
+
+// A node that comes back takes no handover from a node one of whose
+// leaderships has not heard it yet (it is still taking in its elections,
+// and a handover would wait behind that), and takes them all the same once
+// that has lasted newcomerWait leader timeouts. Here what node 3 says to
+// node 1 in the elections node 1 leads, all but its candidacies, is lost:
+// node 2 hands over to the returning node 3 while node 1 holds back, until
+// the wait runs out.
+func TestNamedSpreadNewcomerWaitsUntilHeard(t *testing.T) {
+	c := balancedSpreadCluster(t, 30)
+	ctx := context.Background()
+	names := make([]string, 30)
+	for i, o := range shardNames(30) {
+		names[i] = o.Election
+	}
+	if err := c.nodes[3].Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := waitSpread(t, c, []election.NodeID{1, 2}, names, 30*time.Second, func(map[election.NodeID]int) bool { return true })
+	// Node 3 comes back as a newcomer once each giver's rebalancer has seen
+	// it gone.
+	for _, id := range []election.NodeID{1, 2} {
+		nd := c.nodes[id]
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // polling interval
+			var counted bool
+			if err := nd.do(ctx, func() error { _, counted = nd.named.rebalance.seen[3]; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !counted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d's rebalancer still counts node 3 10 s after its death", id)
+			}
+		}
+	}
+	unheard := map[string]bool{}
+	for _, name := range names {
+		if after[name].ID == 1 {
+			unheard[name] = true
+		}
+	}
+	if len(unheard) == 0 {
+		t.Fatalf("node 1 leads none of the elections after node 3's death: %v", leadCounts(after, []election.NodeID{1, 2}))
+	}
+	// gave counts the handovers (TimeoutNows) nodes 1 and 2 send node 3.
+	var gave [3]atomic.Int64
+	c.net.SetHook(func(m election.Message) bool {
+		if m.Type == election.MsgTimeoutNow && m.To == 3 && m.From < 3 {
+			gave[m.From].Add(1)
+		}
+		return !(m.Type != election.MsgCandidacy && m.From == 3 && m.To == 1 && unheard[m.Election])
+	})
+	defer c.net.SetHook(nil)
+	scans := func() (k uint64) {
+		nd := c.nodes[1]
+		if err := nd.do(ctx, func() error { k = nd.named.rebalance.scans; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	revived := time.Now()
+	if err := c.nodes[3].Revive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for gave[2].Load() == 0 {
+		if time.Since(revived) > 20*time.Second {
+			t.Fatal("node 2 handed nothing over to the returning node 3 in 20 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	t.Logf("node 2 handed over to node 3 first, %v after the revival", time.Since(revived).Round(time.Millisecond))
+	// Nor do node 1's next three scans give node 3 anything.
+	for s0 := scans(); scans() < s0+3; time.Sleep(10 * time.Millisecond) { // polling interval
+		if time.Since(revived) > 20*time.Second {
+			t.Fatal("node 1's rebalancer did not scan three times in 20 s after node 3's revival")
+		}
+	}
+	if k := gave[1].Load(); k != 0 {
+		t.Fatalf("node 1 handed %d leaderships over to node 3 while its leaderships had not heard node 3", k)
+	}
+	wait := newcomerWait * c.nodes[1].cfg.HeartbeatTimeout
+	for gave[1].Load() == 0 {
+		if time.Since(revived) > wait+20*time.Second {
+			t.Fatalf("node 1 still handed nothing over to node 3 %v after its revival: one unheard election held its rebalance back", time.Since(revived))
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	if took := time.Since(revived); took < wait {
+		t.Fatalf("node 1 handed over to node 3 %v after its revival, before the wait (%v) ran out, although its leaderships had not heard node 3", took, wait)
+	}
+	t.Logf("node 1 handed over to node 3 %v after the revival (the wait: %v)", time.Since(revived).Round(time.Millisecond), wait)
 }
