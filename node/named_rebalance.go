@@ -67,6 +67,9 @@ type namedRebalance struct {
 	// seen: when each live candidate node was first counted since it last
 	// was not (it joined, came back, or started standing).
 	seen map[election.NodeID]time.Time
+	// heard: when every leadership here was first found hearing each
+	// newcomer (settleNewcomers).
+	heard map[election.NodeID]time.Time
 	// moved counts the leaderships this node handed over to rebalance;
 	// scans, the times it counted the leaderships (spreadCounts).
 	moved, scans uint64
@@ -98,7 +101,7 @@ func (n *Node) rebalanceNamed() {
 	if n.named.spreadSubs == 0 {
 		// No election here asks for spread: a scan would count nothing
 		// (isSpread), at O(elections) each interval.
-		r.seen = nil
+		r.seen, r.heard = nil, nil
 		return
 	}
 	now := time.Now()
@@ -115,6 +118,7 @@ func (n *Node) rebalanceNamed() {
 		for id := range r.seen {
 			if !n.liveNode(id) {
 				delete(r.seen, id)
+				delete(r.heard, id)
 			}
 		}
 		r.stale = true // look again next interval: the counts are about to change
@@ -146,7 +150,7 @@ func (n *Node) rebalanceNamed() {
 
 // settleNewcomers leaves out of counts the nodes first counted less than
 // two leader timeouts ago, and those that some election this node leads
-// (led) still owes an announcement, for up to newcomerWait. A node that
+// (led) has not heard for a leader timeout, for up to newcomerWait. A node that
 // comes back, or starts standing, has machines that have not heard their
 // leaders yet, and a machine refuses a TimeoutNow from a node it does not
 // know as its leader: a handover to it would leave the election without a
@@ -158,8 +162,9 @@ func (n *Node) rebalanceNamed() {
 // returning node agrees seconds after it restarts): a handover it takes
 // then waits behind that work in its inbox, and the election shows no
 // leader on the giver's node until the receiver's claim gets there. Once
-// every leadership here hears it, it has caught up with them, and its
-// handovers take as long as they do at rest. A newcomer that one of them
+// every leadership here hears it, it has caught up with them, and a
+// heartbeat timeout later (heardAwhile) its handovers take as long as they
+// do at rest. A newcomer that one of them
 // still does not hear after newcomerWait (its view of that election
 // differs) is counted all the same, so that one election cannot hold the
 // rebalance back for good.
@@ -168,11 +173,12 @@ func (n *Node) rebalanceNamed() {
 func (n *Node) settleNewcomers(counts map[election.NodeID]int, led []string, now time.Time) (pending bool) {
 	r := &n.named.rebalance
 	if r.seen == nil {
-		r.seen = map[election.NodeID]time.Time{}
+		r.seen, r.heard = map[election.NodeID]time.Time{}, map[election.NodeID]time.Time{}
 	}
 	for id := range r.seen {
 		if _, ok := counts[id]; !ok {
 			delete(r.seen, id)
+			delete(r.heard, id)
 		}
 	}
 	for id := range counts {
@@ -184,7 +190,7 @@ func (n *Node) settleNewcomers(counts map[election.NodeID]int, led []string, now
 			continue
 		}
 		if age := now.Sub(at); age < 2*n.cfg.HeartbeatTimeout ||
-			age < newcomerWait*n.cfg.HeartbeatTimeout && !n.heardInAll(led, id) {
+			age < newcomerWait*n.cfg.HeartbeatTimeout && !n.heardAwhile(id, led, now) {
 			delete(counts, id)
 			pending = true
 		}
@@ -197,6 +203,24 @@ func (n *Node) settleNewcomers(counts map[election.NodeID]int, led []string, now
 // 6 s at the defaults, where a returning node agrees on 10,000 elections
 // within 2–6 s.
 const newcomerWait = 10
+
+// heardAwhile reports whether every leadership here in an election node
+// id stands in has heard it, since a heartbeat timeout or more: a leader
+// that hears a member again tells every member its new support at its
+// next round, within that time, and at 10,000 elections those tells are
+// thousands of messages through every node at once.
+func (n *Node) heardAwhile(id election.NodeID, led []string, now time.Time) bool {
+	r := &n.named.rebalance
+	if !n.heardInAll(led, id) {
+		delete(r.heard, id)
+		return false
+	}
+	at, ok := r.heard[id]
+	if !ok {
+		r.heard[id], at = now, now
+	}
+	return now.Sub(at) >= n.cfg.HeartbeatTimeout
+}
 
 // heardInAll reports whether every election in led in which node id stands
 // hears it (its machine follows this node's leadership at its term).
