@@ -64,12 +64,9 @@ func (s SpreadConfig) check() error {
 // namedRebalance is the rebalancer's state, owned by the loop.
 type namedRebalance struct {
 	next time.Time // when it may look again
-	// seen: when each live candidate node was first counted since it last
-	// was not (it joined, came back, or started standing).
-	seen map[election.NodeID]time.Time
-	// heard: when every leadership here was first found hearing each
-	// newcomer (settleNewcomers).
-	heard map[election.NodeID]time.Time
+	// seen: each live candidate node counted since it last was not (it
+	// joined, came back, or started standing), and when.
+	seen map[election.NodeID]counted
 	// moved counts the leaderships this node handed over to rebalance;
 	// scans, the times it counted the leaderships (spreadCounts).
 	moved, scans uint64
@@ -101,7 +98,7 @@ func (n *Node) rebalanceNamed() {
 	if n.named.spreadSubs == 0 {
 		// No election here asks for spread: a scan would count nothing
 		// (isSpread), at O(elections) each interval.
-		r.seen, r.heard = nil, nil
+		r.seen = nil
 		return
 	}
 	now := time.Now()
@@ -118,7 +115,6 @@ func (n *Node) rebalanceNamed() {
 		for id := range r.seen {
 			if !n.liveNode(id) {
 				delete(r.seen, id)
-				delete(r.heard, id)
 			}
 		}
 		r.stale = true // look again next interval: the counts are about to change
@@ -148,49 +144,58 @@ func (n *Node) rebalanceNamed() {
 	}
 }
 
-// settleNewcomers leaves out of counts the nodes first counted less than
-// two leader timeouts ago, and those that some election this node leads
-// (led) has not heard for a leader timeout, for up to newcomerWait. A node that
-// comes back, or starts standing, has machines that have not heard their
-// leaders yet, and a machine refuses a TimeoutNow from a node it does not
-// know as its leader: a handover to it would leave the election without a
-// leader until the giver's handover wait ran out and someone campaigned.
-// Within a leader timeout every leader has announced itself to it (a
-// leader re-announces to members it has not heard from each leader
-// timeout); the second is the margin. And a node that has not yet answered
-// every leadership here is still taking in its elections (at 10,000 a
-// returning node agrees seconds after it restarts): a handover it takes
-// then waits behind that work in its inbox, and the election shows no
-// leader on the giver's node until the receiver's claim gets there. Once
-// every leadership here hears it, it has caught up with them, and a
-// heartbeat timeout later (heardAwhile) its handovers take as long as they
-// do at rest. A newcomer that one of them
-// still does not hear after newcomerWait (its view of that election
-// differs) is counted all the same, so that one election cannot hold the
-// rebalance back for good.
-//
-// It reports whether it left one out.
+// counted is when the rebalancer first counted a node (since), and when
+// it first found every leadership here hearing it (heard; zero: not yet,
+// or not since a scan found one that did not).
+type counted struct{ since, heard time.Time }
+
+// settleNewcomers leaves out of counts the nodes that may not take a
+// handover yet, and reports whether it left one out. A node that comes
+// back, or starts standing, has machines that have not heard their leaders
+// yet, and a machine refuses a TimeoutNow from a node it does not know as
+// its leader: a handover then would leave the election without a leader
+// until the giver's handover wait ran out. Within a leader timeout every
+// leader has announced itself to it; a second is the margin. And until
+// every leadership here in an election it stands in hears it (led, by
+// heardInAll), it is still taking in its elections (at 10,000 a returning
+// node agrees seconds after it restarts): a handover waits behind that
+// work in its inbox, and the election shows no leader on the giver's node
+// meanwhile. A leader timeout after that, the tells of the leaders' new
+// support that hearing it again set off have passed too. A newcomer that
+// some leadership here still does not hear after newcomerWait leader
+// timeouts (its view of that election differs) is counted all the same,
+// so that one election cannot hold the rebalance back for good.
 func (n *Node) settleNewcomers(counts map[election.NodeID]int, led []string, now time.Time) (pending bool) {
 	r := &n.named.rebalance
 	if r.seen == nil {
-		r.seen, r.heard = map[election.NodeID]time.Time{}, map[election.NodeID]time.Time{}
+		r.seen = map[election.NodeID]counted{}
 	}
 	for id := range r.seen {
 		if _, ok := counts[id]; !ok {
 			delete(r.seen, id)
-			delete(r.heard, id)
 		}
 	}
+	timeout := n.cfg.HeartbeatTimeout
 	for id := range counts {
-		at, ok := r.seen[id]
+		c, ok := r.seen[id]
 		if !ok {
-			r.seen[id], at = now, now
+			c.since = now
 		}
-		if id == n.cfg.Self.ID {
-			continue
+		settled := true
+		switch age := now.Sub(c.since); {
+		case id == n.cfg.Self.ID || age >= newcomerWait*timeout:
+		case age < 2*timeout:
+			settled = false
+		case !n.heardInAll(led, id):
+			c.heard, settled = time.Time{}, false
+		default:
+			if c.heard.IsZero() {
+				c.heard = now
+			}
+			settled = now.Sub(c.heard) >= timeout
 		}
-		if age := now.Sub(at); age < 2*n.cfg.HeartbeatTimeout ||
-			age < newcomerWait*n.cfg.HeartbeatTimeout && !n.heardAwhile(id, led, now) {
+		r.seen[id] = c
+		if !settled {
 			delete(counts, id)
 			pending = true
 		}
@@ -203,24 +208,6 @@ func (n *Node) settleNewcomers(counts map[election.NodeID]int, led []string, now
 // 6 s at the defaults, where a returning node agrees on 10,000 elections
 // within 2–6 s.
 const newcomerWait = 10
-
-// heardAwhile reports whether every leadership here in an election node
-// id stands in has heard it, since a heartbeat timeout or more: a leader
-// that hears a member again tells every member its new support at its
-// next round, within that time, and at 10,000 elections those tells are
-// thousands of messages through every node at once.
-func (n *Node) heardAwhile(id election.NodeID, led []string, now time.Time) bool {
-	r := &n.named.rebalance
-	if !n.heardInAll(led, id) {
-		delete(r.heard, id)
-		return false
-	}
-	at, ok := r.heard[id]
-	if !ok {
-		r.heard[id], at = now, now
-	}
-	return now.Sub(at) >= n.cfg.HeartbeatTimeout
-}
 
 // heardInAll reports whether every election in led in which node id stands
 // hears it (its machine follows this node's leadership at its term).

@@ -532,7 +532,7 @@ func TestNamedSpreadFailoverKeepsTheNodesCounted(t *testing.T) {
 	nd, ctx := c.nodes[1], context.Background()
 	read := func() (seen2 time.Time, unsettled string) {
 		if err := nd.do(ctx, func() error {
-			seen2, unsettled = nd.named.rebalance.seen[2], nd.named.rebalance.unsettled
+			seen2, unsettled = nd.named.rebalance.seen[2].since, nd.named.rebalance.unsettled
 			return nil
 		}); err != nil {
 			t.Fatal(err)
