@@ -29,21 +29,33 @@ const batchRetry = 30 * time.Second
 // (the envelopes' tags and lengths are counted with the messages).
 const batchSlack = 64
 
-// batchable says whether m may travel in a Batch: a one-way message of a
-// named election, or a Candidacy. A Heartbeat waits for its answer; the
+// batchable says whether m may travel in a Batch: a message of a named
+// election (its Heartbeat answered in the BatchAck), or a Candidacy. The
 // default election's messages stay one call each, as every node of every
 // version reads them.
 func batchable(m election.Message) bool {
-	return m.Type != election.MsgHeartbeat && (m.Election != "" || m.Type == election.MsgCandidacy)
+	return m.Election != "" || m.Type == election.MsgCandidacy
 }
 
 // batchLink is a link that can carry several messages in one call.
 type batchLink interface {
 	// sendBatch carries ms (all batchable, for the same peer) and reports
-	// each failure to the Receiver, as send does for one. It returns true
-	// when a call reached its own deadline while ctx was still live; the
-	// messages it had not sent yet are then failed with ErrPeerSilent.
+	// each failure to the Receiver, as send does for one; it hands each
+	// Heartbeat's answer to the Receiver, as sendHeartbeats does. It
+	// returns true when a call reached its own deadline while ctx was
+	// still live; the messages it had not sent yet are then failed with
+	// ErrPeerSilent.
 	sendBatch(ctx context.Context, ms []election.Message) (silent bool)
+	// batchesHeartbeats says whether the peer takes Heartbeats in a Batch
+	// now: a peer found not to is sent them in Heartbeats calls for
+	// batchRetry.
+	batchesHeartbeats() bool
+}
+
+// batchesHeartbeats implements batchLink.
+func (l *grpcLink) batchesHeartbeats() bool {
+	now := time.Now().UnixNano()
+	return now >= l.noBatchUntil.Load() && now >= l.noBatchedHeartbeatsUntil.Load()
 }
 
 // envelope wraps x, an encoded batchable message, for a Batch.
@@ -64,6 +76,8 @@ func envelope(x proto.Message) (*pb.Envelope, error) {
 		e.Message = &pb.Envelope_TimeoutNow{TimeoutNow: x}
 	case *pb.Candidacy:
 		e.Message = &pb.Envelope_Candidacy{Candidacy: x}
+	case *pb.Heartbeat:
+		e.Message = &pb.Envelope_Heartbeat{Heartbeat: x}
 	default:
 		return nil, fmt.Errorf("%w: %T cannot travel in a Batch", ErrInvalidMessage, x)
 	}
@@ -93,11 +107,19 @@ func unwrap(e *pb.Envelope) proto.Message {
 
 // Batch implements pb.PeerServer: each message is delivered as its own
 // RPC would deliver it (decoded, checked against the caller's identity,
-// handed to the Receiver), in order; the ones refused are named in the
-// answer with the code their own RPC would have failed with.
+// handed to the Receiver), in order; the one-way messages refused are
+// named in the answer with the code their own RPC would have failed with.
+// Then each Heartbeat's answer is awaited, as Heartbeats awaits them: the
+// node takes what the call delivered in one loop pass.
 func (s *PeerService) Batch(ctx context.Context, x *pb.Batch) (*pb.BatchAck, error) {
 	ack := &pb.BatchAck{}
+	var replies []chan election.Message
 	for i, e := range x.GetMessages() {
+		if h, ok := e.GetMessage().(*pb.Envelope_Heartbeat); ok {
+			reply, answer := s.deliverHeartbeat(ctx, h.Heartbeat, "Batch.messages", i)
+			replies, ack.Heartbeats = append(replies, reply), append(ack.Heartbeats, answer)
+			continue
+		}
 		var err error
 		if inner := unwrap(e); inner == nil {
 			s.rejectedInvalid.Add(1)
@@ -110,6 +132,7 @@ func (s *PeerService) Batch(ctx context.Context, x *pb.Batch) (*pb.BatchAck, err
 			ack.Refused = append(ack.Refused, &pb.Refusal{Index: uint32(i), Code: uint32(st.Code()), Message: st.Message()})
 		}
 	}
+	s.awaitHeartbeats(ctx, replies, ack.Heartbeats)
 	return ack, nil
 }
 
@@ -197,10 +220,21 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 	if !delivered {
 		return silent, false
 	}
-	var busy []election.Message
+	var busy, hbs []election.Message
+	for _, m := range ms {
+		if m.Type == election.MsgHeartbeat {
+			hbs = append(hbs, m)
+		}
+	}
+	// A peer that answers no Heartbeat predates them in a Batch: it
+	// refused each as an empty envelope.
+	older := len(hbs) > 0 && len(ack.GetHeartbeats()) == 0
 	for _, r := range ack.GetRefused() {
 		if i := int(r.GetIndex()); i < len(ms) {
 			m := ms[i]
+			if m.Type == election.MsgHeartbeat {
+				continue // answered in ack.Heartbeats, or sent again below
+			}
 			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
 			err := status.Error(codes.Code(r.GetCode()), r.GetMessage())
 			if retriesBusy(m) && PeerOverloaded(err) {
@@ -211,6 +245,14 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 		}
 	}
 	l.t.q.busy(l.id, busy)
+	if older {
+		l.noBatchedHeartbeatsUntil.Store(time.Now().Add(batchRetry).UnixNano())
+		for _, m := range hbs {
+			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc, and sent now
+		}
+		return l.sendHeartbeats(ctx, hbs), false
+	}
+	l.answered(hbs, ack.GetHeartbeats())
 	return false, false
 }
 

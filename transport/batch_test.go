@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,8 +43,8 @@ func namedBurst(n int) []election.Message {
 }
 
 // A burst of named messages queued for one peer arrives whole and in order,
-// in fewer calls than messages; the default election's messages and
-// Heartbeats between them keep their own calls and their place.
+// in fewer calls than messages, a named Heartbeat among them after the
+// rest; the default election's messages keep their own calls and order.
 func TestGRPCBatchesNamedMessagesInOrder(t *testing.T) {
 	srv := newFakeReceiver(2)
 	var calls atomic.Int64
@@ -60,8 +61,8 @@ func TestGRPCBatchesNamedMessagesInOrder(t *testing.T) {
 	for _, m := range ms {
 		tr.Send(m)
 	}
-	// The default election's messages have a queue of their own, and
-	// Heartbeats calls of their own: each kind keeps its order.
+	// The default election's messages have a queue of their own: each
+	// kind keeps its order.
 	var got []election.Message
 	for range ms {
 		select {
@@ -263,4 +264,256 @@ func TestGRPCLoneNamedMessageRefusedIsSentAgain(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cli.noFailure(t)
+}
+
+// batchSpy serves Batch as the current node does and records, per call,
+// the types it carried in order.
+type batchSpy struct {
+	*PeerService
+	mu    sync.Mutex
+	calls [][]election.MsgType
+}
+
+func (p *batchSpy) Batch(ctx context.Context, x *pb.Batch) (*pb.BatchAck, error) {
+	var types []election.MsgType
+	for _, e := range x.GetMessages() {
+		if _, ok := e.GetMessage().(*pb.Envelope_Heartbeat); ok {
+			types = append(types, election.MsgHeartbeat)
+		} else {
+			types = append(types, election.MsgCandidacy) // any one-way message
+		}
+	}
+	p.mu.Lock()
+	p.calls = append(p.calls, types)
+	p.mu.Unlock()
+	return p.PeerService.Batch(ctx, x)
+}
+
+// servePeer serves svc, with Peer's methods but those named in without, on
+// a loopback port, and returns a transport of node 1 that knows it as 2.
+func servePeer(t *testing.T, svc pb.PeerServer, without ...string) (*fakeReceiver, *GRPC) {
+	t.Helper()
+	lis, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	desc := pb.Peer_ServiceDesc
+	desc.Methods = slices.DeleteFunc(slices.Clone(desc.Methods), func(m grpc.MethodDesc) bool { return slices.Contains(without, m.MethodName) })
+	s.RegisterService(&desc, svc)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	cli := newFakeReceiver(1)
+	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, MaxMessageBytes: maxMsg})
+	tr.SetPeer(2, lis.Addr().String())
+	return cli, tr
+}
+
+// heldBehind is ms behind a default-election message, which sendHeld holds
+// at the receiver while ms gather in the named set.
+func heldBehind(ms []election.Message) []election.Message {
+	first := election.Message{Type: election.MsgAnswer, From: 1, To: 2, Term: election.NextTerm(0, 1)}
+	return append([]election.Message{first}, ms...)
+}
+
+// answersInOrder takes n answers from cli and checks they answer hbs, in
+// order.
+func answersInOrder(t *testing.T, cli *fakeReceiver, hbs []election.Message) {
+	t.Helper()
+	for i, hb := range hbs {
+		r := cli.next(t)
+		if r.Msg.Type != election.MsgHeartbeatResp || r.Msg.Election != hb.Election {
+			t.Fatalf("answer %d: %v of %q, want the HeartbeatResp of %q", i, r.Msg.Type, r.Msg.Election, hb.Election)
+		}
+	}
+}
+
+// A node pair's period in one call: the pair beat (a Candidacy of no
+// election), a Coordinator and the quiet followers' Heartbeats queued
+// together leave in one Batch, the Heartbeats last, and each Heartbeat's
+// answer comes back in order; no Heartbeats call is made.
+func TestGRPCBatchCarriesHeartbeatsWithThePairBeat(t *testing.T) {
+	srv := newFakeReceiver(2)
+	spy := &batchSpy{PeerService: NewPeerService(2, srv)}
+	cli, tr := servePeer(t, spy)
+	term := election.NextTerm(0, 1)
+	beat := election.Message{Type: election.MsgCandidacy, From: 1, To: 2, FromRank: election.Rank{ID: 1}, Incarnation: 7}
+	coord := election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "jobs-x"}
+	hbs := namedHeartbeats(43)
+	queued := append([]election.Message{beat}, hbs[:20]...)
+	queued = append(append(queued, coord), hbs[20:]...)
+	ms := heldBehind(queued)
+	sendHeld(t, srv, tr, ms)
+	want := append([]election.Message{ms[0], beat, coord}, hbs...)
+	for i, w := range want {
+		if in := srv.next(t); !reflect.DeepEqual(in.Msg, w) {
+			t.Fatalf("message %d arrived as %+v, want %+v", i, in.Msg, w)
+		} else if (in.Reply != nil) != (w.Type == election.MsgHeartbeat) {
+			t.Fatalf("message %d (%v) arrived with reply channel %v", i, w.Type, in.Reply != nil)
+		}
+	}
+	answersInOrder(t, cli, hbs)
+	cli.noFailure(t)
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if len(spy.calls) != 1 || len(spy.calls[0]) != 45 {
+		t.Fatalf("the period took Batch calls %v, want one of 45 messages", spy.calls)
+	}
+	if st := tr.Stats(); st.Sent[election.MsgHeartbeat] != 43 || st.Replies != 43 {
+		t.Errorf("sent %d heartbeats with %d replies, want 43 and 43", st.Sent[election.MsgHeartbeat], st.Replies)
+	}
+}
+
+// In a pass larger than a call, the Heartbeats ride only in the calls at
+// its end: a call that carries one waits for the peer's loop to answer it,
+// and the one-way messages before them (a failover's) are not held so.
+func TestGRPCBatchPutsHeartbeatsLast(t *testing.T) {
+	srv := newFakeReceiver(2)
+	spy := &batchSpy{PeerService: NewPeerService(2, srv)}
+	cli, tr := servePeer(t, spy)
+	burst, hbs := namedBurst(700), namedHeartbeats(30)
+	var queued []election.Message
+	for i, m := range burst {
+		queued = append(queued, m)
+		if i%20 == 0 && i/20 < len(hbs) {
+			queued = append(queued, hbs[i/20])
+		}
+	}
+	ms := heldBehind(queued)
+	sendHeld(t, srv, tr, ms)
+	for range ms {
+		srv.next(t)
+	}
+	answersInOrder(t, cli, hbs)
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	seen := 0
+	for i, call := range spy.calls {
+		for j, typ := range call {
+			if typ == election.MsgHeartbeat {
+				seen++
+			} else if seen > 0 {
+				t.Fatalf("call %d carries a one-way message at %d after a Heartbeat: %v", i, j, spy.calls)
+			}
+		}
+	}
+	if seen != len(hbs) || len(spy.calls) != 2 {
+		t.Fatalf("Batch calls %v: want 2 carrying all %d heartbeats", spy.calls, len(hbs))
+	}
+}
+
+// A default-election Heartbeat in a Batch is refused in its answer (it has
+// a call of its own); the named one beside it is answered, and the one-way
+// message after them delivered.
+func TestBatchRefusesTheDefaultElectionHeartbeat(t *testing.T) {
+	srv := newFakeReceiver(2)
+	svc := NewPeerService(2, srv)
+	hb := namedHeartbeats(2)
+	hb[0].Election = ""
+	term := election.NextTerm(0, 1)
+	ms := append(hb, election.Message{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "jobs-x"})
+	var x pb.Batch
+	for _, m := range ms {
+		enc, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := envelope(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Messages = append(x.Messages, e)
+	}
+	ack, err := svc.Batch(context.Background(), &x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ack.GetHeartbeats(); len(a) != 2 || a[0].GetCode() != uint32(codes.InvalidArgument) || a[1].GetCode() != 0 || a[1].GetReply() == nil {
+		t.Fatalf("heartbeat answers %v: want the first refused as invalid, the second answered", a)
+	}
+	if r := ack.GetRefused(); len(r) != 0 {
+		t.Fatalf("refused %v: a heartbeat's refusal belongs in its answer, and the Coordinator was delivered", r)
+	}
+	if n := svc.Stats().Received[election.MsgCoordinator]; n != 1 {
+		t.Fatalf("server received %d Coordinators, want 1", n)
+	}
+}
+
+// olderBatchPeer serves Batch as a node from before Heartbeats in a Batch:
+// the envelope's field it does not know arrives empty (proto keeps it as
+// an unknown field), so it refuses the Heartbeat as an empty envelope and
+// answers none. batched counts the Batch calls that carried one.
+type olderBatchPeer struct {
+	*PeerService
+	batched atomic.Int64
+}
+
+func (p *olderBatchPeer) Batch(ctx context.Context, x *pb.Batch) (*pb.BatchAck, error) {
+	y, carried := &pb.Batch{}, false
+	for _, e := range x.GetMessages() {
+		if _, ok := e.GetMessage().(*pb.Envelope_Heartbeat); ok {
+			e, carried = &pb.Envelope{}, true
+		}
+		y.Messages = append(y.Messages, e)
+	}
+	if carried {
+		p.batched.Add(1)
+	}
+	ack, err := p.PeerService.Batch(ctx, y)
+	if ack != nil {
+		ack.Heartbeats = nil
+	}
+	return ack, err
+}
+
+// A peer that serves Batch but not Heartbeats in it (an older node) has
+// each Heartbeat it refused sent again in a Heartbeats call, answered and
+// not reported failed; the rest of the pass goes as to such a peer (its
+// Heartbeats in Heartbeats calls), and so do the passes after it for
+// batchRetry.
+func TestGRPCBatchedHeartbeatsFallBackForAnOlderPeer(t *testing.T) {
+	srv := newFakeReceiver(2)
+	old := &olderBatchPeer{PeerService: NewPeerService(2, srv)}
+	cli, tr := servePeer(t, old)
+	term := election.NextTerm(0, 1)
+	hbs := namedHeartbeats(600) // more than one call: the pass goes on after the refusal
+	ms := heldBehind(append([]election.Message{{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "jobs-x"}}, hbs...))
+	for round := range 2 {
+		sendHeld(t, srv, tr, ms)
+		got := map[election.MsgType]int{}
+		for range ms {
+			got[srv.next(t).Msg.Type]++
+		}
+		if got[election.MsgHeartbeat] != 600 || got[election.MsgCoordinator] != 1 {
+			t.Fatalf("round %d: the peer took %v, want 600 Heartbeats and 1 Coordinator", round, got)
+		}
+		answersInOrder(t, cli, hbs)
+		cli.noFailure(t)
+	}
+	if n := old.batched.Load(); n != 1 {
+		t.Errorf("%d Batch calls carried Heartbeats to the older peer, want 1 (the first, refused)", n)
+	}
+	if n := tr.Stats().Sent[election.MsgHeartbeat]; n != 1200 {
+		t.Errorf("%d heartbeats counted as sent, want 1200 (each once)", n)
+	}
+}
+
+// A node from between Batch and Heartbeats in it that does not serve
+// Heartbeats either: each Heartbeat it refused in a Batch is sent again in
+// a call of its own, and answered.
+func TestGRPCBatchedHeartbeatsFallBackToOwnCalls(t *testing.T) {
+	srv := newFakeReceiver(2)
+	old := &olderBatchPeer{PeerService: NewPeerService(2, srv)}
+	cli, tr := servePeer(t, old, "Heartbeats")
+	hbs := namedHeartbeats(40)
+	ms := heldBehind(hbs)
+	sendHeld(t, srv, tr, ms)
+	for range ms {
+		srv.next(t)
+	}
+	answersInOrder(t, cli, hbs)
+	cli.noFailure(t)
+	if n := old.batched.Load(); n != 1 {
+		t.Errorf("%d Batch calls carried Heartbeats to the older peer, want 1", n)
+	}
 }

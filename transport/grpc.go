@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,6 +136,9 @@ type grpcLink struct {
 	noBatchUntil atomic.Int64
 	// noHeartbeatsUntil is noBatchUntil for the Heartbeats call.
 	noHeartbeatsUntil atomic.Int64
+	// noBatchedHeartbeatsUntil is noBatchUntil for Heartbeats in a Batch
+	// (a peer that serves Batch but answered none of them).
+	noBatchedHeartbeatsUntil atomic.Int64
 }
 
 // NewGRPC returns a transport for node cfg.Self. It opens no connection.
@@ -502,6 +506,8 @@ func (l *grpcLink) received(reply *pb.HeartbeatReply) {
 	t.replies.Add(1)
 }
 
+func isHeartbeat(m election.Message) bool { return m.Type == election.MsgHeartbeat }
+
 // fail reports m as not delivered.
 func (l *grpcLink) fail(m election.Message, err error) {
 	l.t.countFailed(m)
@@ -543,11 +549,13 @@ func (l *grpcLink) rpc(ctx context.Context, ms []election.Message, call func(con
 		return false, false
 	}
 	if err != nil {
-		if len(ms) > 0 && ms[0].Type == election.MsgHeartbeat && ctx.Err() == nil {
-			// A refused or reset heartbeat (or a Heartbeats call, which
-			// carries nothing else), confirmed by one re-dial, is evidence
-			// that the peer's process is gone (ErrPeerDown).
-			err = t.peerDown(err, addr)
+		hbErr := err // what a heartbeat of ms is failed with
+		if ctx.Err() == nil && slices.ContainsFunc(ms, isHeartbeat) {
+			// A refused or reset heartbeat (or a call that carries some),
+			// confirmed by one re-dial, is evidence that the peer's
+			// process is gone (ErrPeerDown). Only the heartbeats say so:
+			// a one-way message that failed is reported as it was.
+			hbErr = t.peerDown(err, addr)
 		}
 		// Timed out: our deadline fired, or the server's copy of it did
 		// first and its DeadlineExceeded arrived before our timer (seen
@@ -568,7 +576,11 @@ func (l *grpcLink) rpc(ctx context.Context, ms []election.Message, call func(con
 			return false, silent
 		}
 		for _, m := range ms {
-			l.fail(m, err)
+			if isHeartbeat(m) {
+				l.fail(m, hbErr)
+			} else {
+				l.fail(m, err)
+			}
 		}
 		return false, silent
 	}

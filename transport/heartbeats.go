@@ -56,19 +56,32 @@ func (s *PeerService) Heartbeats(ctx context.Context, x *pb.Heartbeats) (*pb.Hea
 	out := &pb.HeartbeatsReply{Answers: make([]*pb.HeartbeatAnswer, len(hbs))}
 	replies := make([]chan election.Message, len(hbs))
 	for i, h := range hbs {
-		var err error
-		if h.GetElection() == "" {
-			s.rejectedInvalid.Add(1)
-			err = status.Errorf(codes.InvalidArgument, "%v: Heartbeats.heartbeats[%d] is the default election's, which has a call of its own", ErrInvalidMessage, i)
-		} else {
-			replies[i] = make(chan election.Message, 1)
-			err = s.deliver(ctx, h, replies[i])
-		}
-		if err != nil {
-			replies[i] = nil
-			out.Answers[i] = refusal(err)
-		}
+		replies[i], out.Answers[i] = s.deliverHeartbeat(ctx, h, "Heartbeats.heartbeats", i)
 	}
+	s.awaitHeartbeats(ctx, replies, out.Answers)
+	return out, nil
+}
+
+// deliverHeartbeat delivers h, the i-th message of a call's field (named
+// in a refusal), as its own Heartbeat call would: it returns the channel
+// its answer will come on, or its refusal. A default-election Heartbeat is
+// refused (InvalidArgument): it has a call of its own.
+func (s *PeerService) deliverHeartbeat(ctx context.Context, h *pb.Heartbeat, field string, i int) (chan election.Message, *pb.HeartbeatAnswer) {
+	if h.GetElection() == "" {
+		s.rejectedInvalid.Add(1)
+		return nil, refusal(status.Errorf(codes.InvalidArgument, "%v: %s[%d] is the default election's Heartbeat, which has a call of its own", ErrInvalidMessage, field, i))
+	}
+	reply := make(chan election.Message, 1)
+	if err := s.deliver(ctx, h, reply); err != nil {
+		return nil, refusal(err)
+	}
+	return reply, nil
+}
+
+// awaitHeartbeats sets answers[i] to the answer on replies[i] for each
+// delivered Heartbeat, waiting MaxHeartbeatWait at most for them all (the
+// node takes a call's heartbeats in one loop pass).
+func (s *PeerService) awaitHeartbeats(ctx context.Context, replies []chan election.Message, answers []*pb.HeartbeatAnswer) {
 	ctx, cancel := context.WithTimeout(ctx, MaxHeartbeatWait)
 	defer cancel()
 	for i, reply := range replies {
@@ -77,12 +90,11 @@ func (s *PeerService) Heartbeats(ctx context.Context, x *pb.Heartbeats) (*pb.Hea
 		}
 		r, err := s.awaitHeartbeat(ctx, reply)
 		if err != nil {
-			out.Answers[i] = refusal(err)
+			answers[i] = refusal(err)
 			continue
 		}
-		out.Answers[i] = &pb.HeartbeatAnswer{Reply: r}
+		answers[i] = &pb.HeartbeatAnswer{Reply: r}
 	}
-	return out, nil
 }
 
 // refusal is err as a HeartbeatAnswer.
@@ -135,7 +147,6 @@ func (l *grpcLink) sendHeartbeats(ctx context.Context, ms []election.Message) bo
 // answer to the Receiver. unknown: the peer does not serve Heartbeats; ms
 // were then sent one call each (and so are its heartbeats for batchRetry).
 func (l *grpcLink) heartbeatsCall(ctx context.Context, x *pb.Heartbeats, ms []election.Message) (silent, unknown bool) {
-	t := l.t
 	var reply *pb.HeartbeatsReply
 	delivered, silent := l.rpc(ctx, ms, func(ctx context.Context, c pb.PeerClient, opts ...grpc.CallOption) error {
 		var err error
@@ -152,15 +163,22 @@ func (l *grpcLink) heartbeatsCall(ctx context.Context, x *pb.Heartbeats, ms []el
 	if !delivered {
 		return silent, false
 	}
-	answers := reply.GetAnswers()
+	l.answered(ms, reply.GetAnswers())
+	return false, false
+}
+
+// answered hands each answer of a call to ms, its heartbeats (answers[i]
+// is ms[i]'s), to the Receiver, and fails each heartbeat refused or left
+// without an answer.
+func (l *grpcLink) answered(ms []election.Message, answers []*pb.HeartbeatAnswer) {
 	for i, m := range ms {
 		var a *pb.HeartbeatAnswer
 		if i < len(answers) {
 			a = answers[i]
 		}
 		if a == nil || a.GetCode() != 0 || a.GetReply() == nil {
-			t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
-			err := status.Error(codes.Internal, "transport: the Heartbeats answer names no reply for this heartbeat")
+			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
+			err := status.Error(codes.Internal, "transport: the call's answer names no reply for this heartbeat")
 			if a != nil && a.GetCode() != 0 {
 				err = status.Error(codes.Code(a.GetCode()), a.GetMessage())
 			}
@@ -169,5 +187,4 @@ func (l *grpcLink) heartbeatsCall(ctx context.Context, x *pb.Heartbeats, ms []el
 		}
 		l.received(a.GetReply())
 	}
-	return false, false
 }

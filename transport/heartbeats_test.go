@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -57,8 +56,9 @@ func sendHeld(t *testing.T, srv *fakeReceiver, tr *GRPC, ms []election.Message) 
 	close(release)
 }
 
-// The named Heartbeats queued for one peer go in one Heartbeats call, each
-// delivered with its own reply channel and each answer handed back.
+// The named Heartbeats queued for one peer go in one call (a Batch, to a
+// peer that takes them there), each delivered with its own reply channel
+// and each answer handed back.
 func TestGRPCCoalescesNamedHeartbeats(t *testing.T) {
 	srv := newFakeReceiver(2)
 	var calls, single atomic.Int64
@@ -66,7 +66,7 @@ func TestGRPCCoalescesNamedHeartbeats(t *testing.T) {
 		grpc.ChainUnaryInterceptor(
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 				switch info.FullMethod {
-				case pb.Peer_Heartbeats_FullMethodName:
+				case pb.Peer_Heartbeats_FullMethodName, pb.Peer_Batch_FullMethodName:
 					calls.Add(1)
 				case pb.Peer_Heartbeat_FullMethodName:
 					single.Add(1)
@@ -93,7 +93,7 @@ func TestGRPCCoalescesNamedHeartbeats(t *testing.T) {
 	}
 	cli.noFailure(t)
 	if c, s := calls.Load(), single.Load(); c+s > 3 || c == 0 {
-		t.Errorf("100 heartbeats took %d Heartbeats calls and %d Heartbeat calls, want one or two in all", c, s)
+		t.Errorf("100 heartbeats took %d Batch or Heartbeats calls and %d Heartbeat calls, want one or two in all", c, s)
 	}
 	if n := svc.Stats().Received[election.MsgHeartbeat]; n != 100 {
 		t.Errorf("server received %d heartbeats, want 100", n)
@@ -164,41 +164,6 @@ func TestHeartbeatsRefusesTheDefaultElection(t *testing.T) {
 	}
 }
 
-// oldHeartbeatsPeer is a peer service from before Heartbeats.
-type oldHeartbeatsPeer struct{ *PeerService }
-
-func (oldHeartbeatsPeer) Heartbeats(context.Context, *pb.Heartbeats) (*pb.HeartbeatsReply, error) {
-	return nil, errors.New("unreachable")
-}
-
-// A peer that does not serve Heartbeats (an older node) gets every
-// heartbeat in a call of its own, and answers each.
-func TestGRPCHeartbeatsFallBackForAnOlderPeer(t *testing.T) {
-	srv := newFakeReceiver(2)
-	lis, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	desc := pb.Peer_ServiceDesc
-	var methods []grpc.MethodDesc
-	for _, m := range desc.Methods {
-		if m.MethodName != "Heartbeats" {
-			methods = append(methods, m)
-		}
-	}
-	desc.Methods = methods
-	s.RegisterService(&desc, oldHeartbeatsPeer{NewPeerService(2, srv)})
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	cli := newFakeReceiver(1)
-	tr := newGRPC(t, GRPCConfig{Self: 1, Receiver: cli, MaxMessageBytes: maxMsg})
-	tr.SetPeer(2, lis.Addr().String())
-	ms := namedHeartbeats(60)
-	sendHeld(t, srv, tr, ms)
-	for range ms {
-		srv.next(t)
-		cli.next(t)
-	}
-	cli.noFailure(t)
-}
+// A peer that serves neither Heartbeats nor Heartbeats in a Batch (a node
+// from between Batch and Heartbeats) gets every heartbeat in a call of its
+// own, and answers each: TestGRPCBatchedHeartbeatsFallBackToOwnCalls.

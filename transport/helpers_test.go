@@ -64,7 +64,7 @@ func (r *fakeReceiver) Receive(in Inbound) error {
 	}
 	r.got <- in
 	if in.Reply != nil && r.autoReply {
-		in.Reply <- election.Message{Type: election.MsgHeartbeatResp, From: r.self, To: in.Msg.From, Term: in.Msg.Term, Leader: r.self}
+		in.Reply <- election.Message{Type: election.MsgHeartbeatResp, From: r.self, To: in.Msg.From, Term: in.Msg.Term, Leader: r.self, Election: in.Msg.Election}
 	}
 	return nil
 }

@@ -231,3 +231,23 @@ func TestGRPCConnectWatchesBeforeTheFirstSend(t *testing.T) {
 	}
 	tr.Connect(9) // an unknown peer: nothing happens
 }
+
+// A Batch that carries Heartbeats and fails on a closed port fails its
+// Heartbeats with ErrPeerDown, as their own call would, and its one-way
+// messages as they were failed before (not down: only heartbeats are
+// probed, so a refused Coordinator never deposes anyone).
+func TestGRPCBatchToClosedPortIsPeerDownForItsHeartbeats(t *testing.T) {
+	cli := newFakeReceiver(1)
+	tr := newGRPC(t, GRPCConfig{MaxMessageBytes: maxMsg, Self: 1, Receiver: cli, SendTimeout: time.Hour})
+	tr.SetPeer(2, deadAddr(t))
+	l := tr.q.linkOf(2).(*grpcLink)
+	term := election.NextTerm(0, 1)
+	ms := append([]election.Message{{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "jobs-x"}}, namedHeartbeats(2)...)
+	l.sendBatch(context.Background(), ms)
+	for range ms {
+		f := cli.nextFailure(t)
+		if down := errors.Is(f.err, ErrPeerDown); down != (f.m.Type == election.MsgHeartbeat) {
+			t.Errorf("%v failed with %v (ErrPeerDown %v): want it for the heartbeats only", f.m.Type, f.err, down)
+		}
+	}
+}

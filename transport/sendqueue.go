@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -276,31 +275,37 @@ func (q *sendQueues) takeNamed(p *peerQueue) bool {
 }
 
 // sendNamed sends ms, every named message that waited for p, in calls of
-// at most maxCall messages: the rest in Batch calls, then the Heartbeats
-// in Heartbeats calls, each in the order queued. After a call that found
-// no answer in time, what had not left is lost on the way, not reported:
-// the next pass's messages get their own call.
+// at most maxCall messages: the rest in the order queued, then the
+// Heartbeats in the order queued. To a peer that takes Heartbeats in a
+// Batch, the call where the rest ends carries the first Heartbeats too:
+// at rest a node pair's period is its pair beat and the quiet followers'
+// heartbeats due with it, one call, not a Batch and a Heartbeats call. The
+// Heartbeats go last because a call that carries one waits for the peer's
+// loop to answer it: a mass failover's Coordinators and Candidacies are
+// not held behind thousands of answers. After a call that found no answer
+// in time, what had not left is lost on the way, not reported: the next
+// pass's messages get their own call.
 func (q *sendQueues) sendNamed(p *peerQueue, ms []election.Message) {
 	hbs, rest := splitHeartbeats(ms)
-	parts := []struct {
-		ms         []election.Message
-		heartbeats bool
-	}{{rest, false}, {hbs, true}}
-	for j, part := range parts {
-		for i := 0; i < len(part.ms); i += maxCall {
-			chunk := part.ms[i:min(i+maxCall, len(part.ms))]
-			if !q.sendMany(p, chunk, part.heartbeats) {
-				continue
-			}
-			left := part.ms[i+len(chunk):]
-			if j == 0 {
-				left = slices.Concat(left, hbs)
-			}
-			for _, m := range left {
+	if len(hbs) > 0 && len(rest) > 0 {
+		// ms is this pass's to reorder: the rest, then the Heartbeats.
+		copy(ms, rest)
+		copy(ms[len(rest):], hbs)
+	}
+	n := len(rest)
+	bl, batches := p.link.(batchLink)
+	for i := 0; i < len(ms); {
+		end := min(i+maxCall, len(ms))
+		if i < n && end > n && !(batches && bl.batchesHeartbeats()) {
+			end = n // the Heartbeats get calls of their own
+		}
+		if q.sendMany(p, ms[i:end]) {
+			for _, m := range ms[end:] {
 				q.count(m)
 			}
 			return
 		}
+		i = end
 	}
 }
 
@@ -334,19 +339,28 @@ func splitHeartbeats(ms []election.Message) (hbs, rest []election.Message) {
 	return hbs, rest
 }
 
-// sendMany sends ms in one call if p's link can (heartbeats: all
-// Heartbeats), else one call each. It returns true when the peer was
-// silent (the messages not sent then are the caller's).
-func (q *sendQueues) sendMany(p *peerQueue, ms []election.Message, heartbeats bool) bool {
-	if hl, ok := p.link.(heartbeatsLink); ok && heartbeats && len(ms) > 1 {
-		return hl.sendHeartbeats(p.ctx, ms)
+// sendMany sends ms in one call if p's link can (a Batch; Heartbeats
+// alone in a Heartbeats call to a peer that does not take them in a
+// Batch), else one call each. It returns true when the peer was silent
+// (the messages not sent then are the caller's).
+func (q *sendQueues) sendMany(p *peerQueue, ms []election.Message) bool {
+	bl, batches := p.link.(batchLink)
+	if coalescable(ms[0]) && (!batches || !bl.batchesHeartbeats()) {
+		// Heartbeats only (sendNamed puts them last, and cuts the call
+		// before them for such a peer).
+		if hl, ok := p.link.(heartbeatsLink); ok && len(ms) > 1 {
+			return hl.sendHeartbeats(p.ctx, ms)
+		}
+		batches = false
 	}
 	// A lone named message goes in a Batch too: a peer's refusal as
 	// overloaded then comes back per message and is sent again after a
 	// pause (sendQueues.busy), as for many; in its own call it was
 	// reported failed, so what a busy peer refused depended on how many
-	// messages happened to wait together.
-	if bl, ok := p.link.(batchLink); ok && !heartbeats && (len(ms) > 1 || retriesBusy(ms[0])) {
+	// messages happened to wait together. (A lone Heartbeat goes in one
+	// to a peer that takes them there, for one call shape per peer; its
+	// refusal is reported failed, as its own call's was.)
+	if batches && (len(ms) > 1 || retriesBusy(ms[0])) {
 		return bl.sendBatch(p.ctx, ms)
 	}
 	for i, m := range ms {

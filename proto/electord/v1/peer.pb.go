@@ -1023,11 +1023,16 @@ func (*Ack) Descriptor() ([]byte, []int) {
 // Candidacy messages) queued for the same peer, in the order they were
 // queued: a node that takes over many elections at once sends each peer one
 // call, not one per election. Each message is exactly what its own RPC
-// carries and is checked as it would be; a Heartbeat, which waits for its
-// answer, never travels in a Batch, and neither does a message of the
-// default election, so an older node is only ever sent a Batch by a node
-// that shares named elections with it (it answers Unimplemented; the sender
-// then sends one call per message to it, as before).
+// carries and is checked as it would be. A named election's Heartbeat may
+// travel in a Batch too, after the one-way messages queued with it: the
+// receiver answers it in BatchAck.heartbeats, so that a node pair's
+// heartbeats and pair beat of one period cost one call, not two. A message
+// of the default election never travels in a Batch, so an older node is
+// only ever sent a Batch by a node that shares named elections with it (it
+// answers Unimplemented; the sender then sends one call per message to it,
+// as before). A node that knows Batch but not heartbeats in it refuses each
+// as an empty envelope and leaves BatchAck.heartbeats empty; the sender
+// then sends it its heartbeats in Heartbeats calls.
 type Batch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Messages      []*Envelope            `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -1246,6 +1251,7 @@ type Envelope struct {
 	//	*Envelope_Notify
 	//	*Envelope_TimeoutNow
 	//	*Envelope_Candidacy
+	//	*Envelope_Heartbeat
 	Message       isEnvelope_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1351,6 +1357,15 @@ func (x *Envelope) GetCandidacy() *Candidacy {
 	return nil
 }
 
+func (x *Envelope) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Message.(*Envelope_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Message interface {
 	isEnvelope_Message()
 }
@@ -1383,6 +1398,11 @@ type Envelope_Candidacy struct {
 	Candidacy *Candidacy `protobuf:"bytes,7,opt,name=candidacy,proto3,oneof"`
 }
 
+type Envelope_Heartbeat struct {
+	// A named election's Heartbeat, answered in BatchAck.heartbeats.
+	Heartbeat *Heartbeat `protobuf:"bytes,8,opt,name=heartbeat,proto3,oneof"`
+}
+
 func (*Envelope_Election) isEnvelope_Message() {}
 
 func (*Envelope_Answer) isEnvelope_Message() {}
@@ -1397,12 +1417,17 @@ func (*Envelope_TimeoutNow) isEnvelope_Message() {}
 
 func (*Envelope_Candidacy) isEnvelope_Message() {}
 
-// BatchAck says which messages of a Batch the receiver refused, and why
-// (the gRPC code and message their own RPC would have failed with); the
-// others were delivered.
+func (*Envelope_Heartbeat) isEnvelope_Message() {}
+
+// BatchAck says which one-way messages of a Batch the receiver refused, and
+// why (the gRPC code and message their own RPC would have failed with); the
+// others were delivered. Its heartbeats answer the Batch's Heartbeats, one
+// each in their order, as a HeartbeatsReply would: a Heartbeat's refusal is
+// there, not in refused.
 type BatchAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Refused       []*Refusal             `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	Heartbeats    []*HeartbeatAnswer     `protobuf:"bytes,2,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1440,6 +1465,13 @@ func (*BatchAck) Descriptor() ([]byte, []int) {
 func (x *BatchAck) GetRefused() []*Refusal {
 	if x != nil {
 		return x.Refused
+	}
+	return nil
+}
+
+func (x *BatchAck) GetHeartbeats() []*HeartbeatAnswer {
+	if x != nil {
+		return x.Heartbeats
 	}
 	return nil
 }
@@ -1607,7 +1639,7 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x0fHeartbeatAnswer\x121\n" +
 	"\x05reply\x18\x01 \x01(\v2\x1b.electord.v1.HeartbeatReplyR\x05reply\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xaa\x03\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xe2\x03\n" +
 	"\bEnvelope\x123\n" +
 	"\belection\x18\x01 \x01(\v2\x15.electord.v1.ElectionH\x00R\belection\x12-\n" +
 	"\x06answer\x18\x02 \x01(\v2\x13.electord.v1.AnswerH\x00R\x06answer\x12<\n" +
@@ -1616,10 +1648,14 @@ const file_electord_v1_peer_proto_rawDesc = "" +
 	"\x06notify\x18\x05 \x01(\v2\x1b.electord.v1.HeartbeatReplyH\x00R\x06notify\x12:\n" +
 	"\vtimeout_now\x18\x06 \x01(\v2\x17.electord.v1.TimeoutNowH\x00R\n" +
 	"timeoutNow\x126\n" +
-	"\tcandidacy\x18\a \x01(\v2\x16.electord.v1.CandidacyH\x00R\tcandidacyB\t\n" +
-	"\amessage\":\n" +
+	"\tcandidacy\x18\a \x01(\v2\x16.electord.v1.CandidacyH\x00R\tcandidacy\x126\n" +
+	"\theartbeat\x18\b \x01(\v2\x16.electord.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\amessage\"x\n" +
 	"\bBatchAck\x12.\n" +
-	"\arefused\x18\x01 \x03(\v2\x14.electord.v1.RefusalR\arefused\"M\n" +
+	"\arefused\x18\x01 \x03(\v2\x14.electord.v1.RefusalR\arefused\x12<\n" +
+	"\n" +
+	"heartbeats\x18\x02 \x03(\v2\x1c.electord.v1.HeartbeatAnswerR\n" +
+	"heartbeats\"M\n" +
 	"\aRefusal\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
@@ -1686,32 +1722,34 @@ var file_electord_v1_peer_proto_depIdxs = []int32{
 	6,  // 12: electord.v1.Envelope.notify:type_name -> electord.v1.HeartbeatReply
 	7,  // 13: electord.v1.Envelope.timeout_now:type_name -> electord.v1.TimeoutNow
 	8,  // 14: electord.v1.Envelope.candidacy:type_name -> electord.v1.Candidacy
-	16, // 15: electord.v1.BatchAck.refused:type_name -> electord.v1.Refusal
-	1,  // 16: electord.v1.Peer.Election:input_type -> electord.v1.Election
-	2,  // 17: electord.v1.Peer.Answer:input_type -> electord.v1.Answer
-	3,  // 18: electord.v1.Peer.Coordinator:input_type -> electord.v1.Coordinator
-	4,  // 19: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
-	5,  // 20: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
-	7,  // 21: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
-	6,  // 22: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
-	8,  // 23: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
-	10, // 24: electord.v1.Peer.Batch:input_type -> electord.v1.Batch
-	11, // 25: electord.v1.Peer.Heartbeats:input_type -> electord.v1.Heartbeats
-	9,  // 26: electord.v1.Peer.Election:output_type -> electord.v1.Ack
-	9,  // 27: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
-	9,  // 28: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
-	9,  // 29: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
-	6,  // 30: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
-	9,  // 31: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
-	9,  // 32: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
-	9,  // 33: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
-	15, // 34: electord.v1.Peer.Batch:output_type -> electord.v1.BatchAck
-	12, // 35: electord.v1.Peer.Heartbeats:output_type -> electord.v1.HeartbeatsReply
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	5,  // 15: electord.v1.Envelope.heartbeat:type_name -> electord.v1.Heartbeat
+	16, // 16: electord.v1.BatchAck.refused:type_name -> electord.v1.Refusal
+	13, // 17: electord.v1.BatchAck.heartbeats:type_name -> electord.v1.HeartbeatAnswer
+	1,  // 18: electord.v1.Peer.Election:input_type -> electord.v1.Election
+	2,  // 19: electord.v1.Peer.Answer:input_type -> electord.v1.Answer
+	3,  // 20: electord.v1.Peer.Coordinator:input_type -> electord.v1.Coordinator
+	4,  // 21: electord.v1.Peer.CoordinatorAck:input_type -> electord.v1.CoordinatorAck
+	5,  // 22: electord.v1.Peer.Heartbeat:input_type -> electord.v1.Heartbeat
+	7,  // 23: electord.v1.Peer.TimeoutNow:input_type -> electord.v1.TimeoutNow
+	6,  // 24: electord.v1.Peer.Notify:input_type -> electord.v1.HeartbeatReply
+	8,  // 25: electord.v1.Peer.Candidacy:input_type -> electord.v1.Candidacy
+	10, // 26: electord.v1.Peer.Batch:input_type -> electord.v1.Batch
+	11, // 27: electord.v1.Peer.Heartbeats:input_type -> electord.v1.Heartbeats
+	9,  // 28: electord.v1.Peer.Election:output_type -> electord.v1.Ack
+	9,  // 29: electord.v1.Peer.Answer:output_type -> electord.v1.Ack
+	9,  // 30: electord.v1.Peer.Coordinator:output_type -> electord.v1.Ack
+	9,  // 31: electord.v1.Peer.CoordinatorAck:output_type -> electord.v1.Ack
+	6,  // 32: electord.v1.Peer.Heartbeat:output_type -> electord.v1.HeartbeatReply
+	9,  // 33: electord.v1.Peer.TimeoutNow:output_type -> electord.v1.Ack
+	9,  // 34: electord.v1.Peer.Notify:output_type -> electord.v1.Ack
+	9,  // 35: electord.v1.Peer.Candidacy:output_type -> electord.v1.Ack
+	15, // 36: electord.v1.Peer.Batch:output_type -> electord.v1.BatchAck
+	12, // 37: electord.v1.Peer.Heartbeats:output_type -> electord.v1.HeartbeatsReply
+	28, // [28:38] is the sub-list for method output_type
+	18, // [18:28] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_electord_v1_peer_proto_init() }
@@ -1727,6 +1765,7 @@ func file_electord_v1_peer_proto_init() {
 		(*Envelope_Notify)(nil),
 		(*Envelope_TimeoutNow)(nil),
 		(*Envelope_Candidacy)(nil),
+		(*Envelope_Heartbeat)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
