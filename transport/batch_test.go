@@ -517,3 +517,25 @@ func TestGRPCBatchedHeartbeatsFallBackToOwnCalls(t *testing.T) {
 		t.Errorf("%d Batch calls carried Heartbeats to the older peer, want 1", n)
 	}
 }
+
+// A Batch whose Heartbeats the peer's node does not answer in time still
+// comes back before the caller's deadline: its one-way messages count as
+// delivered (a refusal among them would be sent again), the unanswered
+// Heartbeats are lost on the way (counted, not reported, as a silent
+// call's), and the call is not silent.
+func TestGRPCBatchAnswersBeforeTheDeadline(t *testing.T) {
+	srv := newFakeReceiver(2)
+	srv.autoReply = false
+	_, _, cli, tr := pairGRPC(t, srv, GRPCConfig{MaxMessageBytes: maxMsg, SendTimeout: 300 * time.Millisecond})
+	l := tr.q.linkOf(2).(*grpcLink)
+	term := election.NextTerm(0, 1)
+	ms := append([]election.Message{{Type: election.MsgCoordinator, From: 1, To: 2, Term: term, Leader: 1, Election: "jobs-x"}}, namedHeartbeats(3)...)
+	if silent := l.sendBatch(context.Background(), ms); silent {
+		t.Fatal("the call was silent: the server waited for the answers to the caller's deadline")
+	}
+	st := tr.Stats()
+	if st.Sent[election.MsgCoordinator] != 1 || st.Sent[election.MsgHeartbeat] != 0 || st.Failed[election.MsgHeartbeat] != 3 {
+		t.Fatalf("sent %v, failed %v: want the Coordinator sent and the 3 heartbeats lost", st.Sent, st.Failed)
+	}
+	cli.noFailure(t)
+}

@@ -80,9 +80,19 @@ func (s *PeerService) deliverHeartbeat(ctx context.Context, h *pb.Heartbeat, fie
 
 // awaitHeartbeats sets answers[i] to the answer on replies[i] for each
 // delivered Heartbeat, waiting MaxHeartbeatWait at most for them all (the
-// node takes a call's heartbeats in one loop pass).
+// node takes a call's heartbeats in one loop pass), and never up to the
+// caller's deadline: it stops a fifth of the time left short of it, and a
+// heartbeat not answered by then is answered DeadlineExceeded. The call
+// then reaches its caller in time with what did come: the answers, and in
+// a Batch its one-way messages' refusals (sent again if the node was only
+// busy); waited for to the deadline, the whole call was lost on the way.
 func (s *PeerService) awaitHeartbeats(ctx context.Context, replies []chan election.Message, answers []*pb.HeartbeatAnswer) {
-	ctx, cancel := context.WithTimeout(ctx, MaxHeartbeatWait)
+	wait := MaxHeartbeatWait
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		wait = min(wait, left-left/5)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for i, reply := range replies {
 		if reply == nil {
@@ -169,12 +179,20 @@ func (l *grpcLink) heartbeatsCall(ctx context.Context, x *pb.Heartbeats, ms []el
 
 // answered hands each answer of a call to ms, its heartbeats (answers[i]
 // is ms[i]'s), to the Receiver, and fails each heartbeat refused or left
-// without an answer.
+// without an answer; one the peer's node did not answer in time is lost
+// on the way (counted, not reported).
 func (l *grpcLink) answered(ms []election.Message, answers []*pb.HeartbeatAnswer) {
 	for i, m := range ms {
 		var a *pb.HeartbeatAnswer
 		if i < len(answers) {
 			a = answers[i]
+		}
+		if a != nil && codes.Code(a.GetCode()) == codes.DeadlineExceeded {
+			// Not answered in time: lost on the way, as a call that found
+			// no answer in time loses its named messages (see rpc).
+			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
+			l.t.countFailed(m)
+			continue
 		}
 		if a == nil || a.GetCode() != 0 || a.GetReply() == nil {
 			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
