@@ -222,7 +222,7 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 	}
 	var busy, hbs []election.Message
 	for _, m := range ms {
-		if m.Type == election.MsgHeartbeat {
+		if isHeartbeat(m) {
 			hbs = append(hbs, m)
 		}
 	}
@@ -232,7 +232,7 @@ func (l *grpcLink) sendChunk(ctx context.Context, b *pb.Batch, ms []election.Mes
 	for _, r := range ack.GetRefused() {
 		if i := int(r.GetIndex()); i < len(ms) {
 			m := ms[i]
-			if m.Type == election.MsgHeartbeat {
+			if isHeartbeat(m) {
 				continue // answered in ack.Heartbeats, or sent again below
 			}
 			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc

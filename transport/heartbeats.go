@@ -187,22 +187,20 @@ func (l *grpcLink) answered(ms []election.Message, answers []*pb.HeartbeatAnswer
 		if i < len(answers) {
 			a = answers[i]
 		}
-		if a != nil && codes.Code(a.GetCode()) == codes.DeadlineExceeded {
+		if a != nil && a.GetCode() == 0 && a.GetReply() != nil {
+			l.received(a.GetReply())
+			continue
+		}
+		l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
+		switch {
+		case a == nil || a.GetCode() == 0:
+			l.fail(m, status.Error(codes.Internal, "transport: the call's answer names no reply for this heartbeat"))
+		case codes.Code(a.GetCode()) == codes.DeadlineExceeded:
 			// Not answered in time: lost on the way, as a call that found
 			// no answer in time loses its named messages (see rpc).
-			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
 			l.t.countFailed(m)
-			continue
+		default:
+			l.fail(m, status.Error(codes.Code(a.GetCode()), a.GetMessage()))
 		}
-		if a == nil || a.GetCode() != 0 || a.GetReply() == nil {
-			l.t.sent[m.Type].Add(^uint64(0)) // counted as sent by rpc
-			err := status.Error(codes.Internal, "transport: the call's answer names no reply for this heartbeat")
-			if a != nil && a.GetCode() != 0 {
-				err = status.Error(codes.Code(a.GetCode()), a.GetMessage())
-			}
-			l.fail(m, err)
-			continue
-		}
-		l.received(a.GetReply())
 	}
 }
