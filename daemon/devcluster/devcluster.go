@@ -395,9 +395,46 @@ func (c *Cluster) survey() (desc string, first node.LeaderInfo, n int, all bool)
 	return strings.Join(parts, "; "), first, n, all
 }
 
+// stopAll stops the daemons together and waits for all of them.
+func stopAll(ds []*daemon.Daemon) {
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.Stop() }()
+	}
+	wg.Wait()
+}
+
+// goneWait bounds how long Stop waits for a leader to see the stopped
+// followers leave gossip.
+const goneWait = 2 * time.Second
+
+// waitGone waits, at most wait, until d sees none of gone alive.
+func waitGone(d *daemon.Daemon, gone []*daemon.Daemon, wait time.Duration) {
+	ids := make(map[election.NodeID]bool, len(gone))
+	for _, g := range gone {
+		ids[election.NodeID(g.Config.ID)] = true
+	}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		alive := false
+		for _, m := range d.Node.Members() {
+			alive = alive || (ids[m.ID] && m.Alive)
+		}
+		if !alive {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Stop stops every node and removes a temporary data directory: the
 // followers together, then the leader (nobody is left to hand over to, so
-// no election runs while the cluster goes away).
+// no election runs while the cluster goes away). A stopped follower's
+// leave reaches the leader by gossip a moment after its Stop returns, so
+// the leader is stopped only once it sees the followers gone (or after
+// goneWait): until then it would hand over to a node that is no longer
+// there, and warn that the handover was lost.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	c.stopping = true
@@ -410,14 +447,11 @@ func (c *Cluster) Stop() {
 			rest = append(rest, d)
 		}
 	}
-	for _, group := range [][]*daemon.Daemon{rest, leaders} {
-		var wg sync.WaitGroup
-		for _, d := range group {
-			wg.Add(1)
-			go func() { defer wg.Done(); d.Stop() }()
-		}
-		wg.Wait()
+	stopAll(rest)
+	for _, d := range leaders {
+		waitGone(d, rest, goneWait)
 	}
+	stopAll(leaders)
 	c.watchWG.Wait()
 	if c.tmp != "" {
 		os.RemoveAll(c.tmp)
