@@ -121,17 +121,16 @@ func TestGossipKeyRotation(t *testing.T) {
 	a.wait("join of 2", is(Join, 2), nil)
 	b.wait("join of 1", is(Join, 1), nil)
 	gone := func(ev Event) bool { return ev.Type == Dead || ev.Type == Leave }
-	for _, step := range [][]string{{oldK, newK}, {newK, oldK}, {newK}} {
+	for i, step := range [][]string{{oldK, newK}, {newK, oldK}, {newK}} {
+		// One node ahead of the other, as in a rolling change: b's file
+		// changes only once a has taken the new keys.
 		writeKeys(t, fa, step...)
-		time.Sleep(100 * time.Millisecond) // one node ahead of the other, as in a rolling change
+		a.waitLogged("INFO gossip keys reloaded", i+1)
 		writeKeys(t, fb, step...)
-		time.Sleep(600 * time.Millisecond)
+		b.waitLogged("INFO gossip keys reloaded", i+1)
 		for _, n := range []*testNode{a, b} {
-			if !n.logs.find("INFO gossip keys reloaded", "") {
-				t.Fatalf("node %s did not reload its keys", n.name)
-			}
-			if len(n.Members()) != 2 {
-				t.Fatalf("after %d keys: node %s sees %v", len(step), n.name, ids(n.Members()))
+			if n.logs.count("ERROR", "") > 0 || len(n.Members()) != 2 {
+				t.Fatalf("after %d keys: node %s sees %v; logged %v", len(step), n.name, ids(n.Members()), n.logs.all())
 			}
 		}
 	}

@@ -40,15 +40,38 @@ func (s *logSink) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-func (s *logSink) find(prefix, substr string) bool {
+func (s *logSink) find(prefix, substr string) bool { return s.count(prefix, substr) > 0 }
+
+// count is how many records begin with prefix and contain substr.
+func (s *logSink) count(prefix, substr string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := 0
 	for _, r := range s.recs {
 		if strings.HasPrefix(r, prefix) && strings.Contains(r, substr) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+func (s *logSink) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.recs)
+}
+
+// waitLogged waits, until deadline, for n's log to hold want records that
+// begin with prefix.
+func (n *testNode) waitLogged(prefix string, want int) {
+	n.t.Helper()
+	stop := time.Now().Add(deadline)
+	for n.logs.count(prefix, "") < want {
+		if time.Now().After(stop) {
+			n.t.Fatalf("node %s logged %q %d times in %v, want %d: %v", n.name, prefix, n.logs.count(prefix, ""), deadline, want, n.logs.all())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 type testNode struct {
