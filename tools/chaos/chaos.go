@@ -223,7 +223,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		runErr = err
 	}
 	r.res.History = rec.History()
-	r.res.Report = history.Check(history.Config{Nodes: o.Nodes, Quorum: o.Quorum, Grace: o.Grace, AgreeMax: o.AgreeMax}, r.res.History)
+	r.res.Report = history.Check(history.Config{Nodes: o.Nodes, Quorum: o.Quorum, Grace: o.Grace, AgreeMax: o.AgreeMax, Settle: LinkSettle}, r.res.History)
+	keptWhole := 0
 	for _, el := range r.named {
 		h := el.rec.History()
 		e := Election{Name: el.name, History: h, Report: history.Check(namedConfig(o), h)}
@@ -232,7 +233,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			// A thousand elections' answers are gigabytes: the history of
 			// one with a violation is kept in the run's directory, and the
 			// result keeps its candidacies' record only.
-			if len(e.Report.Violations) > 0 && o.Dir != "" {
+			// So is that of the first few with an overlap begun with
+			// every node up (plain mode), to see what led to it.
+			keep := len(e.Report.Violations) > 0 || (e.Report.OverlapsWhole > 0 && keptWhole < keptWholeMax)
+			if keep && o.Dir != "" {
+				if len(e.Report.Violations) == 0 {
+					keptWhole++
+				}
 				if err := writeHistory(filepath.Join(o.Dir, "history-"+el.name+".json"), h); err != nil && runErr == nil {
 					runErr = err
 				}
@@ -245,6 +252,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r.res, runErr
 }
 
+// keptWholeMax is how many named elections' histories a run keeps in its
+// directory for their overlaps begun with every node up.
+const keptWholeMax = 3
+
 // namedConfig is how a named election's history is judged. In quorum mode
 // every node votes in every named election (node/namedvoter.go), so a
 // named election keeps the default election's promise when the quorum's
@@ -256,7 +267,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // the election is judged by the plain rules, its two claims reported as
 // Overlaps.
 func namedConfig(o Options) history.Config {
-	cfg := history.Config{Nodes: o.Nodes, Grace: o.Grace, AgreeMax: o.AgreeMax, Named: true, WithdrawnMax: o.WithdrawnMax}
+	cfg := history.Config{Nodes: o.Nodes, Grace: o.Grace, AgreeMax: o.AgreeMax, Named: true, WithdrawnMax: o.WithdrawnMax, Settle: LinkSettle}
 	if o.Quorum > 0 && 2*(o.Quorum/2+1) > o.Nodes {
 		cfg.Quorum = o.Quorum
 	}

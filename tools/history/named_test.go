@@ -74,8 +74,18 @@ func TestPlainOverlaps(t *testing.T) {
 	h := History{Obs: []Obs{claim(1, term(1, 1), 10, 20), claim(2, term(2, 2), 15, 25), claim(1, term(1, 1), 110, 120), claim(3, term(3, 3), 2115, 2125), claim(1, term(1, 1), 2110, 2120)},
 		Topo: []Topology{cut, topo(100, 3)}}
 	r := Check(Config{Nodes: 3}, h)
-	if len(r.Violations) != 0 || len(r.Overlaps) != 2 || r.OverlapsWhole != 1 {
-		t.Errorf("violations %v, overlaps %v (%d whole), want none, 2 (1 whole)", r.Violations, r.Overlaps, r.OverlapsWhole)
+	if len(r.Violations) != 0 || len(r.Overlaps) != 2 || r.OverlapsWhole != 1 || r.OverlapsCalm != 1 {
+		t.Errorf("violations %v, overlaps %v (%d whole, %d calm), want none, 2 (1 whole, 1 calm)", r.Violations, r.Overlaps, r.OverlapsWhole, r.OverlapsCalm)
+	}
+	// The whole one began 2 s after the heal at 100 ms: within a 2.5 s
+	// settle time it is the cut's aftermath, not calm. A whole topology
+	// recorded again (a restart's second record) does not restart it.
+	h.Topo = append(h.Topo, topo(1000, 3))
+	if r := Check(Config{Nodes: 3, Settle: 2500 * time.Millisecond}, h); r.OverlapsWhole != 1 || r.OverlapsCalm != 0 {
+		t.Errorf("settle 2.5 s: %d whole, %d calm, want 1, 0", r.OverlapsWhole, r.OverlapsCalm)
+	}
+	if r := Check(Config{Nodes: 3, Settle: 1900 * time.Millisecond}, h); r.OverlapsWhole != 1 || r.OverlapsCalm != 1 {
+		t.Errorf("settle 1.9 s: %d whole, %d calm, want 1, 1", r.OverlapsWhole, r.OverlapsCalm)
 	}
 	if r := Check(Config{Nodes: 3, Quorum: 3}, h); len(only(r, RuleTwoClaims)) != 2 || len(r.Overlaps) != 0 {
 		t.Errorf("quorum: %v, overlaps %v", r.Violations, r.Overlaps)

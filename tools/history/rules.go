@@ -69,6 +69,12 @@ type Config struct {
 	Named bool
 	// WithdrawnMax: see DefaultWithdrawnMax; 0 = that.
 	WithdrawnMax time.Duration
+	// Settle is how long after the network became whole (every node up,
+	// no link cut) an overlap that begins still belongs to the fault just
+	// healed: a cut-off node's round, its messages lost in the cut, can
+	// end after the heal with a claim the incumbent then overrules.
+	// Overlaps begun later are counted as calm (Report.OverlapsCalm).
+	Settle time.Duration
 }
 
 // Violation is one broken rule.
@@ -77,6 +83,10 @@ type Violation struct {
 	Rule   string
 	Detail string
 }
+
+// WholeMark ends the Detail of an Overlap that began while every node was
+// up and no link was cut.
+const WholeMark = "every node up and no link cut when it began"
 
 // Report is what Check found.
 type Report struct {
@@ -104,6 +114,10 @@ type Report struct {
 	// up and no link was cut (a resumed or restarted node's stale claim,
 	// or a handover's).
 	OverlapsWhole int
+	// OverlapsCalm counts the OverlapsWhole that began Config.Settle or
+	// more after the network became whole: two claims that no fault just
+	// healed explains.
+	OverlapsCalm int
 	// Resolved counts, in quorum mode, the episodes in which two nodes'
 	// claims overlapped by round trips ([Sent, Recv]) but not by the
 	// nodes' own decision windows (Obs.Window): claims the windows show
@@ -184,9 +198,12 @@ func Check(cfg Config, h History) Report {
 		r.Overlaps = slices.Clone(r.Violations[n:])
 		r.Violations = r.Violations[:n]
 		for i, v := range r.Overlaps {
-			if c.whole(v.At) {
-				r.Overlaps[i].Detail += "; every node up and no link cut when it began"
+			if since, ok := c.wholeSince(v.At); ok {
+				r.Overlaps[i].Detail += "; " + WholeMark
 				r.OverlapsWhole++
+				if v.At.Sub(since) >= cfg.Settle {
+					r.OverlapsCalm++
+				}
 			}
 		}
 	}
@@ -543,11 +560,27 @@ func (c *checker) minority() {
 
 // whole says whether at t every node is up and no link is cut.
 func (c *checker) whole(t time.Time) bool {
+	_, ok := c.wholeSince(t)
+	return ok
+}
+
+// wholeSince reports whether every node was up and no link cut at t, and
+// since when (the run's first topology, or the zero time before it).
+func (c *checker) wholeSince(t time.Time) (time.Time, bool) {
 	i := sort.Search(len(c.topo), func(i int) bool { return c.topo[i].At.After(t) }) - 1
 	if i < 0 {
-		return true
+		return time.Time{}, true
 	}
-	tp := c.topo[i]
+	if !wholeTopo(c.topo[i]) {
+		return time.Time{}, false
+	}
+	for i > 0 && wholeTopo(c.topo[i-1]) {
+		i--
+	}
+	return c.topo[i].At, true
+}
+
+func wholeTopo(tp Topology) bool {
 	for n := 1; n < len(tp.Up); n++ {
 		if !tp.Up[n] || slices.Contains(tp.Cut[n], true) {
 			return false

@@ -49,6 +49,7 @@ func chaosCmd(args []string) error {
 	holdMax := fs.Duration("hold-max", 0, "longest fault (0 = 2.5s)")
 	dir := fs.String("dir", "", "keep the nodes' data dirs and logs here (default: a temporary directory, removed)")
 	out := fs.String("out", "", "also write the report to this file")
+	overlaps := fs.String("overlaps", "", "write every two-claim episode of the plain rule (each election's, with the fault healed last before it) to this file, tab-separated")
 	verbose := fs.Bool("v", false, "log every fault and process change")
 	tag := fs.String("tag", "", "a label in the names of the namespaces and containers of the run (a-z, 0-9, at most 16)")
 	named := fs.Int("named", 0, "named elections beside the default one, each with an app per node, and app kills and pauses")
@@ -156,6 +157,11 @@ func chaosCmd(args []string) error {
 			}
 			rows = append(rows, row{algo, q, res})
 			printChaos(pr, algo, q, res)
+			if *overlaps != "" {
+				if err := writeOverlaps(fmt.Sprintf("%s.%s-q%d", *overlaps, algo, q), res); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	pr("\n## Summary\n\n")
@@ -282,7 +288,7 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 	}
 	pr("- violations: %s\n", ruleCounts(rep))
 	if len(rep.Overlaps) > 0 {
-		pr("- two nodes claimed at overlapping moments (plain mode: allowed, not violations): %d episodes, %d of them begun with every node up and no link cut\n", len(rep.Overlaps), rep.OverlapsWhole)
+		pr("- two nodes claimed at overlapping moments (plain mode: allowed, not violations): %d episodes, %d of them begun with every node up and no link cut, %d of those %v or more after the last heal\n", len(rep.Overlaps), rep.OverlapsWhole, rep.OverlapsCalm, chaos.LinkSettle)
 	}
 	if rep.Resolved > 0 {
 		pr("- two claims overlapping by round trips but decided at different instants by the nodes' own windows (not violations): %d episodes\n", rep.Resolved)
@@ -297,9 +303,9 @@ func printChaos(pr func(string, ...any), algo string, quorum int, res *chaos.Res
 				apps++
 			}
 		}
-		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut); overlapping by round trips only %d; violations: %s\n",
+		pr("- election %s: %d answers observed, %d unanswered, %d claims; %d app starts; %d heals: p50 %s ms, p99 %s ms, max %s ms, %d without agreement; two-claim episodes judged allowed (plain rule) %d (%d begun with every node up and no link cut, %d of those %v or more after the last heal); overlapping by round trips only %d; violations: %s\n",
 			el.Name, er.Obs, er.Errs, er.Claims, apps, er.Heals, ms(history.Percentile(er.HealTimes, .5)), ms(history.Percentile(er.HealTimes, .99)),
-			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, er.Resolved, ruleCounts(er))
+			ms(history.Percentile(er.HealTimes, 1)), er.Unhealed, len(er.Overlaps), er.OverlapsWhole, er.OverlapsCalm, chaos.LinkSettle, er.Resolved, ruleCounts(er))
 		if badEls >= 0 {
 			pr("  - elections with a violation: %d\n", badEls)
 		}

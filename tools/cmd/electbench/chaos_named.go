@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"sort"
+	"strings"
 
 	"github.com/electord/electord/tools/chaos"
 	"github.com/electord/electord/tools/history"
@@ -44,6 +48,7 @@ func mergedNamed(res *chaos.Result) (history.Report, int) {
 		m.Errs += er.Errs
 		m.Claims += er.Claims
 		m.OverlapsWhole += er.OverlapsWhole
+		m.OverlapsCalm += er.OverlapsCalm
 		m.Resolved += er.Resolved
 		for _, v := range er.Violations {
 			v.Detail = fmt.Sprintf("election %s: %s", el.Name, v.Detail)
@@ -67,4 +72,36 @@ func mergedNamed(res *chaos.Result) (history.Report, int) {
 	slices.SortFunc(m.Violations, func(a, b history.Violation) int { return a.At.Compare(b.At) })
 	slices.SortFunc(m.Overlaps, func(a, b history.Violation) int { return a.At.Compare(b.At) })
 	return m, bad
+}
+
+// writeOverlaps writes every two-claim episode of res (the default
+// election's and each named one's) to path, one per line: seconds since
+// the run began, the election, whether every node was up and no link cut,
+// the fault healed last before it and how long before (ms), and the
+// episode as the checker told it.
+func writeOverlaps(path string, res *chaos.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintf(w, "at_s\telection\twhole\tlast_heal\tsince_heal_ms\tdetail\n")
+	els := append([]chaos.Election{{Name: "(default)", Report: res.Report, History: res.History}}, res.Named...)
+	heals := res.History.Heals
+	for _, el := range els {
+		for _, v := range el.Report.Overlaps {
+			last, since := "-", -1.0
+			i := sort.Search(len(heals), func(i int) bool { return heals[i].At.After(v.At) }) - 1
+			if i >= 0 {
+				last, since = heals[i].What, float64(v.At.Sub(heals[i].At).Microseconds())/1000
+			}
+			fmt.Fprintf(w, "%.3f\t%s\t%t\t%s\t%.1f\t%s\n", v.At.Sub(res.Report.Start).Seconds(), el.Name,
+				strings.Contains(v.Detail, history.WholeMark), last, since, v.Detail)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
