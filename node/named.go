@@ -26,6 +26,10 @@ type namedMachine struct {
 	// standing here (sendCandidacy): every member alive since has it,
 	// unless a copy was lost on the way, which the resend rounds repair.
 	told uint64
+	// ownHash is this election's part of the own digest as last counted
+	// (owned: counted; ownStanding).
+	ownHash uint64
+	owned   bool
 }
 
 // namedState is what the loop keeps of named elections.
@@ -63,6 +67,7 @@ type namedState struct {
 	// and at each revive (renewIncarnation).
 	incarnation uint64
 	resend      namedResend    // anti-entropy for candidacies (named_resend.go)
+	own         ownStanding    // this node's digest of its own standing (named_held.go)
 	changes     namedChangeLog // the loop pass's leadership changes, logged together (named_changelog.go)
 	rebalance   namedRebalance // placement spread (named_rebalance.go)
 	pairs       pairBeats      // the heartbeat per pair of nodes (pairbeat.go)
@@ -150,6 +155,7 @@ func (n *Node) newMachine(name string, head named.Candidacy, first machineStart)
 	}
 	n.catchUpNamed()
 	n.startNamedClock()
+	n.named.own.stop(name, n.named.machines[name])
 	n.named.machines[name] = &namedMachine{sm: n.named.lazily(sm), priority: head.Priority}
 	n.named.rebalanceStale()
 	if !standing {
@@ -176,6 +182,7 @@ func (n *Node) dropMachine(name string) {
 
 // forgetMachine stops running name's machine at once.
 func (n *Node) forgetMachine(name string) {
+	n.named.own.stop(name, n.named.machines[name])
 	delete(n.named.machines, name)
 	n.named.rebalanceStale()
 	n.stopIdleNamedClock()

@@ -81,6 +81,18 @@ func (s *namedState) untouch() {
 // that tick, or a timer the call armed would fire only at the machine's
 // next access.
 func (s *namedState) touch(name string) {
+	s.mark(name)
+	if s.machines[name] != nil {
+		// What this node stands for here may have changed: a candidacy
+		// added, withdrawn or changed, the machine started (ownStanding).
+		s.own.restand(name)
+	}
+}
+
+// mark is touch for the machine's own traffic in quorum mode (touchQuiet),
+// which changes nothing this node stands for but its leadership, counted
+// where that is reported (namedChange).
+func (s *namedState) mark(name string) {
 	s.dirty[name] = true
 	delete(s.quiet, name)
 	s.recount(name)
@@ -100,7 +112,7 @@ func (s *namedState) recount(name string) {
 // quorum mode a heartbeat moves the lease the view shows: published.
 func (s *namedState) touchQuiet(name string, quiet bool) {
 	if !quiet {
-		s.touch(name)
+		s.mark(name)
 		return
 	}
 	if !s.dirty[name] {

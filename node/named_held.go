@@ -75,22 +75,73 @@ func (n *Node) heldDigestFrom(m election.Message) {
 }
 
 // ownDigest is the digest of this node's standing in every election it
-// stands in, as its Candidacies say it (standingIn), counted once a period:
-// every member's digest of the period is compared with it. A change since
-// it was counted was sent to the members too, so at worst one period's
-// comparison misses a lost copy (the next finds it) or finds a difference
-// that is not there (a round too many).
+// stands in, as its Candidacies say it (standingIn): every member's digest
+// of the period is compared with it. It is kept as the standing changes
+// (ownStanding), so a comparison costs the elections changed since the
+// last one, not every election.
 func (n *Node) ownDigest() uint64 {
-	r := &n.named.resend
-	if r.ownIn == r.period+1 {
-		return r.own
+	o := &n.named.own
+	for name := range o.stale {
+		o.count(name, n.named.machines[name], &n.named.queues)
 	}
-	var d named.Digest
-	for name, head := range n.named.queues.Heads() {
-		if nm := n.named.machines[name]; nm != nil { // standsIn
-			d.Add(name, headStand(head, nm))
-		}
+	if len(o.stale) > untouchedRoom {
+		o.stale = nil // a map keeps its largest room, and ranging costs it
+	} else {
+		clear(o.stale)
 	}
-	r.own, r.ownIn = d.Sum(), r.period+1
-	return r.own
+	return o.d.Sum()
+}
+
+// ownStanding is this node's digest of its own standing: one part per
+// election where it runs a machine and has a candidacy at the head of its
+// queue, headStand's hash, kept in the machine (namedMachine.ownHash).
+// The rule: whatever changes a part (the queue's head, the machine's
+// reported leadership and its since) marks the election stale before the
+// loop next compares digests, and ownDigest counts the stale parts again.
+// A candidacy added, withdrawn or changed and a machine started are
+// touched (namedState.touch), a new leadership is reported in namedChange;
+// both mark it. A machine that stops uncounts its part at once (uncount),
+// as nothing is left to count it from. Only elections with a running
+// machine are marked, and a stopped one is unmarked, so the stale set
+// never holds more than the machines, however long no digest comes to
+// compare with.
+type ownStanding struct {
+	d     named.Digest
+	stale map[string]struct{}
+}
+
+// restand marks name's part stale.
+func (o *ownStanding) restand(name string) {
+	if o.stale == nil {
+		o.stale = map[string]struct{}{}
+	}
+	o.stale[name] = struct{}{}
+}
+
+// uncount removes nm's part (nm: a machine of the election, or nil).
+func (o *ownStanding) uncount(nm *namedMachine) {
+	if nm != nil && nm.owned {
+		o.d.RemoveHash(nm.ownHash)
+		nm.ownHash, nm.owned = 0, false
+	}
+}
+
+// stop uncounts nm, name's machine about to stop or be replaced (or nil),
+// and unmarks name.
+func (o *ownStanding) stop(name string, nm *namedMachine) {
+	o.uncount(nm)
+	delete(o.stale, name)
+}
+
+// count counts name's part again: nm, its machine (nil: none runs, and
+// its part was uncounted when it stopped), stands for qs's head.
+func (o *ownStanding) count(name string, nm *namedMachine, qs *named.Queues) {
+	if nm == nil {
+		return
+	}
+	o.uncount(nm)
+	if head, ok := qs.Head(name); ok {
+		nm.ownHash, nm.owned = named.StandHash(name, headStand(head, nm)), true
+		o.d.AddHash(nm.ownHash)
+	}
 }

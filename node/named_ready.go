@@ -157,6 +157,7 @@ func (n *Node) namedChange(name string, nm *namedMachine, ch election.Leadership
 	}
 	was := nm.reported.Role == election.RoleLeader
 	nm.reported = ch
+	n.named.own.restand(name) // the leader's term and since are in its stand
 	if was || ch.Role == election.RoleLeader {
 		n.sendCandidacy(name, 0) // observers learn who leads from the leader's word
 	}

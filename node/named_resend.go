@@ -73,10 +73,8 @@ type namedResend struct {
 	// since it joined.
 	want      map[election.NodeID]bool
 	digesters map[election.NodeID]uint64
-	// period counts the periods; own is this node's own digest as counted
-	// in period ownIn (ownDigest).
-	period, ownIn uint64
-	own           uint64
+	// period counts the periods.
+	period uint64
 	// withdrawn: elections this node withdrew from, and how long it still
 	// resends each withdrawal.
 	withdrawn map[string]withdrawal

@@ -31,6 +31,23 @@ func (d *Digest) Remove(name string, s Stand) {
 	d.n--
 }
 
+// StandHash is candidacy s in election name as a digest counts it: a
+// digest kept as its candidacies change remembers each one's hash, and
+// uncounts it with RemoveHash when it changes.
+func StandHash(name string, s Stand) uint64 { return standHash(name, s) }
+
+// AddHash counts the candidacy whose StandHash is h.
+func (d *Digest) AddHash(h uint64) {
+	d.x ^= h
+	d.n++
+}
+
+// RemoveHash uncounts the candidacy whose StandHash is h, added before.
+func (d *Digest) RemoveHash(h uint64) {
+	d.x ^= h
+	d.n--
+}
+
 // standHash is candidacy s in election name as a digest counts it.
 func standHash(name string, s Stand) uint64 {
 	h := fnv.New64a()
