@@ -20,21 +20,10 @@ type Digest struct {
 }
 
 // Add counts candidacy s in election name.
-func (d *Digest) Add(name string, s Stand) {
-	d.x ^= standHash(name, s)
-	d.n++
-}
+func (d *Digest) Add(name string, s Stand) { d.AddHash(StandHash(name, s)) }
 
 // Remove uncounts candidacy s in election name, added before.
-func (d *Digest) Remove(name string, s Stand) {
-	d.x ^= standHash(name, s)
-	d.n--
-}
-
-// StandHash is candidacy s in election name as a digest counts it: a
-// digest kept as its candidacies change remembers each one's hash, and
-// uncounts it with RemoveHash when it changes.
-func StandHash(name string, s Stand) uint64 { return standHash(name, s) }
+func (d *Digest) Remove(name string, s Stand) { d.RemoveHash(StandHash(name, s)) }
 
 // AddHash counts the candidacy whose StandHash is h.
 func (d *Digest) AddHash(h uint64) {
@@ -48,8 +37,10 @@ func (d *Digest) RemoveHash(h uint64) {
 	d.n--
 }
 
-// standHash is candidacy s in election name as a digest counts it.
-func standHash(name string, s Stand) uint64 {
+// StandHash is candidacy s in election name as a digest counts it: a
+// digest kept as its candidacies change remembers each one's hash, and
+// uncounts it with RemoveHash when it changes.
+func StandHash(name string, s Stand) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	h.Write([]byte{0})

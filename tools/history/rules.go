@@ -558,12 +558,6 @@ func (c *checker) minority() {
 	}
 }
 
-// whole says whether at t every node is up and no link is cut.
-func (c *checker) whole(t time.Time) bool {
-	_, ok := c.wholeSince(t)
-	return ok
-}
-
 // wholeSince reports whether every node was up and no link cut at t, and
 // since when (the run's first topology, or the zero time before it).
 func (c *checker) wholeSince(t time.Time) (time.Time, bool) {
